@@ -1,0 +1,68 @@
+// Stage 1: one invocation per shingle -> x = fnv1a64(shingle bytes) mod P.
+// Composed after u64.wgsl at load time.
+//
+// The bindings are shared with minhash.wgsl (one bind group layout for both pipelines):
+// mirror of `GpuConfig` in src/engine/gpu/mod.rs; keep the two in step.
+struct Config {
+    k: u32,
+    num_docs: u32,
+    num_shingles: u32,
+    num_perm: u32,
+    num_chunks: u32,
+    hash_groups_x: u32,
+    min_groups_x: u32,
+    init_groups_x: u32,
+}
+
+@group(0) @binding(0) var<uniform> cfg: Config;
+// Word bytes, four to a u32 (little-endian); every word is followed by one space.
+@group(0) @binding(1) var<storage, read> bytes: array<u32>;
+// Byte offset of each word, plus a sentinel.
+@group(0) @binding(2) var<storage, read> word_start: array<u32>;
+// Per document (plus a sentinel): x = first word, y = first shingle.
+@group(0) @binding(3) var<storage, read> docs: array<vec2<u32>>;
+// Output: x of every shingle.
+@group(0) @binding(4) var<storage, read_write> xs: array<u32>;
+
+const HASH_WG: u32 = 256u;
+
+fn byte_at(i: u32) -> u32 {
+    return (bytes[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+// The document holding shingle g: the last d with docs[d].y <= g (binary search).
+fn doc_of(g: u32) -> u32 {
+    var lo = 0u;
+    var hi = cfg.num_docs;
+    while (hi - lo > 1u) {
+        let mid = (lo + hi) / 2u;
+        if (docs[mid].y <= g) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+@compute @workgroup_size(256)
+fn hash_shingles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let g = (wid.y * cfg.hash_groups_x + wid.x) * HASH_WG + lid.x;
+    if (g >= cfg.num_shingles) {
+        return;
+    }
+    let d = doc_of(g);
+    let j = g - docs[d].y;
+    let w0 = docs[d].x + j;
+    // A document of fewer than k words has one shingle of all its words.
+    let w_end = min(w0 + cfg.k, docs[d + 1u].x);
+    let b0 = word_start[w0];
+    // The shingle ends before the space that follows its last word.
+    let b1 = word_start[w_end] - 1u;
+    var h = vec2<u32>(FNV_OFFSET_LO, FNV_OFFSET_HI);
+    for (var i = b0; i < b1; i = i + 1u) {
+        h.x = h.x ^ byte_at(i);
+        h = fnv_mul(h);
+    }
+    xs[g] = mod_p_u64(h);
+}

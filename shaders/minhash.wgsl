@@ -1,0 +1,67 @@
+// Stage 2: sig[d][i] = min over the shingles of d of (a_i * x + b_i) mod P.
+// Composed after u64.wgsl at load time.
+//
+// Work is cut into chunks of at most CHUNK shingles of one document (a long document spans
+// several chunks, even several workgroups at once); each workgroup takes one chunk and
+// PERM_WG permutations, and merges its minima into the signature with atomicMin, so the order
+// in which chunks finish cannot change a bit.
+//
+// Mirror of `GpuConfig` in src/engine/gpu/mod.rs; keep the two in step.
+struct Config {
+    k: u32,
+    num_docs: u32,
+    num_shingles: u32,
+    num_perm: u32,
+    num_chunks: u32,
+    hash_groups_x: u32,
+    min_groups_x: u32,
+    init_groups_x: u32,
+}
+
+@group(0) @binding(0) var<uniform> cfg: Config;
+@group(0) @binding(4) var<storage, read_write> xs: array<u32>;
+// Per chunk: x = document, y = first shingle, z = one past the last shingle, w unused.
+@group(0) @binding(5) var<storage, read> chunks: array<vec4<u32>>;
+// Per permutation: x = a_i, y = b_i.
+@group(0) @binding(6) var<storage, read> perms: array<vec2<u32>>;
+// Output: num_docs rows of num_perm entries.
+@group(0) @binding(7) var<storage, read_write> sigs: array<atomic<u32>>;
+
+const PERM_WG: u32 = 64u;
+const CHUNK: u32 = 256u;
+
+var<workgroup> tile: array<u32, CHUNK>;
+
+// Every entry starts at P: a document with no shingles keeps it.
+@compute @workgroup_size(256)
+fn init_signatures(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let i = (wid.y * cfg.init_groups_x + wid.x) * 256u + lid.x;
+    if (i < cfg.num_docs * cfg.num_perm) {
+        atomicStore(&sigs[i], P);
+    }
+}
+
+@compute @workgroup_size(64)
+fn minhash(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let c = wid.y * cfg.min_groups_x + wid.x;
+    // Uniform control flow: every invocation of the workgroup takes the same branch.
+    if (c >= cfg.num_chunks) {
+        return;
+    }
+    let chunk = chunks[c];
+    let n = chunk.z - chunk.y;
+    for (var t = lid.x; t < n; t = t + PERM_WG) {
+        tile[t] = xs[chunk.y + t];
+    }
+    workgroupBarrier();
+    let i = wid.z * PERM_WG + lid.x;
+    if (i >= cfg.num_perm) {
+        return;
+    }
+    let ab = perms[i];
+    var m = P;
+    for (var t = 0u; t < n; t = t + 1u) {
+        m = min(m, permute(ab.x, ab.y, tile[t]));
+    }
+    atomicMin(&sigs[chunk.x * cfg.num_perm + i], m);
+}

@@ -1,0 +1,64 @@
+// Emulated 64-bit arithmetic for neardup's shaders. WGSL has only 32-bit integers, so a 64-bit
+// value is a vec2<u32> (x = low half, y = high half). This file is composed in front of
+// hash.wgsl and minhash.wgsl when they are loaded; it has no entry point of its own.
+//
+// Each function has a Rust twin of the same name and shape in src/engine/gpu/ports.rs, tested
+// against native u64/u128 arithmetic, so a mismatch points at the stage.
+
+// P = 2^31 - 1, the Mersenne prime of the permutations.
+const P: u32 = 0x7fffffffu;
+
+// FNV-1a 64 offset basis 0xcbf29ce484222325, as 32-bit halves.
+const FNV_OFFSET_LO: u32 = 0x84222325u;
+const FNV_OFFSET_HI: u32 = 0xcbf29ce4u;
+// The FNV-1a 64 prime is 2^40 + 0x1b3.
+const FNV_PRIME_LOW_PART: u32 = 0x1b3u;
+
+// The full 64-bit product of two 32-bit values, by 16-bit limbs.
+// mid = a0*b1 + hi16(a0*b0) + lo16(a1*b0) is at most 2^32 - 1, so nothing overflows.
+fn mul32x32(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xffffu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xffffu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let p11 = a1 * b1;
+    let mid = p01 + (p00 >> 16u) + (p10 & 0xffffu);
+    let lo = (mid << 16u) | (p00 & 0xffffu);
+    let hi = p11 + (mid >> 16u) + (p10 >> 16u);
+    return vec2<u32>(lo, hi);
+}
+
+// h * (2^40 + 0x1b3) mod 2^64: the 2^40 term only moves the low half into the high half
+// (shifted by 8); the 0x1b3 term needs the full low product.
+fn fnv_mul(h: vec2<u32>) -> vec2<u32> {
+    let low = mul32x32(h.x, FNV_PRIME_LOW_PART);
+    let hi = low.y + h.y * FNV_PRIME_LOW_PART + (h.x << 8u);
+    return vec2<u32>(low.x, hi);
+}
+
+// v mod P for any 64-bit v. Split v into 31-bit pieces c0 + c1*2^31 + c2*2^62; since
+// 2^31 = 1 (mod P), v = c0 + c1 + c2 (mod P). c0 + c1 < 2^32; one fold leaves at most P + 1;
+// c2 < 4 adds at most 3; one subtraction finishes.
+fn mod_p_u64(v: vec2<u32>) -> u32 {
+    let c0 = v.x & P;
+    let c1 = (v.x >> 31u) | ((v.y & 0x3fffffffu) << 1u);
+    let c2 = v.y >> 30u;
+    var s = c0 + c1;
+    s = (s & P) + (s >> 31u);
+    s = s + c2;
+    if (s >= P) {
+        s = s - P;
+    }
+    return s;
+}
+
+// (a*x + b) mod P for a, x, b < 2^31: the 62-bit product plus b, with the carry, then mod P.
+fn permute(a: u32, b: u32, x: u32) -> u32 {
+    let prod = mul32x32(a, x);
+    let lo = prod.x + b;
+    let carry = select(0u, 1u, lo < b);
+    return mod_p_u64(vec2<u32>(lo, prod.y + carry));
+}

@@ -1,0 +1,160 @@
+//! `PackedBatch`: many documents tokenized into one flat layout that both engines read.
+//!
+//! Built once by the host, so the packer is tested once. It never holds a shingle: every
+//! document's words are stored once, each followed by one space (see [`crate::text`]), and a
+//! shingle is a byte range computed from word offsets.
+
+use crate::text::{push_words, shingle_layout};
+
+/// A batch of tokenized documents.
+///
+/// Invariants: `word_start.len() == words + 1` and its last entry is `bytes.len()` (the
+/// sentinel); `doc_word_start.len() == docs + 1` and its last entry is the number of words.
+/// Word `j` is `bytes[word_start[j] .. word_start[j+1] - 1]` (the byte before the next word is
+/// its separating space).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedBatch {
+    pub bytes: Vec<u8>,
+    pub word_start: Vec<u32>,
+    pub doc_word_start: Vec<u32>,
+}
+
+impl Default for PackedBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PackedBatch {
+    pub fn new() -> Self {
+        PackedBatch {
+            bytes: Vec::new(),
+            word_start: vec![0],
+            doc_word_start: vec![0],
+        }
+    }
+
+    /// A batch of the given texts.
+    pub fn from_texts<S: AsRef<str>>(texts: &[S]) -> Self {
+        let mut b = Self::new();
+        for t in texts {
+            b.push_text(t.as_ref());
+        }
+        b
+    }
+
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.word_start.clear();
+        self.word_start.push(0);
+        self.doc_word_start.clear();
+        self.doc_word_start.push(0);
+    }
+
+    /// Tokenize `text` and append it as the next document. Returns its number of words.
+    ///
+    /// Panics if the batch would pass 4 GiB of word bytes (offsets are `u32`, as on the GPU);
+    /// batch builders flush long before that.
+    pub fn push_text(&mut self, text: &str) -> usize {
+        self.word_start.pop();
+        let n = push_words(text, &mut self.bytes, &mut self.word_start);
+        assert!(
+            self.bytes.len() <= u32::MAX as usize,
+            "a packed batch is limited to 4 GiB of word bytes"
+        );
+        self.word_start.push(self.bytes.len() as u32);
+        let words = self.word_start.len() as u32 - 1;
+        self.doc_word_start.push(words);
+        n
+    }
+
+    /// Append all documents of `other` (used to join batches tokenized in parallel).
+    pub fn append(&mut self, other: &PackedBatch) {
+        let byte_off = self.bytes.len() as u32;
+        let word_off = self.word_start.len() as u32 - 1;
+        self.bytes.extend_from_slice(&other.bytes);
+        self.word_start.pop();
+        self.word_start
+            .extend(other.word_start.iter().map(|&s| s + byte_off));
+        self.doc_word_start
+            .extend(other.doc_word_start[1..].iter().map(|&w| w + word_off));
+    }
+
+    pub fn num_docs(&self) -> usize {
+        self.doc_word_start.len() - 1
+    }
+
+    pub fn num_words(&self) -> usize {
+        self.word_start.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.num_docs() == 0
+    }
+
+    /// The global word range of document `d`.
+    #[inline]
+    pub fn doc_words(&self, d: usize) -> std::ops::Range<usize> {
+        self.doc_word_start[d] as usize..self.doc_word_start[d + 1] as usize
+    }
+
+    /// Words `from .. to` (global word indices, `from < to`) joined by one space.
+    #[inline]
+    pub fn span(&self, from: usize, to: usize) -> &[u8] {
+        &self.bytes[self.word_start[from] as usize..self.word_start[to] as usize - 1]
+    }
+
+    /// The packed bytes of document `d` (its words, each followed by a space).
+    pub fn doc_bytes(&self, d: usize) -> &[u8] {
+        let r = self.doc_words(d);
+        &self.bytes[self.word_start[r.start] as usize..self.word_start[r.end] as usize]
+    }
+
+    /// Number of shingles of document `d` for shingle width `k`.
+    pub fn shingle_count(&self, d: usize, k: usize) -> usize {
+        shingle_layout(self.doc_words(d).len(), k).0
+    }
+
+    /// Total shingles in the batch for width `k`.
+    pub fn total_shingles(&self, k: usize) -> usize {
+        (0..self.num_docs()).map(|d| self.shingle_count(d, k)).sum()
+    }
+
+    /// The shingles of document `d` as byte ranges, in text order.
+    pub fn shingles(&self, d: usize, k: usize) -> impl Iterator<Item = &[u8]> + '_ {
+        let r = self.doc_words(d);
+        let (count, width) = shingle_layout(r.len(), k);
+        (0..count).map(move |j| self.span(r.start + j, r.start + j + width))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packs_words_with_sentinels() {
+        let b = PackedBatch::from_texts(&["A b", "", "!!", "c d e"]);
+        assert_eq!(b.bytes, b"a b c d e ");
+        assert_eq!(b.word_start, [0, 2, 4, 6, 8, 10]);
+        assert_eq!(b.doc_word_start, [0, 2, 2, 2, 5]);
+        assert_eq!(b.num_docs(), 4);
+        let sh: Vec<&[u8]> = b.shingles(3, 2).collect();
+        assert_eq!(sh, [&b"c d"[..], b"d e"]);
+        let sh: Vec<&[u8]> = b.shingles(0, 5).collect();
+        assert_eq!(sh, [&b"a b"[..]]);
+        assert_eq!(b.shingles(1, 5).count(), 0);
+    }
+
+    #[test]
+    fn append_equals_packing_together() {
+        let texts = ["one two", "", "three four five", "six"];
+        let whole = PackedBatch::from_texts(&texts);
+        let mut joined = PackedBatch::from_texts(&texts[..2]);
+        joined.append(&PackedBatch::from_texts(&texts[2..]));
+        assert_eq!(joined, whole);
+        let mut from_empty = PackedBatch::new();
+        from_empty.append(&whole);
+        assert_eq!(from_empty, whole);
+    }
+}

@@ -1,0 +1,482 @@
+//! `neardup bench` and `neardup verify`: measured, never asserted.
+//!
+//! `bench` loads the corpus into memory (so disk speed does not blur the figures), then times
+//! each stage on its own: read+parse, tokenize, hash, permute+min (CPU engine), the whole
+//! signing step of each engine (best of `--repeat`), LSH, clustering and writing.
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::batch::PackedBatch;
+use crate::cli::{BenchArgs, BenchEngine};
+use crate::dedup::{cluster_corpus, Confirm, DedupConfig, DocLoc, SignedCorpus};
+use crate::engine::gpu::GpuOptions;
+use crate::engine::{CpuEngine, Engine, GpuEngine};
+use crate::io::{parse_record, write_tagged, Chunk, Fields, InputSpec, Inputs};
+use crate::lsh::LshParams;
+use crate::pipeline::{IdArena, DEFAULT_CHUNK_BYTES};
+use crate::progress::ProgressFactory;
+use crate::Error;
+
+/// One mismatch between the engines.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Mismatch {
+    pub id: String,
+    pub position: usize,
+    pub cpu: u32,
+    pub gpu: u32,
+}
+
+/// What `verify` found.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct VerifyReport {
+    pub documents: u64,
+    pub shingles: u64,
+    pub mismatched_entries: u64,
+    pub mismatched_documents: u64,
+    pub examples: Vec<Mismatch>,
+    pub cpu_seconds: f64,
+    pub gpu_seconds: f64,
+}
+
+/// Sign every document with both engines and compare entry by entry.
+pub fn verify(
+    inputs: &Inputs,
+    fields: &Fields,
+    cpu: &mut dyn Engine,
+    gpu: &mut dyn Engine,
+    show: usize,
+    progress: &ProgressFactory,
+) -> Result<VerifyReport, Error> {
+    let np = cpu.params().num_perm;
+    let k = cpu.params().k;
+    let mut r = VerifyReport::default();
+    let bar = progress.pass("verify", inputs.total_bytes());
+    crate::pipeline::pipelined(
+        inputs,
+        gpu.preferred_chunk_bytes(),
+        &bar,
+        |chunk, name| crate::pipeline::parse_chunk(&chunk, fields, name),
+        |p| {
+            let b = &p.batch;
+            let t = Instant::now();
+            let a = cpu.sign_vec(b)?;
+            r.cpu_seconds += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let g = gpu.sign_vec(b)?;
+            r.gpu_seconds += t.elapsed().as_secs_f64();
+            for d in 0..b.num_docs() {
+                let (ra, rg) = (&a[d * np..(d + 1) * np], &g[d * np..(d + 1) * np]);
+                if ra != rg {
+                    r.mismatched_documents += 1;
+                    for (i, (&x, &y)) in ra.iter().zip(rg).enumerate() {
+                        if x != y {
+                            r.mismatched_entries += 1;
+                            if r.examples.len() < show {
+                                r.examples.push(Mismatch {
+                                    id: p.ids.get(d).to_string(),
+                                    position: i,
+                                    cpu: x,
+                                    gpu: y,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+            r.documents += b.num_docs() as u64;
+            r.shingles += b.total_shingles(k) as u64;
+            bar.add_docs(b.num_docs() as u64);
+            Ok(())
+        },
+    )?;
+    Ok(r)
+}
+
+/// One timed stage.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Stage {
+    pub stage: String,
+    pub engine: String,
+    pub seconds: f64,
+    pub docs_per_second: f64,
+    pub shingles_per_second: f64,
+    pub text_mb_per_second: f64,
+}
+
+/// The corpus measured.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CorpusFacts {
+    pub source: String,
+    pub documents: u64,
+    pub words: u64,
+    pub shingles: u64,
+    pub text_bytes: u64,
+    pub jsonl_bytes: u64,
+}
+
+/// Everything `bench` prints.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BenchReport {
+    pub machine: String,
+    pub threads: usize,
+    pub contract: &'static str,
+    pub k: usize,
+    pub num_perm: usize,
+    pub bands: usize,
+    pub rows: usize,
+    pub corpus: CorpusFacts,
+    pub stages: Vec<Stage>,
+    pub engines_skipped: Vec<String>,
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// The CPU model and core count, for the report.
+pub fn machine_description() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    format!("{model}, {cores} cores available")
+}
+
+/// Run the benchmark.
+pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Error> {
+    let params = a.hash.params()?;
+    let lsh = LshParams::new(a.bands, a.rows)?;
+    lsh.check_num_perm(params.num_perm)?;
+    let fields = Fields {
+        id: a.id_field.clone(),
+        text: a.text_field.clone(),
+        numeric_ids: false,
+    };
+    // Raw chunks in memory: generated, or read from the inputs.
+    let step = progress.step("loading");
+    let (chunks, source) = match (a.synthetic, a.inputs.is_empty()) {
+        (Some(n), true) => (synthetic_chunks(n, a.synthetic_words), format!("synthetic {n} docs")),
+        (None, false) => {
+            let specs: Vec<InputSpec> = a.inputs.iter().map(|s| InputSpec::parse(s)).collect();
+            let inputs = Inputs::new(&specs, false)?;
+            let mut v = Vec::new();
+            for i in 0..inputs.len() {
+                let mut r = inputs.open(i)?;
+                while let Some(c) = r.next_chunk(DEFAULT_CHUNK_BYTES)? {
+                    v.push((inputs.name(i).to_string(), c));
+                }
+            }
+            (v, a.inputs.join(" "))
+        }
+        _ => {
+            return Err(Error::Param(
+                "give either input files or --synthetic N, not both".into(),
+            ))
+        }
+    };
+    drop(step);
+    let mut facts = CorpusFacts {
+        source,
+        jsonl_bytes: chunks.iter().map(|(_, c)| c.data.len() as u64).sum(),
+        ..Default::default()
+    };
+    let mut stages = Vec::new();
+    let push = |stages: &mut Vec<Stage>, name: &str, engine: &str, secs: f64, f: &CorpusFacts| {
+        stages.push(Stage {
+            stage: name.to_string(),
+            engine: engine.to_string(),
+            seconds: secs,
+            docs_per_second: rate(f.documents as f64, secs),
+            shingles_per_second: rate(f.shingles as f64, secs),
+            text_mb_per_second: rate(f.text_bytes as f64 / 1e6, secs),
+        });
+    };
+
+    // read+parse: ids and texts out of the JSON.
+    let t = Instant::now();
+    let parsed: Vec<(IdArena, Vec<String>)> = chunks
+        .par_iter()
+        .map(|(name, c)| {
+            let mut ids = IdArena::default();
+            let mut texts = Vec::with_capacity(c.len());
+            for i in 0..c.len() {
+                let r = parse_record(c.line(i), &fields, name, c.line_no(i))?;
+                ids.push(&r.id);
+                texts.push(r.text.into_owned());
+            }
+            Ok((ids, texts))
+        })
+        .collect::<Result<_, Error>>()?;
+    let parse_secs = t.elapsed().as_secs_f64();
+    facts.documents = parsed.iter().map(|(i, _)| i.len() as u64).sum();
+    facts.text_bytes = parsed
+        .iter()
+        .flat_map(|(_, t)| t.iter().map(|s| s.len() as u64))
+        .sum();
+
+    // tokenize: the packed batches.
+    let t = Instant::now();
+    let batches: Vec<PackedBatch> = parsed
+        .par_iter()
+        .map(|(_, texts)| {
+            let per = texts.len().div_ceil(rayon::current_num_threads() * 4).max(1);
+            let parts: Vec<PackedBatch> = texts.par_chunks(per).map(PackedBatch::from_texts).collect();
+            let mut b = PackedBatch::new();
+            for p in &parts {
+                b.append(p);
+            }
+            b
+        })
+        .collect();
+    let tok_secs = t.elapsed().as_secs_f64();
+    facts.words = batches.iter().map(|b| b.num_words() as u64).sum();
+    facts.shingles = batches.iter().map(|b| b.total_shingles(params.k) as u64).sum();
+    push(&mut stages, "read+parse", "host", parse_secs, &facts);
+    push(&mut stages, "tokenize", "host", tok_secs, &facts);
+
+    let mut skipped = Vec::new();
+    let mut sigs: Vec<u32> = Vec::new();
+    let want_cpu = matches!(a.engine, BenchEngine::Cpu | BenchEngine::All);
+    let want_gpu = matches!(a.engine, BenchEngine::Gpu | BenchEngine::All);
+    if want_cpu {
+        let perms = params.perms();
+        // hash: every shingle's x, kept per document for the next stage.
+        let t = Instant::now();
+        let xs: Vec<Vec<Vec<u32>>> = batches
+            .iter()
+            .map(|b| {
+                (0..b.num_docs())
+                    .into_par_iter()
+                    .map(|d| {
+                        let mut v = Vec::new();
+                        crate::kernel::hash_shingles(b, d, params.k, &mut v);
+                        v
+                    })
+                    .collect()
+            })
+            .collect();
+        push(&mut stages, "hash", "cpu", t.elapsed().as_secs_f64(), &facts);
+        let t = Instant::now();
+        let total: u64 = xs
+            .par_iter()
+            .flat_map(|docs| docs.par_iter())
+            .map(|x| {
+                let mut row = vec![crate::hash::P; params.num_perm];
+                crate::kernel::permute_min(x, &perms.a, &perms.b, &mut row);
+                row[0] as u64
+            })
+            .sum();
+        std::hint::black_box(total);
+        push(&mut stages, "permute+min", "cpu", t.elapsed().as_secs_f64(), &facts);
+        drop(xs);
+        let mut cpu = CpuEngine::new(params, 0)?;
+        let (secs, s) = time_engine(&mut cpu, &batches, a.repeat)?;
+        push(&mut stages, "sign (hash+permute+min)", &cpu.info().to_string(), secs, &facts);
+        sigs = s;
+    }
+    if want_gpu {
+        let opts = GpuOptions {
+            backend: a.backend,
+            allow_software: true,
+            ..GpuOptions::default()
+        };
+        match GpuEngine::new(params, &opts) {
+            Ok(mut gpu) => {
+                let (secs, s) = time_engine(&mut gpu, &batches, a.repeat)?;
+                push(&mut stages, "sign (hash+permute+min)", &gpu.info().to_string(), secs, &facts);
+                if !sigs.is_empty() && sigs != s {
+                    return Err(Error::Engine(crate::engine::EngineError::Gpu(
+                        "the GPU signatures differ from the CPU's: run `neardup verify`".into(),
+                    )));
+                }
+                sigs = s;
+            }
+            Err(e) if a.engine == BenchEngine::All => skipped.push(format!("gpu: {e}")),
+            Err(e) => return Err(e),
+        }
+    }
+
+    // LSH and clustering over the signatures (estimate confirmation: no text needed).
+    let mut corpus = SignedCorpus {
+        num_perm: params.num_perm,
+        sigs,
+        ..Default::default()
+    };
+    for ((ids, _), b) in parsed.iter().zip(&batches) {
+        corpus.ids.extend_from(ids);
+        for d in 0..b.num_docs() {
+            corpus.words.push(b.doc_words(d).len() as u32);
+            corpus.locs.push(DocLoc { file: 0, line: 0 });
+        }
+    }
+    let cfg = DedupConfig {
+        params,
+        lsh,
+        threshold: 0.8,
+        confirm: Confirm::Estimate,
+        exact: false,
+        drop: true,
+    };
+    let clustering = cluster_corpus(
+        &corpus,
+        &cfg,
+        &|_| "<bench>".to_string(),
+        |_| Ok(Default::default()),
+        &ProgressFactory::hidden(),
+    )?;
+    let cs = &clustering.stats;
+    push(&mut stages, "LSH", "host", cs.lsh_seconds, &facts);
+    push(&mut stages, "cluster", "host", cs.confirm_seconds + cs.cluster_seconds, &facts);
+
+    // write: tag the survivors, as pass 2 does (into memory, so the disk does not count).
+    let t = Instant::now();
+    let mut base = 0usize;
+    let mut written = 0usize;
+    for (name, c) in &chunks {
+        let bytes: Result<usize, Error> = (0..c.len())
+            .into_par_iter()
+            .map_init(Vec::new, |buf, i| {
+                let d = base + i;
+                if !clustering.is_root(d) {
+                    return Ok(0);
+                }
+                buf.clear();
+                let root = corpus.ids.get(clustering.root[d] as usize);
+                write_tagged(buf, c.line(i), "minhash_cluster", root, name, c.line_no(i))?;
+                Ok(buf.len())
+            })
+            .sum();
+        written += bytes?;
+        base += c.len();
+    }
+    std::hint::black_box(written);
+    push(&mut stages, "write", "host", t.elapsed().as_secs_f64(), &facts);
+
+    Ok(BenchReport {
+        machine: machine_description(),
+        threads: rayon::current_num_threads(),
+        contract: crate::CONTRACT_VERSION,
+        k: params.k,
+        num_perm: params.num_perm,
+        bands: lsh.bands,
+        rows: lsh.rows,
+        corpus: facts,
+        stages,
+        engines_skipped: skipped,
+        peak_rss_bytes: crate::report::peak_rss_bytes(),
+    })
+}
+
+fn rate(n: f64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n / secs
+    } else {
+        0.0
+    }
+}
+
+/// Best wall time of `repeat` runs of the engine over every batch, and the signatures.
+fn time_engine(
+    engine: &mut dyn Engine,
+    batches: &[PackedBatch],
+    repeat: usize,
+) -> Result<(f64, Vec<u32>), Error> {
+    let np = engine.params().num_perm;
+    let total: usize = batches.iter().map(|b| b.num_docs()).sum();
+    let mut sigs = vec![0u32; total * np];
+    let mut best = f64::INFINITY;
+    for _ in 0..repeat.max(1) {
+        let t = Instant::now();
+        let mut off = 0;
+        for b in batches {
+            let n = b.num_docs() * np;
+            engine.sign(b, &mut sigs[off..off + n])?;
+            off += n;
+        }
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok((best, sigs))
+}
+
+/// Synthetic documents as JSONL chunks (generation is not timed).
+fn synthetic_chunks(n: usize, words: usize) -> Vec<(String, Chunk)> {
+    let mut out = Vec::new();
+    let mut c = Chunk::default();
+    let mut line_no = 0;
+    for (id, text) in crate::synth::SyntheticDocs::new(n, words, 1) {
+        let start = c.data.len();
+        serde_json::to_writer(&mut c.data, &serde_json::json!({"id": id, "text": text}))
+            .expect("writing to memory");
+        line_no += 1;
+        c.lines.push((start, c.data.len(), line_no));
+        c.data.push(b'\n');
+        if c.data.len() >= DEFAULT_CHUNK_BYTES {
+            out.push(("<synthetic>".to_string(), std::mem::take(&mut c)));
+        }
+    }
+    if !c.lines.is_empty() {
+        out.push(("<synthetic>".to_string(), c));
+    }
+    out
+}
+
+/// The human table.
+pub fn render(r: &BenchReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "machine: {} ({} threads)", r.machine, r.threads);
+    let _ = writeln!(
+        s,
+        "corpus: {} — {} docs, {} words, {} shingles, {:.1} MB text, {:.1} MB JSONL",
+        r.corpus.source,
+        r.corpus.documents,
+        r.corpus.words,
+        r.corpus.shingles,
+        r.corpus.text_bytes as f64 / 1e6,
+        r.corpus.jsonl_bytes as f64 / 1e6
+    );
+    let _ = writeln!(
+        s,
+        "parameters: k={} num_perm={} bands={} rows={} ({})",
+        r.k, r.num_perm, r.bands, r.rows, r.contract
+    );
+    let _ = writeln!(
+        s,
+        "{:<26} {:<40} {:>9} {:>12} {:>14} {:>10}",
+        "stage", "engine", "seconds", "docs/s", "shingles/s", "MB/s"
+    );
+    for st in &r.stages {
+        let _ = writeln!(
+            s,
+            "{:<26} {:<40} {:>9.4} {:>12} {:>14} {:>10.1}",
+            st.stage,
+            truncate(&st.engine, 40),
+            st.seconds,
+            crate::report::human_count(st.docs_per_second),
+            crate::report::human_count(st.shingles_per_second),
+            st.text_mb_per_second
+        );
+    }
+    for e in &r.engines_skipped {
+        let _ = writeln!(s, "skipped {e}");
+    }
+    if let Some(p) = r.peak_rss_bytes {
+        let _ = writeln!(s, "peak RSS: {:.1} MiB", p as f64 / (1 << 20) as f64);
+    }
+    s
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).chain(['…']).collect()
+    }
+}

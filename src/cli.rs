@@ -1,0 +1,378 @@
+//! The command line: raw arguments (clap) and their validation into the library's configs.
+//! Every check that can fail on a user's value happens here, before any work starts.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::dedup::{Confirm, DedupConfig};
+use crate::engine::gpu::{BackendChoice, GpuOptions};
+use crate::engine::EngineChoice;
+use crate::io::{Fields, InputSpec};
+use crate::lsh::LshParams;
+use crate::minhash::MinHashParams;
+use crate::progress::ProgressMode;
+use crate::sigfile::SigFormat;
+use crate::Error;
+
+/// Find and remove near-duplicate documents in JSONL corpora, and drop documents that leak
+/// benchmark text. MinHash signatures run on the GPU (wgpu) or the CPU, bit for bit the same.
+#[derive(Debug, Parser)]
+#[command(name = "neardup", version, about, long_about = None)]
+#[command(after_help = "Exit codes: 0 success; 1 an error (bad input, I/O, a GPU failure) or, \
+for `verify`, a mismatch; 2 a usage error (unknown flag, bad value).\n\
+Run `neardup <command> --help` for each command's flags and an example.")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Near-dedup JSONL: keep one document per cluster of near duplicates.
+    #[command(after_help = "Example:\n  neardup dedup fixtures/example.jsonl -o deduped.jsonl \
+--clusters clusters.jsonl --report report.json\n\n\
+Output records keep every input field in order and gain meta.minhash_cluster, the id of the \
+cluster's root (its smallest id). Use --tag-only to keep every record.")]
+    Dedup(DedupArgs),
+    /// Drop documents that share a word n-gram with protected eval sets.
+    #[command(after_help = "Example:\n  neardup decontam fixtures/example.jsonl --protected \
+fixtures/protected.jsonl -o clean.jsonl --report decontam.json\n\n\
+In a .jsonl protected file every string value at any depth is protected, except under the keys \
+case_id, id, tags and scorer_args; any other file is one text.")]
+    Decontam(DecontamArgs),
+    /// Write the MinHash signature of every document (npy or tsv), for cross-checking.
+    #[command(after_help = "Example:\n  neardup signatures fixtures/example.jsonl -o sigs.npy \
+--format npy\n\n\
+npy: OUT is a uint32 array [docs, num_perm], OUT.ids the ids (one JSON string a line), \
+OUT.meta.json the contract version and parameters. tsv: a `#neardup-signatures` header line, \
+then `id<TAB>v1,v2,...` per document.")]
+    Signatures(SignaturesArgs),
+    /// Print the LSH S-curve p(s) = 1 - (1 - s^rows)^bands for a banding.
+    #[command(after_help = "Example:\n  neardup scurve --bands 16 --rows 8")]
+    Scurve(ScurveArgs),
+    /// Compute signatures with both engines and compare them entry by entry.
+    #[command(after_help = "Example:\n  neardup verify fixtures/example.jsonl --backend vulkan\n\n\
+Exits 1 on any mismatch, naming the first few (document id and position).")]
+    Verify(VerifyArgs),
+    /// Measure signature throughput (and stage times) of each engine.
+    #[command(after_help = "Examples:\n  neardup bench fixtures/example.jsonl --engine all\n  \
+neardup bench --synthetic 100000 --engine cpu --json")]
+    Bench(BenchArgs),
+    /// List every GPU adapter wgpu can see, with the limits that matter.
+    #[command(after_help = "Example:\n  neardup devices --backend all")]
+    Devices(DevicesArgs),
+    /// Write a seeded synthetic JSONL corpus (for benchmarks and scale tests).
+    #[command(after_help = "Example:\n  neardup synth 100000 -o synthetic.jsonl --words 300 --seed 7")]
+    Synth(SynthArgs),
+}
+
+/// The flags that decide a signature's bits.
+#[derive(Debug, Clone, Args)]
+pub struct HashArgs {
+    /// Shingle width in words.
+    #[arg(long, default_value_t = 5)]
+    pub k: usize,
+    /// Permutations (signature length).
+    #[arg(long = "num-perm", default_value_t = 128)]
+    pub num_perm: usize,
+    /// Seed of the permutation parameters (PCG32).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl HashArgs {
+    pub fn params(&self) -> Result<MinHashParams, Error> {
+        MinHashParams::new(self.k, self.num_perm, self.seed)
+    }
+}
+
+/// Which inputs and which fields.
+#[derive(Debug, Clone, Args)]
+pub struct InputArgs {
+    /// JSONL inputs (plain, .gz or .zst, detected by content); `-` reads stdin.
+    #[arg(required = true, value_name = "IN")]
+    pub inputs: Vec<String>,
+    /// Field holding each record's unique id.
+    #[arg(long = "id-field", default_value = "id")]
+    pub id_field: String,
+    /// Field holding each record's text.
+    #[arg(long = "text-field", default_value = "text")]
+    pub text_field: String,
+    /// Accept integer ids (used as their decimal digits) instead of rejecting them.
+    #[arg(long = "numeric-ids")]
+    pub numeric_ids: bool,
+}
+
+impl InputArgs {
+    pub fn specs(&self) -> Vec<InputSpec> {
+        self.inputs.iter().map(|s| InputSpec::parse(s)).collect()
+    }
+
+    pub fn fields(&self) -> Result<Fields, Error> {
+        if self.id_field.is_empty() || self.text_field.is_empty() {
+            return Err(Error::Param("--id-field and --text-field must not be empty".into()));
+        }
+        if self.id_field == self.text_field {
+            return Err(Error::Param(format!(
+                "--id-field and --text-field are both {:?}",
+                self.id_field
+            )));
+        }
+        Ok(Fields {
+            id: self.id_field.clone(),
+            text: self.text_field.clone(),
+            numeric_ids: self.numeric_ids,
+        })
+    }
+}
+
+/// Threads, progress and verbosity.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Progress bars on stderr: auto (when stderr is a terminal), always, never.
+    #[arg(long, value_enum, default_value_t = ProgressMode::Auto)]
+    pub progress: ProgressMode,
+    /// Print nothing but errors (no progress, no summary).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Which engine and which GPU backends.
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// Signature engine: auto (a hardware GPU if wgpu finds one, else the CPU), cpu, gpu (any
+    /// adapter, software ones such as llvmpipe included).
+    #[arg(long, value_enum, default_value_t = EngineChoice::Auto)]
+    pub engine: EngineChoice,
+    /// wgpu backends to search (default: WGPU_BACKEND if set, else all).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendChoice>,
+}
+
+impl EngineArgs {
+    pub fn gpu_options(&self) -> GpuOptions {
+        GpuOptions {
+            backend: self.backend,
+            allow_software: true,
+            ..GpuOptions::default()
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct DedupArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Output JSONL (`-`: stdout; .gz/.zst compress).
+    #[arg(short, long, value_name = "OUT")]
+    pub output: String,
+    #[command(flatten)]
+    pub hash: HashArgs,
+    /// LSH bands.
+    #[arg(long, default_value_t = 16)]
+    pub bands: usize,
+    /// Rows per band (bands x rows must equal --num-perm).
+    #[arg(long, default_value_t = 8)]
+    pub rows: usize,
+    /// Similarity at or above which a candidate pair is a duplicate.
+    #[arg(long, default_value_t = 0.8)]
+    pub threshold: f64,
+    /// How candidates are confirmed: exact Jaccard of the shingle sets, the MinHash estimate,
+    /// or not at all.
+    #[arg(long, value_enum, default_value_t = Confirm::Jaccard)]
+    pub confirm: Confirm,
+    /// Drop exact duplicates (identical word sequences, smallest id kept) before near-dedup.
+    #[arg(long)]
+    pub exact: bool,
+    /// Keep every record; only tag it with meta.minhash_cluster.
+    #[arg(long = "tag-only")]
+    pub tag_only: bool,
+    /// Write one JSON line per cluster of 2+ documents: root, members, size.
+    #[arg(long, value_name = "FILE")]
+    pub clusters: Option<String>,
+    /// Write one JSON line per confirmed pair: a, b, estimate, and jaccard when computed.
+    #[arg(long, value_name = "FILE")]
+    pub pairs: Option<String>,
+    /// Write a JSON report (counts, parameters, stage times, peak memory).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<String>,
+    /// Stop with a clear error before the signature tables pass this many MiB.
+    #[arg(long = "max-memory", value_name = "MIB")]
+    pub max_memory: Option<u64>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+impl DedupArgs {
+    pub fn config(&self) -> Result<DedupConfig, Error> {
+        let cfg = DedupConfig {
+            params: self.hash.params()?,
+            lsh: LshParams::new(self.bands, self.rows)?,
+            threshold: self.threshold,
+            confirm: self.confirm,
+            exact: self.exact,
+            drop: !self.tag_only,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct DecontamArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Protected eval files (.jsonl: every string value but ids and tags; others: whole text).
+    #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+    pub protected: Vec<PathBuf>,
+    /// Output JSONL of the clean documents, lines unchanged (`-`: stdout).
+    #[arg(short, long, value_name = "OUT")]
+    pub output: String,
+    /// n-gram length in words.
+    #[arg(long, default_value_t = 13)]
+    pub n: usize,
+    /// Write a JSON report: per protected file, documents caught and matched n-grams.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<String>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SignaturesArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Output file (a plain path; npy also writes OUT.ids and OUT.meta.json).
+    #[arg(short, long, value_name = "OUT")]
+    pub output: String,
+    /// npy (uint32 [docs, num_perm]) or tsv (id TAB comma-separated values).
+    #[arg(long, value_enum, default_value_t = SigFormat::Npy)]
+    pub format: SigFormat,
+    #[command(flatten)]
+    pub hash: HashArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ScurveArgs {
+    /// Bands (repeat with --rows to draw several curves).
+    #[arg(long, default_value = "16", num_args = 1..)]
+    pub bands: Vec<usize>,
+    /// Rows per band, one per --bands.
+    #[arg(long, default_value = "8", num_args = 1..)]
+    pub rows: Vec<usize>,
+}
+
+impl ScurveArgs {
+    pub fn params(&self) -> Result<Vec<LshParams>, Error> {
+        if self.bands.len() != self.rows.len() {
+            return Err(Error::Param(format!(
+                "{} --bands values but {} --rows values; give one of each per curve",
+                self.bands.len(),
+                self.rows.len()
+            )));
+        }
+        self.bands
+            .iter()
+            .zip(&self.rows)
+            .map(|(&b, &r)| LshParams::new(b, r))
+            .collect()
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub hash: HashArgs,
+    /// wgpu backends to search (default: WGPU_BACKEND if set, else all).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendChoice>,
+    /// Mismatches to print in full.
+    #[arg(long = "show", default_value_t = 5)]
+    pub show: usize,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Which engines `bench` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchEngine {
+    Cpu,
+    Gpu,
+    All,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// JSONL inputs (omit with --synthetic).
+    #[arg(value_name = "IN")]
+    pub inputs: Vec<String>,
+    /// Generate this many synthetic documents instead of reading inputs.
+    #[arg(long, value_name = "N")]
+    pub synthetic: Option<usize>,
+    /// Mean words per synthetic document.
+    #[arg(long = "synthetic-words", default_value_t = 300)]
+    pub synthetic_words: usize,
+    #[arg(long = "id-field", default_value = "id")]
+    pub id_field: String,
+    #[arg(long = "text-field", default_value = "text")]
+    pub text_field: String,
+    #[command(flatten)]
+    pub hash: HashArgs,
+    /// LSH bands.
+    #[arg(long, default_value_t = 16)]
+    pub bands: usize,
+    /// Rows per band.
+    #[arg(long, default_value_t = 8)]
+    pub rows: usize,
+    /// Engines to measure.
+    #[arg(long, value_enum, default_value_t = BenchEngine::All)]
+    pub engine: BenchEngine,
+    /// wgpu backends to search.
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendChoice>,
+    /// Repetitions of the signing stage (the best is reported).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DevicesArgs {
+    /// wgpu backends to search.
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendChoice>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Number of documents.
+    pub docs: usize,
+    /// Output JSONL (`-`: stdout; .gz/.zst compress).
+    #[arg(short, long, value_name = "OUT")]
+    pub output: String,
+    /// Mean words per document (uniform in [words/2, 3*words/2]).
+    #[arg(long, default_value_t = 300)]
+    pub words: usize,
+    /// Generator seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}

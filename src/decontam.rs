@@ -1,0 +1,418 @@
+//! Decontamination (SPEC §4): drop every document that shares a word `n`-gram with a protected
+//! eval set. It streams: the protected set is held, the corpus never is.
+//!
+//! An `n`-gram is keyed by `xxh3_128` of its bytes (the words joined by one space). With `G`
+//! protected n-grams and `W` n-grams checked, the chance that any key collision makes a false
+//! hit is below `G * W / 2^128` (under 1e-20 for a million protected n-grams against 1e12
+//! checked), so the keys stand in for the strings.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Read;
+use std::path::Path;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use xxhash_rust::xxh3::xxh3_128;
+
+use crate::io::{parse_record, Fields, InputSpec, Inputs, Output};
+use crate::pipeline::pipelined;
+use crate::progress::ProgressFactory;
+use crate::text::Words;
+use crate::Error;
+
+/// Keys that are already uniform hashes need no more hashing: use their low 64 bits.
+#[derive(Default)]
+struct PrehashedHasher(u64);
+
+impl Hasher for PrehashedHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only reached for non-u128 keys; fold them in.
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100000001b3);
+        }
+    }
+    fn write_u128(&mut self, i: u128) {
+        self.0 = i as u64;
+    }
+}
+
+type GramMap<V> = HashMap<u128, V, BuildHasherDefault<PrehashedHasher>>;
+
+/// Keys a JSONL protected file never protects (ids and scorer plumbing, not eval text).
+pub const UNPROTECTED_KEYS: [&str; 4] = ["case_id", "id", "tags", "scorer_args"];
+
+/// One protected file's contribution.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProtectedFile {
+    pub path: String,
+    /// Texts read from it (string values of a JSONL file, or 1 for a plain file).
+    pub texts: u64,
+    /// Distinct n-grams it contributes.
+    pub ngrams: u64,
+}
+
+/// The protected n-grams of a set of files.
+#[derive(Debug, Clone)]
+pub struct ProtectedSet {
+    n: usize,
+    /// Key -> the (first) file holding it.
+    grams: GramMap<u32>,
+    /// Keys held by more than one file -> all of them.
+    shared: GramMap<Vec<u32>>,
+    files: Vec<ProtectedFile>,
+}
+
+impl ProtectedSet {
+    /// An empty set for `n`-grams.
+    pub fn new(n: usize) -> Result<Self, Error> {
+        if n == 0 {
+            return Err(Error::Param("n (the n-gram length) must be at least 1".into()));
+        }
+        Ok(ProtectedSet {
+            n,
+            grams: GramMap::default(),
+            shared: GramMap::default(),
+            files: Vec::new(),
+        })
+    }
+
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Distinct protected n-grams.
+    pub fn len(&self) -> usize {
+        self.grams.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.grams.is_empty()
+    }
+
+    pub fn files(&self) -> &[ProtectedFile] {
+        &self.files
+    }
+
+    /// Add the texts of one protected source named `name`.
+    pub fn add_texts<'a>(&mut self, name: &str, texts: impl IntoIterator<Item = &'a str>) {
+        let fi = self.files.len() as u32;
+        let mut file = ProtectedFile {
+            path: name.to_string(),
+            texts: 0,
+            ngrams: 0,
+        };
+        let mut w = Words::default();
+        for t in texts {
+            file.texts += 1;
+            w.reset(t);
+            for g in w.ngram_slices(self.n) {
+                let key = xxh3_128(g);
+                match self.grams.get(&key) {
+                    None => {
+                        self.grams.insert(key, fi);
+                        file.ngrams += 1;
+                    }
+                    Some(&first) if first != fi => {
+                        let list = self.shared.entry(key).or_insert_with(|| vec![first]);
+                        if !list.contains(&fi) {
+                            list.push(fi);
+                            file.ngrams += 1;
+                        }
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        self.files.push(file);
+    }
+
+    /// Add a protected file: in a `.jsonl` file (also `.jsonl.gz` / `.jsonl.zst`) every string
+    /// value at any depth is a text, except under the keys in [`UNPROTECTED_KEYS`]; any other
+    /// file is one text, read whole. Compressed files are read by content.
+    pub fn add_file(&mut self, path: &Path) -> Result<(), Error> {
+        let name = path.display().to_string();
+        let inputs = Inputs::new(&[InputSpec::Path(path.to_path_buf())], false)?;
+        let is_jsonl = {
+            let s = name.to_ascii_lowercase();
+            s.ends_with(".jsonl") || s.ends_with(".jsonl.gz") || s.ends_with(".jsonl.zst")
+        };
+        let mut reader = inputs.open(0)?;
+        if is_jsonl {
+            let mut texts: Vec<String> = Vec::new();
+            while let Some(chunk) = reader.next_chunk(crate::pipeline::DEFAULT_CHUNK_BYTES)? {
+                for i in 0..chunk.len() {
+                    let v: serde_json::Value =
+                        serde_json::from_slice(chunk.line(i)).map_err(|e| Error::Parse {
+                            path: name.clone(),
+                            line: chunk.line_no(i),
+                            msg: format!("not valid JSON: {e}"),
+                        })?;
+                    collect_strings(&v, &mut texts);
+                }
+            }
+            self.add_texts(&name, texts.iter().map(String::as_str));
+        } else {
+            let mut bytes = Vec::new();
+            reader
+                .read_to_end(&mut bytes)
+                .map_err(|e| Error::Io {
+                    path: name.clone(),
+                    source: e,
+                })?;
+            let text = String::from_utf8(bytes).map_err(|e| {
+                let at = e.utf8_error().valid_up_to();
+                let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+                Error::Parse {
+                    path: name.clone(),
+                    line: line as u64,
+                    msg: format!("invalid UTF-8 at byte {at}; protected text files must be UTF-8"),
+                }
+            })?;
+            self.add_texts(&name, [text.as_str()]);
+        }
+        Ok(())
+    }
+
+    /// The files (indices into [`ProtectedSet::files`]) holding the n-gram with this key.
+    fn holders(&self, key: u128) -> Option<Holders<'_>> {
+        let &first = self.grams.get(&key)?;
+        Some(match self.shared.get(&key) {
+            Some(all) => Holders::Many(all),
+            None => Holders::One(first),
+        })
+    }
+
+    /// Check a tokenized document: every protected file it shares an n-gram with, and the first
+    /// n-gram shared with each.
+    pub fn check(&self, words: &Words) -> Vec<(u32, String)> {
+        let mut hits: Vec<(u32, String)> = Vec::new();
+        for g in words.ngram_slices(self.n) {
+            if let Some(h) = self.holders(xxh3_128(g)) {
+                for f in h.iter() {
+                    if !hits.iter().any(|(x, _)| *x == f) {
+                        hits.push((f, String::from_utf8_lossy(g).into_owned()));
+                    }
+                }
+                if hits.len() == self.files.len() {
+                    break;
+                }
+            }
+        }
+        hits
+    }
+
+    /// Does the tokenized document share any n-gram with the set?
+    pub fn is_contaminated(&self, words: &Words) -> bool {
+        words
+            .ngram_slices(self.n)
+            .any(|g| self.grams.contains_key(&xxh3_128(g)))
+    }
+}
+
+enum Holders<'a> {
+    One(u32),
+    Many(&'a [u32]),
+}
+
+impl Holders<'_> {
+    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        let (one, many): (Option<u32>, &[u32]) = match self {
+            Holders::One(f) => (Some(*f), &[]),
+            Holders::Many(all) => (None, all),
+        };
+        one.into_iter().chain(many.iter().copied())
+    }
+}
+
+/// Every string value of `v` at any depth, except under the unprotected keys.
+fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::String(s) => out.push(s.clone()),
+        serde_json::Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out)),
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                if !UNPROTECTED_KEYS.contains(&k.as_str()) {
+                    collect_strings(x, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// SPEC `protected n-grams` of the given files.
+pub fn protected_ngrams<P: AsRef<Path>>(paths: &[P], n: usize) -> Result<ProtectedSet, Error> {
+    let mut set = ProtectedSet::new(n)?;
+    for p in paths {
+        set.add_file(p.as_ref())?;
+    }
+    Ok(set)
+}
+
+/// Is `text` contaminated: does any of its word `n`-grams (the last window included) belong to
+/// `grams`? `n` must be the `n` the set was built with.
+pub fn contaminated(text: &str, grams: &ProtectedSet, n: usize) -> bool {
+    assert_eq!(
+        n,
+        grams.n(),
+        "contaminated() asked for {n}-grams of a set of {}-grams",
+        grams.n()
+    );
+    grams.is_contaminated(&Words::new(text))
+}
+
+/// The streaming decontamination stage: pulls one document at a time, yields the clean ones,
+/// counts the rest.
+pub struct Decontaminator<'a> {
+    grams: &'a ProtectedSet,
+    words: Words,
+    pub seen: u64,
+    pub dropped: u64,
+}
+
+impl<'a> Decontaminator<'a> {
+    pub fn new(grams: &'a ProtectedSet) -> Self {
+        Decontaminator {
+            grams,
+            words: Words::default(),
+            seen: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Is this text clean (and count it)?
+    pub fn keep(&mut self, text: &str) -> bool {
+        self.seen += 1;
+        self.words.reset(text);
+        let bad = self.grams.is_contaminated(&self.words);
+        if bad {
+            self.dropped += 1;
+        }
+        !bad
+    }
+
+    /// Filter a stream of documents lazily: nothing is read ahead of what is asked for.
+    pub fn filter<'s, I, D>(&'s mut self, docs: I) -> impl Iterator<Item = D> + use<'s, 'a, I, D>
+    where
+        I: IntoIterator<Item = D> + 's,
+        D: AsRef<str> + 's,
+    {
+        docs.into_iter().filter(move |d| self.keep(d.as_ref()))
+    }
+}
+
+/// Per protected file: how many documents it caught and a few n-grams as evidence.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileHits {
+    pub path: String,
+    pub texts: u64,
+    pub ngrams: u64,
+    pub documents_caught: u64,
+    /// Up to [`EVIDENCE_PER_FILE`] (document id, matched n-gram) pairs.
+    pub evidence: Vec<Evidence>,
+}
+
+/// One matched n-gram and the document it was found in.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Evidence {
+    pub id: String,
+    pub ngram: String,
+}
+
+/// Examples of matches kept per protected file.
+pub const EVIDENCE_PER_FILE: usize = 5;
+
+/// Everything `neardup decontam` reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DecontamSummary {
+    pub n: usize,
+    pub protected_ngrams: u64,
+    pub documents: u64,
+    pub contaminated: u64,
+    pub documents_written: u64,
+    pub files: Vec<FileHits>,
+    pub load_seconds: f64,
+    pub seconds: f64,
+}
+
+/// `neardup decontam` on files: stream every input record through the set, writing the clean
+/// lines unchanged.
+pub fn run_decontam(
+    inputs: &Inputs,
+    fields: &Fields,
+    grams: &ProtectedSet,
+    output: &str,
+    progress: &ProgressFactory,
+) -> Result<DecontamSummary, Error> {
+    let t0 = Instant::now();
+    let mut out = Output::create(output)?;
+    let mut files: Vec<FileHits> = grams
+        .files()
+        .iter()
+        .map(|f| FileHits {
+            path: f.path.clone(),
+            texts: f.texts,
+            ngrams: f.ngrams,
+            documents_caught: 0,
+            evidence: Vec::new(),
+        })
+        .collect();
+    let (mut documents, mut contaminated, mut written) = (0u64, 0u64, 0u64);
+    let bar = progress.pass("decontam", inputs.total_bytes());
+    pipelined(
+        inputs,
+        crate::pipeline::DEFAULT_CHUNK_BYTES,
+        &bar,
+        |chunk, name| {
+            let verdicts: Result<Vec<(String, Vec<(u32, String)>)>, Error> = (0..chunk.len())
+                .into_par_iter()
+                .map_init(Words::default, |w, i| {
+                    let rec = parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;
+                    w.reset(&rec.text);
+                    Ok((rec.id.into_owned(), grams.check(w)))
+                })
+                .collect();
+            Ok((chunk, verdicts?))
+        },
+        |(chunk, verdicts)| {
+            let mut buf = Vec::with_capacity(chunk.data.len());
+            for (i, (id, hits)) in verdicts.into_iter().enumerate() {
+                documents += 1;
+                if hits.is_empty() {
+                    buf.extend_from_slice(chunk.line(i));
+                    buf.push(b'\n');
+                    written += 1;
+                    continue;
+                }
+                contaminated += 1;
+                for (f, gram) in hits {
+                    let fh = &mut files[f as usize];
+                    fh.documents_caught += 1;
+                    if fh.evidence.len() < EVIDENCE_PER_FILE {
+                        fh.evidence.push(Evidence {
+                            id: id.clone(),
+                            ngram: gram,
+                        });
+                    }
+                }
+            }
+            bar.add_docs(chunk.len() as u64);
+            out.write_all(&buf)
+        },
+    )?;
+    out.finish()?;
+    Ok(DecontamSummary {
+        n: grams.n(),
+        protected_ngrams: grams.len() as u64,
+        documents,
+        contaminated,
+        documents_written: written,
+        files,
+        load_seconds: 0.0,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,798 @@
+//! Near-dedup (SPEC §3) and the exact-dedup pre-pass: from signatures to clusters, and the
+//! two-pass file pipeline that never holds the corpus text in memory.
+//!
+//! Pass 1 ([`crate::pipeline::scan`]) keeps per document only its id, where it was read, its word
+//! count, its signature and (with `--exact`) a 128-bit key of its words. Candidates come from LSH
+//! buckets; `jaccard` confirmation re-reads the inputs once for the shingle sets of the
+//! documents that sit in some bucket (and only those). Pass 2 re-reads the inputs and streams the
+//! survivors (or everyone, tagged) to the output.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::batch::PackedBatch;
+use crate::engine::{CpuEngine, Engine};
+use crate::io::{write_tagged, Fields, Inputs, Output};
+use crate::lsh::{band_buckets, LshParams};
+use crate::minhash::{agreement, MinHashParams};
+use crate::pipeline::{pipelined, scan, IdArena, ScanStats};
+use crate::progress::ProgressFactory;
+use crate::text::jaccard_sorted;
+use crate::unionfind::UnionFind;
+use crate::Error;
+
+/// How candidate pairs are confirmed (SPEC §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confirm {
+    /// Exact Jaccard of the shingle sets (full 64-bit FNV-1a values) `>= threshold`.
+    #[default]
+    Jaccard,
+    /// MinHash estimate `>= threshold` (cheaper, looser).
+    Estimate,
+    /// Every LSH candidate is a duplicate (as FineWeb).
+    None,
+}
+
+/// Everything that decides which documents are near duplicates.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct DedupConfig {
+    pub params: MinHashParams,
+    pub lsh: LshParams,
+    pub threshold: f64,
+    pub confirm: Confirm,
+    /// Run the exact-dedup pre-pass (identical word sequences, keep the smallest id).
+    pub exact: bool,
+    /// Write only cluster roots (otherwise everyone, tagged).
+    pub drop: bool,
+}
+
+impl Default for DedupConfig {
+    fn default() -> Self {
+        DedupConfig {
+            params: MinHashParams::default(),
+            lsh: LshParams::default(),
+            threshold: 0.8,
+            confirm: Confirm::Jaccard,
+            exact: false,
+            drop: true,
+        }
+    }
+}
+
+impl DedupConfig {
+    pub fn validate(&self) -> Result<(), Error> {
+        self.params.validate()?;
+        LshParams::new(self.lsh.bands, self.lsh.rows)?;
+        self.lsh.check_num_perm(self.params.num_perm)?;
+        if !(self.threshold > 0.0 && self.threshold <= 1.0) {
+            return Err(Error::Param(format!(
+                "threshold {} is outside (0, 1]",
+                self.threshold
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Where a document was read: input index and 1-based line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DocLoc {
+    pub file: u32,
+    pub line: u64,
+}
+
+/// What pass 1 keeps of a corpus: no text, only what clustering needs.
+#[derive(Debug, Default)]
+pub struct SignedCorpus {
+    pub ids: IdArena,
+    pub locs: Vec<DocLoc>,
+    pub num_perm: usize,
+    /// Row `d` is document `d`'s signature.
+    pub sigs: Vec<u32>,
+    pub words: Vec<u32>,
+    /// With `exact`: a 128-bit key of each document's word sequence.
+    pub exact_keys: Vec<u128>,
+}
+
+impl SignedCorpus {
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    pub fn sig(&self, d: usize) -> &[u32] {
+        &self.sigs[d * self.num_perm..(d + 1) * self.num_perm]
+    }
+
+    /// Approximate heap bytes held (for the memory guard and the report).
+    pub fn heap_bytes(&self) -> usize {
+        self.ids.heap_bytes()
+            + self.locs.capacity() * std::mem::size_of::<DocLoc>()
+            + self.sigs.capacity() * 4
+            + self.words.capacity() * 4
+            + self.exact_keys.capacity() * 16
+    }
+}
+
+/// A confirmed pair: documents `a` and `b` (indices in input order; `a` has the smaller id).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ConfirmedPair {
+    pub a: u32,
+    pub b: u32,
+    pub estimate: f64,
+    /// Exact Jaccard, when confirmation computed it.
+    pub jaccard: Option<f64>,
+}
+
+/// Counts from clustering.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct ClusterStats {
+    /// LSH buckets with two or more documents (over all bands).
+    pub buckets: u64,
+    /// Candidate pairs whose confirmation was decided (pairs already joined through earlier
+    /// confirmed pairs are not re-checked: they cannot change a cluster).
+    pub pairs_checked: u64,
+    pub pairs_confirmed: u64,
+    pub pairs_rejected: u64,
+    pub pairs_already_joined: u64,
+    /// Documents whose shingle sets were loaded for `jaccard` confirmation.
+    pub sets_loaded: u64,
+    pub wordless: u64,
+    pub exact_duplicates: u64,
+    pub near_duplicates: u64,
+    /// Clusters of two or more documents.
+    pub clusters: u64,
+    pub documents_in_clusters: u64,
+    /// Cluster size -> how many clusters have it (sizes 2 and up).
+    pub cluster_sizes: std::collections::BTreeMap<u64, u64>,
+    pub lsh_seconds: f64,
+    pub confirm_seconds: f64,
+    pub cluster_seconds: f64,
+}
+
+/// The outcome of clustering a corpus.
+#[derive(Debug, Clone)]
+pub struct Clustering {
+    /// For each document (input order), the document index of its cluster's root (the smallest
+    /// id in the cluster; a singleton is its own root).
+    pub root: Vec<u32>,
+    /// For each document, whether the exact pre-pass found an identical document with a smaller
+    /// id.
+    pub exact_duplicate: Vec<bool>,
+    /// Confirmed pairs, sorted by (a, b) in id order.
+    pub pairs: Vec<ConfirmedPair>,
+    pub stats: ClusterStats,
+}
+
+impl Clustering {
+    /// Is document `d` kept when dropping (it is its cluster's root)?
+    pub fn is_root(&self, d: usize) -> bool {
+        self.root[d] as usize == d
+    }
+
+    /// Clusters of two or more documents: `(root, members)`, members in id order, clusters in
+    /// root id order. Needs the corpus ids for ordering.
+    pub fn groups(&self, ids: &IdArena) -> Vec<(u32, Vec<u32>)> {
+        let mut by_root: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (d, &r) in self.root.iter().enumerate() {
+            if r as usize != d {
+                by_root.entry(r).or_default().push(d as u32);
+            }
+        }
+        let mut out: Vec<(u32, Vec<u32>)> = by_root
+            .into_iter()
+            .map(|(r, mut m)| {
+                m.push(r);
+                m.sort_by(|&x, &y| ids.get(x as usize).cmp(ids.get(y as usize)));
+                (r, m)
+            })
+            .collect();
+        out.sort_by(|a, b| ids.get(a.0 as usize).cmp(ids.get(b.0 as usize)));
+        out
+    }
+}
+
+/// Shingle sets (sorted 64-bit FNV-1a values) by document index, for `jaccard` confirmation.
+pub type ShingleSets = HashMap<u32, Vec<u64>>;
+
+/// Cluster a signed corpus. `name_of(file)` names inputs in error messages; `load_sets` is
+/// called (once, only for `jaccard` confirmation and only when some bucket exists) with a mask of
+/// the documents whose shingle sets are needed.
+pub fn cluster_corpus(
+    corpus: &SignedCorpus,
+    cfg: &DedupConfig,
+    name_of: &dyn Fn(u32) -> String,
+    load_sets: impl FnOnce(&[bool]) -> Result<ShingleSets, Error>,
+    progress: &ProgressFactory,
+) -> Result<Clustering, Error> {
+    cfg.validate()?;
+    let n = corpus.len();
+    let mut stats = ClusterStats::default();
+    let t_lsh = Instant::now();
+    let step = progress.step("ids");
+
+    // Rank documents by id: union-find over ranks makes the root the smallest id.
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.par_sort_unstable_by(|&a, &b| {
+        corpus
+            .ids
+            .get(a as usize)
+            .cmp(corpus.ids.get(b as usize))
+            .then(a.cmp(&b))
+    });
+    for w in order.windows(2) {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        if corpus.ids.get(a) == corpus.ids.get(b) {
+            let loc = |d: usize| {
+                let l = corpus.locs[d];
+                format!("{}:{}", name_of(l.file), l.line)
+            };
+            return Err(Error::DuplicateId {
+                id: corpus.ids.get(a).to_string(),
+                first: loc(a),
+                second: loc(b),
+            });
+        }
+    }
+    let mut rank = vec![0u32; n];
+    for (r, &d) in order.iter().enumerate() {
+        rank[d as usize] = r as u32;
+    }
+    stats.wordless = corpus.words.iter().filter(|&&w| w == 0).count() as u64;
+
+    // Exact pre-pass: identical word sequences (never wordless ones) keep the smallest id.
+    let mut exact_rep: Vec<u32> = Vec::new();
+    let mut exact_duplicate = vec![false; n];
+    if cfg.exact {
+        step.set_message("exact duplicates");
+        let mut keyed: Vec<(u128, u32)> = (0..n)
+            .filter(|&d| corpus.words[d] > 0)
+            .map(|d| (corpus.exact_keys[d], rank[d]))
+            .collect();
+        keyed.par_sort_unstable();
+        exact_rep = (0..n as u32).collect();
+        let mut i = 0;
+        while i < keyed.len() {
+            let mut e = i + 1;
+            while e < keyed.len() && keyed[e].0 == keyed[i].0 {
+                e += 1;
+            }
+            let rep = order[keyed[i].1 as usize];
+            for &(_, r) in &keyed[i + 1..e] {
+                let d = order[r as usize];
+                exact_duplicate[d as usize] = true;
+                exact_rep[d as usize] = rep;
+            }
+            i = e;
+        }
+        stats.exact_duplicates = exact_duplicate.iter().filter(|&&x| x).count() as u64;
+    }
+
+    step.set_message("LSH buckets");
+    let buckets = band_buckets(&corpus.sigs, corpus.num_perm, cfg.lsh, |d| {
+        corpus.words[d] > 0 && !exact_duplicate[d]
+    });
+    stats.buckets = buckets.len() as u64;
+    stats.lsh_seconds = t_lsh.elapsed().as_secs_f64();
+
+    let t_confirm = Instant::now();
+    let sets = if cfg.confirm == Confirm::Jaccard && !buckets.is_empty() {
+        let mut needed = vec![false; n];
+        for &d in &buckets.members {
+            needed[d as usize] = true;
+        }
+        step.set_message("loading shingle sets");
+        let s = load_sets(&needed)?;
+        stats.sets_loaded = s.len() as u64;
+        s
+    } else {
+        ShingleSets::new()
+    };
+
+    step.set_message("confirming pairs");
+    let mut uf = UnionFind::new(n);
+    let mut pairs = Vec::new();
+    let mut ranks_buf: Vec<u32> = Vec::new();
+    for bucket in buckets.iter() {
+        ranks_buf.clear();
+        ranks_buf.extend(bucket.iter().map(|&d| rank[d as usize]));
+        ranks_buf.sort_unstable();
+        for i in 0..ranks_buf.len() {
+            for j in i + 1..ranks_buf.len() {
+                let (ra, rb) = (ranks_buf[i], ranks_buf[j]);
+                if uf.connected(ra, rb) {
+                    stats.pairs_already_joined += 1;
+                    continue;
+                }
+                stats.pairs_checked += 1;
+                let (a, b) = (order[ra as usize], order[rb as usize]);
+                let est = agreement(corpus.sig(a as usize), corpus.sig(b as usize)) as f64
+                    / corpus.num_perm as f64;
+                let (ok, jac) = match cfg.confirm {
+                    Confirm::None => (true, None),
+                    Confirm::Estimate => (est >= cfg.threshold, None),
+                    Confirm::Jaccard => {
+                        let j = jaccard_sorted(&sets[&a], &sets[&b]);
+                        (j >= cfg.threshold, Some(j))
+                    }
+                };
+                if ok {
+                    uf.union(ra, rb);
+                    stats.pairs_confirmed += 1;
+                    pairs.push(ConfirmedPair {
+                        a,
+                        b,
+                        estimate: est,
+                        jaccard: jac,
+                    });
+                } else {
+                    stats.pairs_rejected += 1;
+                }
+            }
+        }
+    }
+    drop(sets);
+    stats.confirm_seconds = t_confirm.elapsed().as_secs_f64();
+
+    let t_cluster = Instant::now();
+    step.set_message("clusters");
+    if cfg.exact {
+        for d in 0..n {
+            if exact_duplicate[d] {
+                uf.union(rank[d], rank[exact_rep[d] as usize]);
+            }
+        }
+    }
+    let root: Vec<u32> = (0..n)
+        .map(|d| order[uf.find(rank[d]) as usize])
+        .collect();
+    let mut size: HashMap<u32, u64> = HashMap::new();
+    for (d, &r) in root.iter().enumerate() {
+        if r as usize != d {
+            *size.entry(r).or_insert(1) += 1;
+        }
+    }
+    stats.clusters = size.len() as u64;
+    stats.documents_in_clusters = size.values().sum();
+    for &s in size.values() {
+        *stats.cluster_sizes.entry(s).or_default() += 1;
+    }
+    let non_roots = root
+        .iter()
+        .enumerate()
+        .filter(|&(d, &r)| r as usize != d)
+        .count() as u64;
+    stats.near_duplicates = non_roots - stats.exact_duplicates;
+    pairs.sort_by(|x, y| rank[x.a as usize].cmp(&rank[y.a as usize]).then(rank[x.b as usize].cmp(&rank[y.b as usize])));
+    stats.cluster_seconds = t_cluster.elapsed().as_secs_f64();
+    Ok(Clustering {
+        root,
+        exact_duplicate,
+        pairs,
+        stats,
+    })
+}
+
+/// Sign in-memory documents `(id, text)` with the CPU engine (on the current rayon pool).
+pub fn sign_texts<I: AsRef<str>, T: AsRef<str>>(
+    docs: &[(I, T)],
+    cfg: &DedupConfig,
+) -> Result<(SignedCorpus, PackedBatch), Error> {
+    cfg.validate()?;
+    let mut engine = CpuEngine::new(cfg.params, 0)?;
+    sign_texts_with(docs, cfg, &mut engine)
+}
+
+/// Sign in-memory documents with the given engine.
+pub fn sign_texts_with<I: AsRef<str>, T: AsRef<str>>(
+    docs: &[(I, T)],
+    cfg: &DedupConfig,
+    engine: &mut dyn Engine,
+) -> Result<(SignedCorpus, PackedBatch), Error> {
+    let texts: Vec<&str> = docs.iter().map(|(_, t)| t.as_ref()).collect();
+    let batch = PackedBatch::from_texts(&texts);
+    let sigs = engine.sign_vec(&batch)?;
+    let mut corpus = SignedCorpus {
+        num_perm: cfg.params.num_perm,
+        sigs,
+        ..Default::default()
+    };
+    for (i, (id, _)) in docs.iter().enumerate() {
+        corpus.ids.push(id.as_ref());
+        corpus.locs.push(DocLoc {
+            file: 0,
+            line: i as u64 + 1,
+        });
+        corpus.words.push(batch.doc_words(i).len() as u32);
+        if cfg.exact {
+            corpus
+                .exact_keys
+                .push(xxhash_rust::xxh3::xxh3_128(batch.doc_bytes(i)));
+        }
+    }
+    Ok((corpus, batch))
+}
+
+/// Shingle sets of the documents of `batch` that `needed` marks.
+fn sets_from_batch(batch: &PackedBatch, k: usize, needed: &[bool]) -> ShingleSets {
+    (0..batch.num_docs())
+        .into_par_iter()
+        .filter(|&d| needed[d])
+        .map(|d| (d as u32, batch_shingle_set(batch, d, k)))
+        .collect()
+}
+
+fn batch_shingle_set(batch: &PackedBatch, d: usize, k: usize) -> Vec<u64> {
+    let mut v: Vec<u64> = batch.shingles(d, k).map(crate::hash::fnv1a64).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Cluster in-memory documents `(id, text)`: the library form of `neardup dedup`.
+pub fn clusters<I: AsRef<str>, T: AsRef<str>>(
+    docs: &[(I, T)],
+    cfg: &DedupConfig,
+) -> Result<Clustering, Error> {
+    let (corpus, batch) = sign_texts(docs, cfg)?;
+    let k = cfg.params.k;
+    cluster_corpus(
+        &corpus,
+        cfg,
+        &|_| "<memory>".to_string(),
+        |needed| Ok(sets_from_batch(&batch, k, needed)),
+        &ProgressFactory::hidden(),
+    )
+}
+
+/// The near-dedup stage over in-memory JSON records: every record gets `meta.minhash_cluster`
+/// (its root id); with `cfg.drop` only roots are returned. Order and all other fields are kept.
+/// A repeated id is an error before anything is returned.
+pub fn near_dedup(
+    records: Vec<serde_json::Map<String, serde_json::Value>>,
+    fields: &Fields,
+    cfg: &DedupConfig,
+) -> Result<(Vec<serde_json::Map<String, serde_json::Value>>, Clustering), Error> {
+    let docs = records_id_text(&records, fields)?;
+    let c = clusters(&docs, cfg)?;
+    let ids: Vec<String> = docs.into_iter().map(|(i, _)| i).collect();
+    let mut out = Vec::new();
+    for (d, mut rec) in records.into_iter().enumerate() {
+        if cfg.drop && !c.is_root(d) {
+            continue;
+        }
+        let root = ids[c.root[d] as usize].clone();
+        match rec.get_mut("meta") {
+            Some(serde_json::Value::Object(m)) => {
+                m.insert("minhash_cluster".into(), root.into());
+            }
+            None => {
+                let mut m = serde_json::Map::new();
+                m.insert("minhash_cluster".into(), root.into());
+                rec.insert("meta".into(), m.into());
+            }
+            Some(other) => {
+                return Err(Error::Field {
+                    path: "<memory>".into(),
+                    line: d as u64 + 1,
+                    field: "meta".into(),
+                    msg: format!("is {}, it must be an object", crate::io::json_kind(other)),
+                })
+            }
+        }
+        out.push(rec);
+    }
+    Ok((out, c))
+}
+
+/// The exact-dedup stage over in-memory records: of the records whose word sequences are
+/// identical, only the one with the smallest id is kept (wordless records are all kept). Returns
+/// the kept records in input order and how many were dropped.
+pub fn exact_dedup(
+    records: Vec<serde_json::Map<String, serde_json::Value>>,
+    fields: &Fields,
+) -> Result<(Vec<serde_json::Map<String, serde_json::Value>>, usize), Error> {
+    let docs = records_id_text(&records, fields)?;
+    let mut best: HashMap<u128, usize> = HashMap::new();
+    let mut seen_ids: HashMap<&str, usize> = HashMap::new();
+    let mut words = crate::text::Words::default();
+    let mut keys = Vec::with_capacity(docs.len());
+    for (d, (id, text)) in docs.iter().enumerate() {
+        if let Some(first) = seen_ids.insert(id.as_str(), d) {
+            return Err(Error::DuplicateId {
+                id: id.clone(),
+                first: format!("<memory>:{}", first + 1),
+                second: format!("<memory>:{}", d + 1),
+            });
+        }
+        words.reset(text);
+        if words.is_empty() {
+            keys.push(None);
+            continue;
+        }
+        let key = xxhash_rust::xxh3::xxh3_128(&words.bytes);
+        keys.push(Some(key));
+        let e = best.entry(key).or_insert(d);
+        if docs[d].0 < docs[*e].0 {
+            *e = d;
+        }
+    }
+    let mut dropped = 0;
+    let kept = records
+        .into_iter()
+        .enumerate()
+        .filter(|(d, _)| match keys[*d] {
+            Some(k) if best[&k] != *d => {
+                dropped += 1;
+                false
+            }
+            _ => true,
+        })
+        .map(|(_, r)| r)
+        .collect();
+    Ok((kept, dropped))
+}
+
+fn records_id_text(
+    records: &[serde_json::Map<String, serde_json::Value>],
+    fields: &Fields,
+) -> Result<Vec<(String, String)>, Error> {
+    records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let line = serde_json::to_vec(r).expect("a map serializes");
+            let rec = crate::io::parse_record(&line, fields, "<memory>", i as u64 + 1)?;
+            Ok((rec.id.into_owned(), rec.text.into_owned()))
+        })
+        .collect()
+}
+
+/// Where `neardup dedup` writes besides its main output.
+#[derive(Debug, Clone, Default)]
+pub struct DedupOutputs {
+    pub output: String,
+    pub clusters: Option<String>,
+    pub pairs: Option<String>,
+}
+
+/// Everything a `dedup` run reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DedupSummary {
+    pub scan: ScanStats,
+    pub cluster: ClusterStats,
+    pub documents_written: u64,
+    pub write_seconds: f64,
+    pub seconds: f64,
+    /// Heap bytes of the pass-1 tables (ids, signatures, counts).
+    pub table_bytes: u64,
+}
+
+/// The whole `neardup dedup` on files: pass 1, clustering, pass 2. Outputs appear only when the
+/// run succeeds.
+pub fn run_dedup(
+    inputs: &Inputs,
+    fields: &Fields,
+    cfg: &DedupConfig,
+    engine: &mut dyn Engine,
+    outs: &DedupOutputs,
+    progress: &ProgressFactory,
+    memory_limit: Option<u64>,
+) -> Result<DedupSummary, Error> {
+    cfg.validate()?;
+    if engine.params() != &cfg.params {
+        return Err(Error::Param(
+            "the engine was built with other parameters than the dedup config".into(),
+        ));
+    }
+    let t0 = Instant::now();
+    // Create every output first, so a bad path fails before the work.
+    let mut out = Output::create(&outs.output)?;
+    let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
+    let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;
+
+    let num_perm = cfg.params.num_perm;
+    let mut corpus = SignedCorpus {
+        num_perm,
+        ..Default::default()
+    };
+    let per_doc_bytes = crate::report::bytes_per_document(num_perm, cfg.exact);
+    let scan_stats = {
+        let bar = progress.pass("signatures", inputs.total_bytes());
+        scan(inputs, fields, engine, cfg.exact, &bar, |sc, sigs| {
+            let p = &sc.parsed;
+            corpus.ids.extend_from(&p.ids);
+            corpus.locs.extend(p.lines.iter().map(|&line| DocLoc {
+                file: p.file_index as u32,
+                line,
+            }));
+            corpus.sigs.extend_from_slice(sigs);
+            corpus
+                .words
+                .extend((0..p.batch.num_docs()).map(|d| p.batch.doc_words(d).len() as u32));
+            corpus.exact_keys.extend_from_slice(&sc.exact_keys);
+            if let Some(limit) = memory_limit {
+                let projected = corpus.heap_bytes() as u64;
+                if projected > limit {
+                    return Err(Error::Memory(format!(
+                        "after {} documents the signature tables hold {} MiB, over --max-memory \
+                         {} MiB (each document costs about {} bytes at num_perm {}); raise \
+                         --max-memory, lower --num-perm, or split the corpus",
+                        corpus.len(),
+                        projected >> 20,
+                        limit >> 20,
+                        per_doc_bytes,
+                        num_perm
+                    )));
+                }
+            }
+            Ok(())
+        })?
+    };
+    let name_of = |f: u32| inputs.name(f as usize).to_string();
+    let k = cfg.params.k;
+    let clustering = cluster_corpus(
+        &corpus,
+        cfg,
+        &name_of,
+        |needed| load_shingle_sets(inputs, fields, k, needed, progress),
+        progress,
+    )?;
+
+    // Pass 2: stream the records out.
+    let t_write = Instant::now();
+    let written = write_pass(inputs, &corpus, &clustering, cfg.drop, &mut out, progress)?;
+    if let Some(o) = clusters_out.as_mut() {
+        for (root, members) in clustering.groups(&corpus.ids) {
+            let line = serde_json::json!({
+                "root": corpus.ids.get(root as usize),
+                "members": members.iter().map(|&m| corpus.ids.get(m as usize)).collect::<Vec<_>>(),
+                "size": members.len(),
+            });
+            o.write_all(format!("{line}\n").as_bytes())?;
+        }
+    }
+    if let Some(o) = pairs_out.as_mut() {
+        for p in &clustering.pairs {
+            let mut line = serde_json::json!({
+                "a": corpus.ids.get(p.a as usize),
+                "b": corpus.ids.get(p.b as usize),
+                "estimate": p.estimate,
+            });
+            if let Some(j) = p.jaccard {
+                line["jaccard"] = j.into();
+            }
+            o.write_all(format!("{line}\n").as_bytes())?;
+        }
+    }
+    out.finish()?;
+    if let Some(o) = clusters_out {
+        o.finish()?;
+    }
+    if let Some(o) = pairs_out {
+        o.finish()?;
+    }
+    Ok(DedupSummary {
+        table_bytes: corpus.heap_bytes() as u64,
+        scan: scan_stats,
+        cluster: clustering.stats,
+        documents_written: written,
+        write_seconds: t_write.elapsed().as_secs_f64(),
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The extra pass for `jaccard` confirmation: shingle sets of the marked documents only.
+fn load_shingle_sets(
+    inputs: &Inputs,
+    fields: &Fields,
+    k: usize,
+    needed: &[bool],
+    progress: &ProgressFactory,
+) -> Result<ShingleSets, Error> {
+    let bar = progress.pass("shingle sets", inputs.total_bytes());
+    let next_doc = std::sync::atomic::AtomicUsize::new(0);
+    let mut sets = ShingleSets::new();
+    pipelined(
+        inputs,
+        crate::pipeline::DEFAULT_CHUNK_BYTES,
+        &bar,
+        |chunk, name| {
+            // Chunks are prepared one at a time, in input order, so a running count gives
+            // each line its document index.
+            let base = next_doc.fetch_add(chunk.len(), std::sync::atomic::Ordering::SeqCst);
+            let found: Result<Vec<(u32, Vec<u64>)>, Error> = (0..chunk.len())
+                .into_par_iter()
+                .filter(|&i| needed.get(base + i).copied().unwrap_or(false))
+                .map(|i| {
+                    let rec =
+                        crate::io::parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;
+                    let w = crate::text::Words::new(&rec.text);
+                    Ok(((base + i) as u32, crate::text::shingle_fnv_set(&w, k)))
+                })
+                .collect();
+            found
+        },
+        |found| {
+            sets.extend(found);
+            Ok(())
+        },
+    )?;
+    Ok(sets)
+}
+
+/// Pass 2: re-read every record and write the kept ones with `meta.minhash_cluster`.
+fn write_pass(
+    inputs: &Inputs,
+    corpus: &SignedCorpus,
+    clustering: &Clustering,
+    drop: bool,
+    out: &mut Output,
+    progress: &ProgressFactory,
+) -> Result<u64, Error> {
+    let bar = progress.pass("writing", inputs.total_bytes());
+    let next_doc = std::sync::atomic::AtomicUsize::new(0);
+    let mut written = 0u64;
+    pipelined(
+        inputs,
+        crate::pipeline::DEFAULT_CHUNK_BYTES,
+        &bar,
+        |chunk, name| {
+            let base = next_doc.fetch_add(chunk.len(), std::sync::atomic::Ordering::SeqCst);
+            if base + chunk.len() > corpus.len() {
+                return Err(Error::Param(format!(
+                    "{name} changed between passes: it now has more records than when it was \
+                     first read"
+                )));
+            }
+            let pieces: Vec<Result<(Vec<u8>, u64), Error>> = (0..chunk.len())
+                .collect::<Vec<_>>()
+                .par_chunks(256)
+                .map(|idx| {
+                    let mut buf = Vec::new();
+                    let mut n = 0;
+                    for &i in idx {
+                        let d = base + i;
+                        if drop && !clustering.is_root(d) {
+                            continue;
+                        }
+                        let root = corpus.ids.get(clustering.root[d] as usize);
+                        write_tagged(
+                            &mut buf,
+                            chunk.line(i),
+                            "minhash_cluster",
+                            root,
+                            name,
+                            chunk.line_no(i),
+                        )?;
+                        n += 1;
+                    }
+                    Ok((buf, n))
+                })
+                .collect();
+            Ok((pieces, chunk.len()))
+        },
+        |(pieces, lines)| {
+            for p in pieces {
+                let (buf, n) = p?;
+                out.write_all(&buf)?;
+                written += n;
+            }
+            bar.add_docs(lines as u64);
+            Ok(())
+        },
+    )?;
+    if next_doc.into_inner() != corpus.len() {
+        return Err(Error::Param(
+            "an input changed between passes: it has fewer records than when it was first read"
+                .into(),
+        ));
+    }
+    Ok(written)
+}

@@ -1,0 +1,575 @@
+//! The GPU engine: WGSL compute shaders through wgpu (Vulkan, Metal, DX12, GL).
+//!
+//! Three dispatches per sub-batch: `init_signatures` (every entry `P`), `hash_shingles` (one
+//! invocation per shingle: FNV-1a 64 with emulated 64-bit arithmetic, reduced mod P) and
+//! `minhash` (one workgroup per chunk of at most 256 shingles and 64 permutations, merged with
+//! `atomicMin`). Pipelines, the bind group and every buffer are made once, at their largest,
+//! and reused for every batch; a batch is cut into sub-batches that fit them ([`plan`]).
+//!
+//! The host keeps tokenizing the next chunk while the GPU signs this one (see
+//! [`crate::pipeline`]), so on a real GPU the pipeline is bound by host tokenization.
+
+pub mod plan;
+pub mod ports;
+pub mod shaders;
+
+use std::sync::{Arc, Mutex};
+
+use bytemuck::{Pod, Zeroable};
+
+use self::plan::{SubBatch, SubBatchLimits};
+use super::{check_output, Engine, EngineError, EngineInfo};
+use crate::batch::PackedBatch;
+use crate::hash::PermParams;
+use crate::minhash::MinHashParams;
+
+/// The uniform block of every shader. Mirrors `struct Config` in `shaders/hash.wgsl` and
+/// `shaders/minhash.wgsl`; keep the three in step (field order and size).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct GpuConfig {
+    pub k: u32,
+    pub num_docs: u32,
+    pub num_shingles: u32,
+    pub num_perm: u32,
+    pub num_chunks: u32,
+    /// Workgroups along x of the 2-D `hash_shingles` grid (y covers the rest).
+    pub hash_groups_x: u32,
+    /// Workgroups along x of the 2-D chunk grid of `minhash`.
+    pub min_groups_x: u32,
+    /// Workgroups along x of the 2-D `init_signatures` grid.
+    pub init_groups_x: u32,
+}
+
+/// Most workgroups along one dimension that every adapter allows.
+const MAX_GROUPS: u32 = 65_535;
+/// Invocations per workgroup of `hash_shingles` and `init_signatures`.
+const HASH_WG: u32 = 256;
+/// Permutations per workgroup of `minhash`.
+const PERM_WG: u32 = 64;
+
+/// Split `groups` workgroups over a 2-D grid: `(x, y)` with `x <= 65535`.
+fn grid(groups: u32) -> (u32, u32) {
+    if groups == 0 {
+        (0, 0)
+    } else {
+        let x = groups.min(MAX_GROUPS);
+        (x, groups.div_ceil(x))
+    }
+}
+
+impl GpuConfig {
+    /// The configuration of one sub-batch.
+    pub fn for_sub_batch(sb: &SubBatch, k: usize, num_perm: usize) -> Self {
+        let num_docs = sb.num_docs() as u32;
+        GpuConfig {
+            k: k as u32,
+            num_docs,
+            num_shingles: sb.num_shingles,
+            num_perm: num_perm as u32,
+            num_chunks: sb.chunks.len() as u32,
+            hash_groups_x: grid(sb.num_shingles.div_ceil(HASH_WG)).0,
+            min_groups_x: grid(sb.chunks.len() as u32).0,
+            init_groups_x: grid((num_docs * num_perm as u32).div_ceil(HASH_WG)).0,
+        }
+    }
+}
+
+/// `--backend`: which wgpu backends to search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    Vulkan,
+    Metal,
+    Dx12,
+    Gl,
+    All,
+}
+
+impl BackendChoice {
+    pub fn backends(self) -> wgpu::Backends {
+        match self {
+            BackendChoice::Vulkan => wgpu::Backends::VULKAN,
+            BackendChoice::Metal => wgpu::Backends::METAL,
+            BackendChoice::Dx12 => wgpu::Backends::DX12,
+            BackendChoice::Gl => wgpu::Backends::GL,
+            BackendChoice::All => wgpu::Backends::all(),
+        }
+    }
+}
+
+/// How the GPU engine finds and sizes its device.
+#[derive(Debug, Clone)]
+pub struct GpuOptions {
+    /// Backends to search; `None`: `WGPU_BACKEND` if set, else all.
+    pub backend: Option<BackendChoice>,
+    /// Accept a software adapter (llvmpipe, lavapipe, SwiftShader, WARP).
+    pub allow_software: bool,
+    /// Cap on the word bytes of one sub-batch (default 64 MiB, or the device's binding limit).
+    pub batch_bytes: usize,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            backend: None,
+            allow_software: true,
+            batch_bytes: 64 << 20,
+        }
+    }
+}
+
+impl GpuOptions {
+    /// The backends to search: `--backend`, else `WGPU_BACKEND`, else all.
+    pub fn backends(&self) -> wgpu::Backends {
+        match self.backend {
+            Some(b) => b.backends(),
+            None => wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
+        }
+    }
+}
+
+/// What `neardup devices` prints for each adapter.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AdapterSummary {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub software: bool,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_buffer_size: u64,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroup_storage_size: u32,
+    pub max_storage_buffers_per_shader_stage: u32,
+}
+
+fn is_software(info: &wgpu::AdapterInfo) -> bool {
+    let name = info.name.to_ascii_lowercase();
+    info.device_type == wgpu::DeviceType::Cpu
+        || ["llvmpipe", "lavapipe", "swiftshader", "softpipe", "warp", "microsoft basic render"]
+            .iter()
+            .any(|s| name.contains(s))
+}
+
+fn summarize(a: &wgpu::Adapter) -> AdapterSummary {
+    let info = a.get_info();
+    let l = a.limits();
+    AdapterSummary {
+        software: is_software(&info),
+        name: info.name,
+        backend: format!("{:?}", info.backend),
+        device_type: format!("{:?}", info.device_type),
+        driver: info.driver,
+        driver_info: info.driver_info,
+        max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
+        max_buffer_size: l.max_buffer_size,
+        max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
+        max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+        max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
+        max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
+    }
+}
+
+fn instance(backends: wgpu::Backends) -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = backends;
+    desc.flags = wgpu::InstanceFlags::empty().with_env();
+    wgpu::Instance::new(desc)
+}
+
+/// Every adapter wgpu sees on the chosen backends.
+pub fn list_adapters(opts: &GpuOptions) -> Vec<AdapterSummary> {
+    let inst = instance(opts.backends());
+    pollster::block_on(inst.enumerate_adapters(opts.backends()))
+        .iter()
+        .map(summarize)
+        .collect()
+}
+
+/// The best adapter: discrete, then integrated, virtual, other, and software last (only when
+/// allowed).
+fn pick_adapter(opts: &GpuOptions) -> Result<(wgpu::Instance, wgpu::Adapter), EngineError> {
+    let backends = opts.backends();
+    let inst = instance(backends);
+    let adapters = pollster::block_on(inst.enumerate_adapters(backends));
+    let seen: Vec<String> = adapters
+        .iter()
+        .map(|a| {
+            let i = a.get_info();
+            format!("{} ({:?}, {:?})", i.name, i.backend, i.device_type)
+        })
+        .collect();
+    let rank = |a: &wgpu::Adapter| {
+        let i = a.get_info();
+        if is_software(&i) {
+            4
+        } else {
+            match i.device_type {
+                wgpu::DeviceType::DiscreteGpu => 0,
+                wgpu::DeviceType::IntegratedGpu => 1,
+                wgpu::DeviceType::VirtualGpu => 2,
+                wgpu::DeviceType::Other => 3,
+                wgpu::DeviceType::Cpu => 4,
+            }
+        }
+    };
+    let best = adapters
+        .into_iter()
+        .filter(|a| opts.allow_software || !is_software(&a.get_info()))
+        .min_by_key(|a| rank(a));
+    match best {
+        Some(a) => Ok((inst, a)),
+        None => Err(EngineError::NoAdapter(format!(
+            "wgpu found {} on backends {:?}{}. Install a GPU driver with Vulkan (or Metal/DX12) \
+             support; without a GPU, Mesa's software Vulkan driver works too \
+             (Debian/Ubuntu: apt-get install mesa-vulkan-drivers libvulkan1) with --engine gpu; \
+             or use --engine cpu",
+            if seen.is_empty() {
+                "no adapter".to_string()
+            } else {
+                format!("only software adapters [{}]", seen.join(", "))
+            },
+            backends,
+            if opts.allow_software {
+                ""
+            } else {
+                " (software adapters are used only with --engine gpu)"
+            }
+        ))),
+    }
+}
+
+/// The GPU engine. Everything it allocates is made in [`GpuEngine::new`] and reused.
+pub struct GpuEngine {
+    params: MinHashParams,
+    ref_perms: PermParams,
+    adapter: AdapterSummary,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    limits: SubBatchLimits,
+    init_pipeline: wgpu::ComputePipeline,
+    hash_pipeline: wgpu::ComputePipeline,
+    min_pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    config_buf: wgpu::Buffer,
+    bytes_buf: wgpu::Buffer,
+    word_start_buf: wgpu::Buffer,
+    docs_buf: wgpu::Buffer,
+    chunks_buf: wgpu::Buffer,
+    sigs_buf: wgpu::Buffer,
+    readback: wgpu::Buffer,
+    errors: Arc<Mutex<Option<String>>>,
+    /// Documents signed on the host because one of their shingles outgrew a sub-batch.
+    pub host_docs: u64,
+    /// Sub-batches dispatched.
+    pub sub_batches: u64,
+}
+
+impl GpuEngine {
+    /// Find an adapter, build the pipelines and buffers.
+    pub fn new(params: MinHashParams, opts: &GpuOptions) -> Result<Self, crate::Error> {
+        params.validate()?;
+        let (_instance, adapter) = pick_adapter(opts)?;
+        let summary = summarize(&adapter);
+        let alimits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("neardup"),
+            required_features: wgpu::Features::empty(),
+            required_limits: alimits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| EngineError::Gpu(format!("cannot open {}: {e}", summary.name)))?;
+        let errors: Arc<Mutex<Option<String>>> = Arc::default();
+        {
+            let errors = errors.clone();
+            device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+                let mut slot = errors.lock().expect("not poisoned");
+                if slot.is_none() {
+                    *slot = Some(e.to_string());
+                }
+            }));
+        }
+        let max_binding = alimits
+            .max_storage_buffer_binding_size
+            .min(alimits.max_buffer_size);
+        let limits = SubBatchLimits::new(max_binding, params.num_perm, opts.batch_bytes);
+
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = |label: &str, src: String| {
+            device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(label),
+                source: wgpu::ShaderSource::Wgsl(src.into()),
+            })
+        };
+        let hash_mod = module("hash.wgsl", shaders::composed(shaders::HASH));
+        let min_mod = module("minhash.wgsl", shaders::composed(shaders::MINHASH));
+
+        let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("neardup bindings"),
+            entries: &[
+                wgpu::BindGroupLayoutEntry {
+                    binding: 0,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Uniform,
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                    count: None,
+                },
+                storage(1, true),
+                storage(2, true),
+                storage(3, true),
+                storage(4, false),
+                storage(5, true),
+                storage(6, true),
+                storage(7, false),
+            ],
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("neardup"),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = |m: &wgpu::ShaderModule, entry: &str| {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: Some(&pipeline_layout),
+                module: m,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        };
+        let init_pipeline = pipeline(&min_mod, "init_signatures");
+        let hash_pipeline = pipeline(&hash_mod, "hash_shingles");
+        let min_pipeline = pipeline(&min_mod, "minhash");
+
+        let buffer = |label: &str, size: usize, usage: wgpu::BufferUsages| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: (size.max(4) as u64).next_multiple_of(4),
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let input = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+        let config_buf = buffer(
+            "config",
+            std::mem::size_of::<GpuConfig>(),
+            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        );
+        let bytes_buf = buffer("bytes", limits.max_bytes, input);
+        let word_start_buf = buffer("word_start", (limits.max_words + 1) * 4, input);
+        let docs_buf = buffer("docs", (limits.max_docs + 1) * 8, input);
+        let xs_buf = buffer("xs", limits.max_shingles * 4, wgpu::BufferUsages::STORAGE);
+        let chunks_buf = buffer("chunks", limits.max_chunks * 16, input);
+        let perms_buf = buffer("perms", params.num_perm * 8, input);
+        let sig_bytes = limits.max_docs * params.num_perm * 4;
+        let sigs_buf = buffer(
+            "sigs",
+            sig_bytes,
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        );
+        let readback = buffer(
+            "readback",
+            sig_bytes,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        );
+        let ref_perms = params.perms();
+        queue.write_buffer(
+            &perms_buf,
+            0,
+            bytemuck::cast_slice(&ports::interleave(&ref_perms)),
+        );
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("neardup"),
+            layout: &layout,
+            entries: &[
+                (0, &config_buf),
+                (1, &bytes_buf),
+                (2, &word_start_buf),
+                (3, &docs_buf),
+                (4, &xs_buf),
+                (5, &chunks_buf),
+                (6, &perms_buf),
+                (7, &sigs_buf),
+            ]
+            .map(|(binding, b)| wgpu::BindGroupEntry {
+                binding,
+                resource: b.as_entire_binding(),
+            }),
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(EngineError::Gpu(format!(
+                "building the pipelines on {} failed: {e}",
+                summary.name
+            ))
+            .into());
+        }
+        Ok(GpuEngine {
+            params,
+            ref_perms,
+            adapter: summary,
+            device,
+            queue,
+            limits,
+            init_pipeline,
+            hash_pipeline,
+            min_pipeline,
+            bind_group,
+            config_buf,
+            bytes_buf,
+            word_start_buf,
+            docs_buf,
+            chunks_buf,
+            sigs_buf,
+            readback,
+            errors,
+            host_docs: 0,
+            sub_batches: 0,
+        })
+    }
+
+    /// The adapter in use.
+    pub fn adapter(&self) -> &AdapterSummary {
+        &self.adapter
+    }
+
+    /// The sub-batch limits derived from the device.
+    pub fn limits(&self) -> &SubBatchLimits {
+        &self.limits
+    }
+
+    fn check_errors(&self) -> Result<(), EngineError> {
+        match self.errors.lock().expect("not poisoned").take() {
+            Some(e) => Err(EngineError::Gpu(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Run one sub-batch and return its signature rows.
+    fn run_sub_batch(&mut self, sb: &SubBatch, rows: &mut Vec<u32>) -> Result<(), EngineError> {
+        let np = self.params.num_perm;
+        let cfg = GpuConfig::for_sub_batch(sb, self.params.k, np);
+        let q = &self.queue;
+        q.write_buffer(&self.config_buf, 0, bytemuck::bytes_of(&cfg));
+        if !sb.bytes.is_empty() {
+            q.write_buffer(&self.bytes_buf, 0, bytemuck::cast_slice(&sb.bytes));
+        }
+        q.write_buffer(&self.word_start_buf, 0, bytemuck::cast_slice(&sb.word_start));
+        q.write_buffer(&self.docs_buf, 0, bytemuck::cast_slice(&sb.docs));
+        if !sb.chunks.is_empty() {
+            q.write_buffer(&self.chunks_buf, 0, bytemuck::cast_slice(&sb.chunks));
+        }
+        let out_bytes = (sb.num_docs() * np * 4) as u64;
+        let mut enc = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("neardup signatures"),
+                timestamp_writes: None,
+            });
+            pass.set_bind_group(0, &self.bind_group, &[]);
+            let init = grid((sb.num_docs() as u32 * np as u32).div_ceil(HASH_WG));
+            if init.0 > 0 {
+                pass.set_pipeline(&self.init_pipeline);
+                pass.dispatch_workgroups(init.0, init.1, 1);
+            }
+            let hash = grid(sb.num_shingles.div_ceil(HASH_WG));
+            if hash.0 > 0 {
+                pass.set_pipeline(&self.hash_pipeline);
+                pass.dispatch_workgroups(hash.0, hash.1, 1);
+            }
+            let chunks = grid(sb.chunks.len() as u32);
+            if chunks.0 > 0 {
+                pass.set_pipeline(&self.min_pipeline);
+                pass.dispatch_workgroups(chunks.0, chunks.1, (np as u32).div_ceil(PERM_WG));
+            }
+        }
+        enc.copy_buffer_to_buffer(&self.sigs_buf, 0, &self.readback, 0, out_bytes);
+        q.submit([enc.finish()]);
+        let slice = self.readback.slice(..out_bytes);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| EngineError::Gpu(format!("waiting for the GPU: {e}")))?;
+        rx.recv()
+            .map_err(|_| EngineError::Gpu("the readback was dropped".into()))?
+            .map_err(|e| EngineError::Gpu(format!("reading signatures back: {e}")))?;
+        {
+            let view = slice
+                .get_mapped_range()
+                .map_err(|e| EngineError::Gpu(format!("reading signatures back: {e}")))?;
+            rows.clear();
+            rows.extend_from_slice(bytemuck::cast_slice(&view));
+        }
+        self.readback.unmap();
+        self.sub_batches += 1;
+        self.check_errors()
+    }
+}
+
+impl Engine for GpuEngine {
+    fn params(&self) -> &MinHashParams {
+        &self.params
+    }
+
+    fn info(&self) -> EngineInfo {
+        EngineInfo {
+            kind: "gpu",
+            detail: format!(
+                "{} via {}{}",
+                self.adapter.name,
+                self.adapter.backend,
+                if self.adapter.software {
+                    ", software"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
+
+    fn preferred_chunk_bytes(&self) -> usize {
+        // Raw JSONL is a little larger than its word bytes; aim at about one sub-batch.
+        self.limits.max_bytes.clamp(8 << 20, 64 << 20)
+    }
+
+    fn sign(&mut self, batch: &PackedBatch, out: &mut [u32]) -> Result<(), EngineError> {
+        let np = self.params.num_perm;
+        check_output(batch, np, out)?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let p = plan::plan(batch, self.params.k, &self.limits);
+        ports::init_fragment_rows(&p.subs, np, out);
+        let mut rows = Vec::new();
+        for sb in &p.subs {
+            self.run_sub_batch(sb, &mut rows)?;
+            ports::merge_rows(sb, &rows, np, out);
+        }
+        self.host_docs += p.host_docs.len() as u64;
+        ports::sign_on_host(batch, &p.host_docs, self.params.k, &self.ref_perms, out);
+        Ok(())
+    }
+}

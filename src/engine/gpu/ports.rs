@@ -1,0 +1,238 @@
+//! CPU ports of the WGSL shaders, function for function and stage for stage, in the same 32-bit
+//! arithmetic (vello's habit). They are tested against native u64/u128 arithmetic at the
+//! edges, and [`PortsEngine`] runs the GPU's exact plan and stages on the CPU, so when the GPU
+//! and CPU engines disagree, the ports say which stage is wrong.
+
+use super::plan::{plan, SubBatch, SubBatchLimits, CHUNK};
+use super::GpuConfig;
+use crate::batch::PackedBatch;
+use crate::engine::{check_output, Engine, EngineError, EngineInfo};
+use crate::hash::{PermParams, P};
+use crate::minhash::MinHashParams;
+
+/// FNV-1a 64 offset basis, low and high halves (as in `u64.wgsl`).
+pub const FNV_OFFSET_LO: u32 = 0x8422_2325;
+pub const FNV_OFFSET_HI: u32 = 0xcbf2_9ce4;
+/// The FNV prime is `2^40 + FNV_PRIME_LOW_PART`.
+pub const FNV_PRIME_LOW_PART: u32 = 0x1b3;
+
+/// A 64-bit value as the shaders hold it: `(low, high)`.
+pub type U64 = (u32, u32);
+
+/// `u64.wgsl: mul32x32`.
+pub fn mul32x32(a: u32, b: u32) -> U64 {
+    let a0 = a & 0xffff;
+    let a1 = a >> 16;
+    let b0 = b & 0xffff;
+    let b1 = b >> 16;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let p11 = a1 * b1;
+    // At most 2^32 - 1: plain `+` would panic in debug builds if the reasoning were wrong.
+    let mid = p01 + (p00 >> 16) + (p10 & 0xffff);
+    let lo = (mid << 16) | (p00 & 0xffff);
+    let hi = p11 + (mid >> 16) + (p10 >> 16);
+    (lo, hi)
+}
+
+/// `u64.wgsl: fnv_mul`.
+pub fn fnv_mul(h: U64) -> U64 {
+    let low = mul32x32(h.0, FNV_PRIME_LOW_PART);
+    let hi = low
+        .1
+        .wrapping_add(h.1.wrapping_mul(FNV_PRIME_LOW_PART))
+        .wrapping_add(h.0 << 8);
+    (low.0, hi)
+}
+
+/// `u64.wgsl: mod_p_u64`.
+pub fn mod_p_u64(v: U64) -> u32 {
+    let c0 = v.0 & P;
+    let c1 = (v.0 >> 31) | ((v.1 & 0x3fff_ffff) << 1);
+    let c2 = v.1 >> 30;
+    let mut s = c0 + c1;
+    s = (s & P) + (s >> 31);
+    s += c2;
+    if s >= P {
+        s -= P;
+    }
+    s
+}
+
+/// `u64.wgsl: permute`.
+pub fn permute(a: u32, b: u32, x: u32) -> u32 {
+    let prod = mul32x32(a, x);
+    let lo = prod.0.wrapping_add(b);
+    let carry = u32::from(lo < b);
+    mod_p_u64((lo, prod.1 + carry))
+}
+
+/// FNV-1a 64 of a byte string, reduced mod P, the way `hash.wgsl` computes it.
+pub fn shingle_hash(bytes: &[u8]) -> u32 {
+    let mut h = (FNV_OFFSET_LO, FNV_OFFSET_HI);
+    for &b in bytes {
+        h.0 ^= b as u32;
+        h = fnv_mul(h);
+    }
+    mod_p_u64(h)
+}
+
+fn byte_at(bytes: &[u32], i: u32) -> u32 {
+    (bytes[(i >> 2) as usize] >> ((i & 3) * 8)) & 0xff
+}
+
+/// `hash.wgsl: doc_of`.
+fn doc_of(cfg: &GpuConfig, docs: &[[u32; 2]], g: u32) -> u32 {
+    let (mut lo, mut hi) = (0u32, cfg.num_docs);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if docs[mid as usize][1] <= g {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// `hash.wgsl: hash_shingles`, every invocation in turn.
+pub fn hash_stage(cfg: &GpuConfig, sb: &SubBatch, xs: &mut [u32]) {
+    for g in 0..cfg.num_shingles {
+        let d = doc_of(cfg, &sb.docs, g) as usize;
+        let j = g - sb.docs[d][1];
+        let w0 = sb.docs[d][0] + j;
+        let w_end = (w0 + cfg.k).min(sb.docs[d + 1][0]);
+        let b0 = sb.word_start[w0 as usize];
+        let b1 = sb.word_start[w_end as usize] - 1;
+        let mut h = (FNV_OFFSET_LO, FNV_OFFSET_HI);
+        for i in b0..b1 {
+            h.0 ^= byte_at(&sb.bytes, i);
+            h = fnv_mul(h);
+        }
+        xs[g as usize] = mod_p_u64(h);
+    }
+}
+
+/// `minhash.wgsl: init_signatures` then `minhash`, every workgroup in turn.
+pub fn minhash_stage(
+    cfg: &GpuConfig,
+    sb: &SubBatch,
+    xs: &[u32],
+    perms: &[[u32; 2]],
+    sigs: &mut [u32],
+) {
+    let n_perm = cfg.num_perm as usize;
+    sigs[..cfg.num_docs as usize * n_perm].fill(P);
+    let mut tile = [0u32; CHUNK];
+    for chunk in &sb.chunks {
+        let n = (chunk[2] - chunk[1]) as usize;
+        tile[..n].copy_from_slice(&xs[chunk[1] as usize..chunk[2] as usize]);
+        for (i, &[a, b]) in perms.iter().enumerate() {
+            let mut m = P;
+            for &x in &tile[..n] {
+                m = m.min(permute(a, b, x));
+            }
+            let slot = &mut sigs[chunk[0] as usize * n_perm + i];
+            *slot = (*slot).min(m);
+        }
+    }
+}
+
+/// Merge a sub-batch's signature rows into the batch's output: copied for whole documents,
+/// min-merged for fragments (whose row was set to `P` before the first fragment).
+pub fn merge_rows(sb: &SubBatch, rows: &[u32], num_perm: usize, out: &mut [u32]) {
+    for (i, &t) in sb.targets.iter().enumerate() {
+        let src = &rows[i * num_perm..(i + 1) * num_perm];
+        let dst = &mut out[t as usize * num_perm..(t as usize + 1) * num_perm];
+        if sb.fragment {
+            for (d, &s) in dst.iter_mut().zip(src) {
+                *d = (*d).min(s);
+            }
+        } else {
+            dst.copy_from_slice(src);
+        }
+    }
+}
+
+/// Interleave `a` and `b` as the shaders read them.
+pub fn interleave(perms: &PermParams) -> Vec<[u32; 2]> {
+    perms.a.iter().zip(&perms.b).map(|(&a, &b)| [a, b]).collect()
+}
+
+/// The GPU engine's plan and stages, run on the CPU with the ports. Slow; for tests.
+pub struct PortsEngine {
+    params: MinHashParams,
+    perms: Vec<[u32; 2]>,
+    ref_perms: PermParams,
+    limits: SubBatchLimits,
+}
+
+impl PortsEngine {
+    /// Sub-batches of at most `batch_bytes` word bytes (small values force fragments).
+    pub fn new(params: MinHashParams, batch_bytes: usize) -> Result<Self, crate::Error> {
+        params.validate()?;
+        let ref_perms = params.perms();
+        Ok(PortsEngine {
+            perms: interleave(&ref_perms),
+            ref_perms,
+            limits: SubBatchLimits::new(128 << 20, params.num_perm, batch_bytes),
+            params,
+        })
+    }
+}
+
+impl Engine for PortsEngine {
+    fn params(&self) -> &MinHashParams {
+        &self.params
+    }
+
+    fn info(&self) -> EngineInfo {
+        EngineInfo {
+            kind: "ports",
+            detail: "the GPU stages ported to the CPU".into(),
+        }
+    }
+
+    fn sign(&mut self, batch: &PackedBatch, out: &mut [u32]) -> Result<(), EngineError> {
+        let np = self.params.num_perm;
+        check_output(batch, np, out)?;
+        let p = plan(batch, self.params.k, &self.limits);
+        init_fragment_rows(&p.subs, np, out);
+        for sb in &p.subs {
+            let cfg = GpuConfig::for_sub_batch(sb, self.params.k, np);
+            let mut xs = vec![0u32; sb.num_shingles as usize];
+            hash_stage(&cfg, sb, &mut xs);
+            let mut rows = vec![0u32; sb.num_docs() * np];
+            minhash_stage(&cfg, sb, &xs, &self.perms, &mut rows);
+            merge_rows(sb, &rows, np, out);
+        }
+        sign_on_host(batch, &p.host_docs, self.params.k, &self.ref_perms, out);
+        Ok(())
+    }
+}
+
+/// Set the rows of fragmented documents to `P` before their fragments are min-merged in.
+pub fn init_fragment_rows(subs: &[SubBatch], num_perm: usize, out: &mut [u32]) {
+    for sb in subs.iter().filter(|s| s.fragment) {
+        for &t in &sb.targets {
+            out[t as usize * num_perm..(t as usize + 1) * num_perm].fill(P);
+        }
+    }
+}
+
+/// Documents no sub-batch can hold are signed by the CPU engine's routine.
+pub fn sign_on_host(
+    batch: &PackedBatch,
+    docs: &[u32],
+    k: usize,
+    perms: &PermParams,
+    out: &mut [u32],
+) {
+    let np = perms.len();
+    let mut xs = Vec::new();
+    for &d in docs {
+        let row = &mut out[d as usize * np..(d as usize + 1) * np];
+        crate::engine::cpu::sign_doc(batch, d as usize, k, perms, &mut xs, row);
+    }
+}

@@ -1,0 +1,21 @@
+//! The WGSL sources, embedded at build time, and their composition: `u64.wgsl` (the emulated
+//! 64-bit helpers) is prepended to each stage's source when it is loaded.
+
+/// Shared helpers: 32x32->64 multiply, the FNV multiply, reduction mod P, the permutation.
+pub const U64: &str = include_str!("../../../shaders/u64.wgsl");
+/// Stage 1: shingle hashing.
+pub const HASH: &str = include_str!("../../../shaders/hash.wgsl");
+/// Stage 2: permutation min-reduction.
+pub const MINHASH: &str = include_str!("../../../shaders/minhash.wgsl");
+
+/// Every stage shader, by file name (for validation tests and error messages).
+pub const STAGES: [(&str, &str); 2] = [("hash.wgsl", HASH), ("minhash.wgsl", MINHASH)];
+
+/// A stage's source with the shared helpers in front.
+pub fn composed(stage: &str) -> String {
+    let mut s = String::with_capacity(U64.len() + stage.len() + 1);
+    s.push_str(U64);
+    s.push('\n');
+    s.push_str(stage);
+    s
+}

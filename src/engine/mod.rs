@@ -1,0 +1,125 @@
+//! The engine seam: one trait that turns a [`PackedBatch`] into a `[docs x num_perm]` u32
+//! signature matrix, with a CPU implementation (the oracle) and a GPU one. Both produce the same
+//! bits for every batch; the conformance suite in `tests/conformance.rs` holds them to it.
+
+pub mod cpu;
+pub mod gpu;
+
+use crate::batch::PackedBatch;
+use crate::minhash::MinHashParams;
+
+pub use cpu::CpuEngine;
+pub use gpu::{GpuEngine, GpuOptions};
+
+/// What an engine reports about itself (for summaries, reports and `bench`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EngineInfo {
+    /// `cpu` or `gpu`.
+    pub kind: &'static str,
+    /// For the CPU engine the thread count, for the GPU engine the adapter name and backend.
+    pub detail: String,
+}
+
+impl std::fmt::Display for EngineInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.kind, self.detail)
+    }
+}
+
+/// Errors an engine can raise.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// No GPU adapter matched the request; the message says how to get one.
+    #[error("no GPU adapter found: {0}")]
+    NoAdapter(String),
+    /// The GPU device failed (device lost, out of memory, validation error).
+    #[error("GPU error: {0}")]
+    Gpu(String),
+    /// The output slice has the wrong length for the batch.
+    #[error("output has {got} entries, the batch needs {expected} ({docs} documents x {num_perm} permutations)")]
+    OutputSize {
+        got: usize,
+        expected: usize,
+        docs: usize,
+        num_perm: usize,
+    },
+}
+
+/// A MinHash signature engine.
+pub trait Engine: Send {
+    /// The parameters every signature from this engine is made with.
+    fn params(&self) -> &MinHashParams;
+
+    /// Name and details, for reports.
+    fn info(&self) -> EngineInfo;
+
+    /// Signatures of a packed batch, one row of `num_perm` u32 per document, in batch order.
+    /// `out.len()` must be `batch.num_docs() * num_perm`.
+    fn sign(&mut self, batch: &PackedBatch, out: &mut [u32]) -> Result<(), EngineError>;
+
+    /// Raw JSONL bytes per chunk this engine likes to receive (a GPU wants bigger batches).
+    fn preferred_chunk_bytes(&self) -> usize {
+        crate::pipeline::DEFAULT_CHUNK_BYTES
+    }
+
+    /// Convenience: sign into a fresh matrix.
+    fn sign_vec(&mut self, batch: &PackedBatch) -> Result<Vec<u32>, EngineError> {
+        let mut out = vec![0u32; batch.num_docs() * self.params().num_perm];
+        self.sign(batch, &mut out)?;
+        Ok(out)
+    }
+}
+
+/// Check `out` has room for exactly the batch's signatures.
+pub(crate) fn check_output(
+    batch: &PackedBatch,
+    num_perm: usize,
+    out: &[u32],
+) -> Result<(), EngineError> {
+    let expected = batch.num_docs() * num_perm;
+    if out.len() != expected {
+        return Err(EngineError::OutputSize {
+            got: out.len(),
+            expected,
+            docs: batch.num_docs(),
+            num_perm,
+        });
+    }
+    Ok(())
+}
+
+/// Which engine to use, as chosen on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineChoice {
+    /// A hardware GPU when wgpu finds one, else the CPU engine.
+    Auto,
+    /// The CPU engine (rayon).
+    Cpu,
+    /// The GPU engine; a software adapter (llvmpipe) is accepted.
+    Gpu,
+}
+
+/// Build the engine `choice` asks for. `threads` sizes the CPU engine (0: all cores). For
+/// `Auto`, a hardware adapter is taken if present, else the CPU engine.
+pub fn build_engine(
+    choice: EngineChoice,
+    params: MinHashParams,
+    threads: usize,
+    gpu: &GpuOptions,
+) -> Result<Box<dyn Engine>, crate::Error> {
+    match choice {
+        EngineChoice::Cpu => Ok(Box::new(CpuEngine::new(params, threads)?)),
+        EngineChoice::Gpu => Ok(Box::new(GpuEngine::new(params, gpu)?)),
+        EngineChoice::Auto => {
+            let opts = GpuOptions {
+                allow_software: false,
+                ..gpu.clone()
+            };
+            match GpuEngine::new(params, &opts) {
+                Ok(e) => Ok(Box::new(e)),
+                Err(_) => Ok(Box::new(CpuEngine::new(params, threads)?)),
+            }
+        }
+    }
+}

@@ -1,0 +1,788 @@
+//! Reading and writing: JSONL inputs (plain, gzip or zstd, by content, `-` for stdin), record
+//! parsing with errors that name file, line and field, and outputs that appear only when
+//! complete (written to a temporary file beside the target, renamed on success).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+
+use crate::Error;
+
+/// An input as the user named it: a path, or `-` for standard input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputSpec {
+    Stdin,
+    Path(PathBuf),
+}
+
+impl InputSpec {
+    pub fn parse(s: &str) -> Self {
+        if s == "-" {
+            InputSpec::Stdin
+        } else {
+            InputSpec::Path(PathBuf::from(s))
+        }
+    }
+}
+
+impl fmt::Display for InputSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InputSpec::Stdin => f.write_str("<stdin>"),
+            InputSpec::Path(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// A set of inputs that can be read more than once (standard input is spooled to a temporary
+/// file on first use, since near-dedup needs two passes and holds no text in memory).
+pub struct Inputs {
+    files: Vec<(String, PathBuf)>,
+    _spool: Option<tempfile::TempPath>,
+}
+
+impl Inputs {
+    /// Open the named inputs: each must exist and be readable. `-` may appear once; with
+    /// `spool_stdin`, stdin is copied to a temporary file so it can be re-read.
+    pub fn new(specs: &[InputSpec], spool_stdin: bool) -> Result<Self, Error> {
+        let mut files = Vec::new();
+        let mut spool = None;
+        let mut stdin_seen = false;
+        for s in specs {
+            match s {
+                InputSpec::Path(p) => {
+                    let name = p.display().to_string();
+                    let meta = std::fs::metadata(p).map_err(|e| Error::io(&name, e))?;
+                    if meta.is_dir() {
+                        return Err(Error::io(
+                            &name,
+                            io::Error::other("is a directory, not a JSONL file"),
+                        ));
+                    }
+                    files.push((name, p.clone()));
+                }
+                InputSpec::Stdin => {
+                    if stdin_seen {
+                        return Err(Error::Param("`-` (stdin) can be named only once".into()));
+                    }
+                    stdin_seen = true;
+                    if spool_stdin {
+                        let mut tmp = tempfile::Builder::new()
+                            .prefix("neardup-stdin-")
+                            .tempfile()
+                            .map_err(|e| Error::io("<temporary spool file>", e))?;
+                        io::copy(&mut io::stdin().lock(), tmp.as_file_mut())
+                            .map_err(|e| Error::io("<stdin>", e))?;
+                        let path = tmp.into_temp_path();
+                        files.push(("<stdin>".to_string(), path.to_path_buf()));
+                        spool = Some(path);
+                    } else {
+                        files.push(("<stdin>".to_string(), PathBuf::from("-")));
+                    }
+                }
+            }
+        }
+        Ok(Inputs {
+            files,
+            _spool: spool,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// The display name of input `i` (its path, or `<stdin>`).
+    pub fn name(&self, i: usize) -> &str {
+        &self.files[i].0
+    }
+
+    /// Total size on disk of the inputs (compressed size for compressed files; unknown for an
+    /// unspooled stdin), for progress estimates.
+    pub fn total_bytes(&self) -> Option<u64> {
+        let mut t = 0;
+        for (_, p) in &self.files {
+            if p.as_os_str() == "-" {
+                return None;
+            }
+            t += std::fs::metadata(p).ok()?.len();
+        }
+        Some(t)
+    }
+
+    /// A line reader over input `i`, decompressing by content.
+    pub fn open(&self, i: usize) -> Result<LineReader, Error> {
+        let (name, path) = &self.files[i];
+        let raw: Box<dyn Read + Send> = if path.as_os_str() == "-" {
+            Box::new(io::stdin())
+        } else {
+            Box::new(File::open(path).map_err(|e| Error::io(name, e))?)
+        };
+        let counted = CountingReader::new(raw);
+        let counter = counted.counter();
+        let reader = decompress(counted, name)?;
+        Ok(LineReader {
+            name: name.clone(),
+            file_index: i,
+            reader,
+            line_no: 0,
+            raw_bytes: counter,
+        })
+    }
+}
+
+/// Wraps a reader to count the raw (possibly compressed) bytes read, for progress bars.
+struct CountingReader<R> {
+    inner: R,
+    count: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R> CountingReader<R> {
+    fn new(inner: R) -> Self {
+        CountingReader {
+            inner,
+            count: Default::default(),
+        }
+    }
+
+    fn counter(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        self.count.clone()
+    }
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// Sniff the first bytes: gzip and zstd are decompressed, anything else is read as is.
+fn decompress<R: Read + Send + 'static>(
+    raw: R,
+    name: &str,
+) -> Result<Box<dyn BufRead + Send>, Error> {
+    let mut buffered = BufReader::with_capacity(1 << 20, raw);
+    let head = buffered.fill_buf().map_err(|e| Error::io(name, e))?;
+    if head.starts_with(&GZIP_MAGIC) {
+        Ok(Box::new(BufReader::with_capacity(
+            1 << 20,
+            flate2::bufread::MultiGzDecoder::new(buffered),
+        )))
+    } else if head.starts_with(&ZSTD_MAGIC) {
+        let dec = zstd::stream::read::Decoder::with_buffer(buffered)
+            .map_err(|e| Error::io(name, e))?;
+        Ok(Box::new(BufReader::with_capacity(1 << 20, dec)))
+    } else {
+        Ok(Box::new(buffered))
+    }
+}
+
+/// A block of whole lines read from one input, for parallel parsing.
+#[derive(Debug, Default)]
+pub struct Chunk {
+    /// Index of the input this came from.
+    pub file_index: usize,
+    /// The raw bytes of the lines (each with its newline, if it had one).
+    pub data: Vec<u8>,
+    /// For each non-blank line: its byte range in `data` (newline and `\r` excluded) and its
+    /// 1-based line number in the input.
+    pub lines: Vec<(usize, usize, u64)>,
+}
+
+impl Chunk {
+    pub fn line(&self, i: usize) -> &[u8] {
+        let (s, e, _) = self.lines[i];
+        &self.data[s..e]
+    }
+
+    pub fn line_no(&self, i: usize) -> u64 {
+        self.lines[i].2
+    }
+
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+}
+
+/// Reads an input as chunks of lines. Blank lines (only whitespace) are skipped, in every pass
+/// alike, so they never count as records.
+pub struct LineReader {
+    name: String,
+    file_index: usize,
+    reader: Box<dyn BufRead + Send>,
+    line_no: u64,
+    raw_bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl LineReader {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Raw bytes read from the file so far (compressed bytes for compressed input).
+    pub fn raw_bytes_read(&self) -> u64 {
+        self.raw_bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The next chunk of about `target_bytes` (whole lines; a longer line is one chunk), or
+    /// `None` at the end of the input.
+    pub fn next_chunk(&mut self, target_bytes: usize) -> Result<Option<Chunk>, Error> {
+        let mut chunk = Chunk {
+            file_index: self.file_index,
+            data: Vec::with_capacity(target_bytes.min(64 << 20) + 4096),
+            lines: Vec::new(),
+        };
+        loop {
+            let start = chunk.data.len();
+            let n = self
+                .reader
+                .read_until(b'\n', &mut chunk.data)
+                .map_err(|e| Error::io(&self.name, annotate_read_error(e)))?;
+            if n == 0 {
+                break;
+            }
+            self.line_no += 1;
+            let mut end = chunk.data.len();
+            if chunk.data[end - 1] == b'\n' {
+                end -= 1;
+            }
+            if end > start && chunk.data[end - 1] == b'\r' {
+                end -= 1;
+            }
+            if !chunk.data[start..end].iter().all(|b| b.is_ascii_whitespace()) {
+                chunk.lines.push((start, end, self.line_no));
+            }
+            if chunk.data.len() >= target_bytes {
+                break;
+            }
+        }
+        if chunk.data.is_empty() {
+            Ok(None)
+        } else {
+            Ok(Some(chunk))
+        }
+    }
+}
+
+impl Read for LineReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.reader.read(buf).map_err(annotate_read_error)
+    }
+}
+
+/// Make decompression failures say what they mean.
+fn annotate_read_error(e: io::Error) -> io::Error {
+    match e.kind() {
+        io::ErrorKind::UnexpectedEof => io::Error::new(
+            e.kind(),
+            format!("the compressed stream ends early (truncated file?): {e}"),
+        ),
+        _ => e,
+    }
+}
+
+/// Which fields of a record hold its id and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fields {
+    pub id: String,
+    pub text: String,
+    /// Accept integer ids (written as their decimal digits) instead of rejecting them.
+    pub numeric_ids: bool,
+}
+
+impl Default for Fields {
+    fn default() -> Self {
+        Fields {
+            id: "id".into(),
+            text: "text".into(),
+            numeric_ids: false,
+        }
+    }
+}
+
+/// The id and text of one JSONL record, borrowed from the line when the JSON has no escapes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub id: Cow<'a, str>,
+    pub text: Cow<'a, str>,
+}
+
+/// Parse one line into its id and text. `file` and `line` are used for the error message only.
+pub fn parse_record<'a>(
+    bytes: &'a [u8],
+    fields: &Fields,
+    file: &str,
+    line: u64,
+) -> Result<Record<'a>, Error> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = RecordSeed { fields }
+        .deserialize(&mut de)
+        .and_then(|r| de.end().map(|_| r));
+    let (id, text) = match parsed {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(Error::Parse {
+                path: file.to_string(),
+                line,
+                msg: describe_json_error(&e, bytes),
+            })
+        }
+    };
+    let field_err = |field: &str, msg: String| Error::Field {
+        path: file.to_string(),
+        line,
+        field: field.to_string(),
+        msg,
+    };
+    let id = match id {
+        None => return Err(field_err(&fields.id, "missing".into())),
+        Some(FieldValue::Str(s)) => s,
+        Some(FieldValue::Integer(n)) if fields.numeric_ids => Cow::Owned(n),
+        Some(FieldValue::Integer(_)) => {
+            return Err(field_err(
+                &fields.id,
+                "is a number, ids must be strings (pass --numeric-ids to accept integer ids, \
+                 or --id-field to name another field)"
+                    .into(),
+            ))
+        }
+        Some(other) => {
+            return Err(field_err(
+                &fields.id,
+                format!("is {}, ids must be strings", other.kind()),
+            ))
+        }
+    };
+    if id.is_empty() {
+        return Err(field_err(&fields.id, "is empty".into()));
+    }
+    let text = match text {
+        None => return Err(field_err(&fields.text, "missing".into())),
+        Some(FieldValue::Str(s)) => s,
+        Some(other) => {
+            return Err(field_err(
+                &fields.text,
+                format!("is {}, the text must be a string", other.kind()),
+            ))
+        }
+    };
+    Ok(Record { id, text })
+}
+
+fn describe_json_error(e: &serde_json::Error, bytes: &[u8]) -> String {
+    let msg = e.to_string();
+    if msg.contains("NEARDUP_NOT_AN_OBJECT") {
+        let kind = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'[') => "an array",
+            Some(b'"') => "a string",
+            Some(b't') | Some(b'f') => "a boolean",
+            Some(b'n') => "null",
+            _ => "a number",
+        };
+        return format!("the record is {kind}, not a JSON object");
+    }
+    if let Err(u) = std::str::from_utf8(bytes) {
+        return format!(
+            "invalid UTF-8 at byte {} of the line (JSON must be UTF-8): {msg}",
+            u.valid_up_to()
+        );
+    }
+    format!("not valid JSON: {msg}")
+}
+
+/// A field's value as far as we care: a string, an integer, or something else (named).
+enum FieldValue<'a> {
+    Str(Cow<'a, str>),
+    Integer(String),
+    Other(&'static str),
+}
+
+impl FieldValue<'_> {
+    fn kind(&self) -> &'static str {
+        match self {
+            FieldValue::Str(_) => "a string",
+            FieldValue::Integer(_) => "a number",
+            FieldValue::Other(k) => k,
+        }
+    }
+}
+
+struct FieldValueVisitor;
+
+impl<'de> Visitor<'de> for FieldValueVisitor {
+    type Value = FieldValue<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(FieldValue::Str(Cow::Borrowed(v)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(FieldValue::Str(Cow::Owned(v.to_string())))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(FieldValue::Str(Cow::Owned(v)))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(FieldValue::Integer(v.to_string()))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(FieldValue::Integer(v.to_string()))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(FieldValue::Other("a non-integer number"))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(FieldValue::Other("a boolean"))
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(FieldValue::Other("null"))
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(FieldValue::Other("an array"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(FieldValue::Other("an object"))
+    }
+}
+
+impl<'de> de::Deserialize<'de> for FieldValue<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(FieldValueVisitor)
+    }
+}
+
+/// A key, borrowed when it has no escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+type IdText<'a> = (Option<FieldValue<'a>>, Option<FieldValue<'a>>);
+
+struct RecordSeed<'f> {
+    fields: &'f Fields,
+}
+
+impl<'de> DeserializeSeed<'de> for RecordSeed<'_> {
+    type Value = IdText<'de>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RecordSeed<'_> {
+    type Value = IdText<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        // A marker we translate into a friendly message in `describe_json_error`.
+        f.write_str("NEARDUP_NOT_AN_OBJECT")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut id, mut text) = (None, None);
+        while let Some(Key(k)) = map.next_key::<Key>()? {
+            if k == self.fields.id.as_str() {
+                id = Some(map.next_value::<FieldValue>()?);
+            } else if k == self.fields.text.as_str() {
+                text = Some(map.next_value::<FieldValue>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok((id, text))
+    }
+}
+
+/// Parse a whole line as an ordered JSON object (for writing it back with fields in order).
+pub fn parse_object(
+    bytes: &[u8],
+    file: &str,
+    line: u64,
+) -> Result<serde_json::Map<String, serde_json::Value>, Error> {
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        Ok(other) => Err(Error::Parse {
+            path: file.into(),
+            line,
+            msg: format!(
+                "the record is {}, not a JSON object",
+                json_kind(&other)
+            ),
+        }),
+        Err(e) => Err(Error::Parse {
+            path: file.into(),
+            line,
+            msg: describe_json_error(&e, bytes),
+        }),
+    }
+}
+
+/// "a string", "an array", ... for messages.
+pub fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Copy `line` (a JSON object) to `out` with `meta.<key> = value` set, keeping every field and
+/// its order. An existing `meta` object keeps its fields; a `meta` that is not an object is an
+/// error naming the field.
+pub fn write_tagged(
+    out: &mut Vec<u8>,
+    line: &[u8],
+    key: &str,
+    value: &str,
+    file: &str,
+    line_no: u64,
+) -> Result<(), Error> {
+    let mut obj = parse_object(line, file, line_no)?;
+    match obj.get_mut("meta") {
+        None => {
+            let mut m = serde_json::Map::new();
+            m.insert(key.to_string(), serde_json::Value::String(value.into()));
+            obj.insert("meta".into(), serde_json::Value::Object(m));
+        }
+        Some(serde_json::Value::Object(m)) => {
+            m.insert(key.to_string(), serde_json::Value::String(value.into()));
+        }
+        Some(other) => {
+            return Err(Error::Field {
+                path: file.into(),
+                line: line_no,
+                field: "meta".into(),
+                msg: format!(
+                    "is {}, it must be an object to hold `{key}`",
+                    json_kind(other)
+                ),
+            })
+        }
+    }
+    serde_json::to_writer(&mut *out, &obj).expect("writing JSON to memory cannot fail");
+    out.push(b'\n');
+    Ok(())
+}
+
+/// An output file that appears only when complete: bytes go to a temporary file beside the
+/// target, renamed over it by [`Output::finish`]. Dropped without `finish` (an error, a panic),
+/// the temporary file is removed. `-` writes to standard output. A target ending in `.gz` or
+/// `.zst` is compressed.
+pub struct Output {
+    name: String,
+    inner: OutputInner,
+}
+
+enum OutputInner {
+    Stdout(io::BufWriter<io::Stdout>),
+    File {
+        writer: Box<dyn FinishWrite>,
+        target: PathBuf,
+    },
+    Done,
+}
+
+/// A writer that can be flushed to completion, handing back the temporary file.
+trait FinishWrite: Write + Send {
+    fn finish_file(self: Box<Self>) -> io::Result<tempfile::NamedTempFile>;
+}
+
+struct Plain(io::BufWriter<tempfile::NamedTempFile>);
+impl Write for Plain {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.write(b)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+impl FinishWrite for Plain {
+    fn finish_file(self: Box<Self>) -> io::Result<tempfile::NamedTempFile> {
+        self.0.into_inner().map_err(|e| e.into_error())
+    }
+}
+
+struct Gz(flate2::write::GzEncoder<io::BufWriter<tempfile::NamedTempFile>>);
+impl Write for Gz {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.write(b)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+impl FinishWrite for Gz {
+    fn finish_file(self: Box<Self>) -> io::Result<tempfile::NamedTempFile> {
+        self.0.finish()?.into_inner().map_err(|e| e.into_error())
+    }
+}
+
+struct Zst(zstd::stream::write::Encoder<'static, io::BufWriter<tempfile::NamedTempFile>>);
+impl Write for Zst {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.write(b)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+impl FinishWrite for Zst {
+    fn finish_file(self: Box<Self>) -> io::Result<tempfile::NamedTempFile> {
+        self.0.finish()?.into_inner().map_err(|e| e.into_error())
+    }
+}
+
+impl Output {
+    /// Start writing `path` (`-`: stdout). The directory must exist; nothing appears at `path`
+    /// until [`Output::finish`].
+    pub fn create(path: &str) -> Result<Self, Error> {
+        if path == "-" {
+            return Ok(Output {
+                name: "<stdout>".into(),
+                inner: OutputInner::Stdout(io::BufWriter::with_capacity(1 << 20, io::stdout())),
+            });
+        }
+        let target = PathBuf::from(path);
+        let tmp = temp_beside(&target)?;
+        let buf = io::BufWriter::with_capacity(1 << 20, tmp);
+        let writer: Box<dyn FinishWrite> = if path.ends_with(".gz") {
+            Box::new(Gz(flate2::write::GzEncoder::new(
+                buf,
+                flate2::Compression::default(),
+            )))
+        } else if path.ends_with(".zst") {
+            Box::new(Zst(
+                zstd::stream::write::Encoder::new(buf, 3).map_err(|e| Error::io(path, e))?
+            ))
+        } else {
+            Box::new(Plain(buf))
+        };
+        Ok(Output {
+            name: path.to_string(),
+            inner: OutputInner::File { writer, target },
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Write bytes.
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        let r = match &mut self.inner {
+            OutputInner::Stdout(w) => w.write_all(bytes),
+            OutputInner::File { writer, .. } => writer.write_all(bytes),
+            OutputInner::Done => panic!("write after finish"),
+        };
+        r.map_err(|e| Error::io(&self.name, e))
+    }
+
+    /// Flush everything and move the file into place.
+    pub fn finish(mut self) -> Result<(), Error> {
+        match std::mem::replace(&mut self.inner, OutputInner::Done) {
+            OutputInner::Stdout(mut w) => w.flush().map_err(|e| Error::io(&self.name, e)),
+            OutputInner::File { writer, target } => {
+                let tmp = writer
+                    .finish_file()
+                    .map_err(|e| Error::io(&self.name, e))?;
+                tmp.as_file()
+                    .sync_all()
+                    .map_err(|e| Error::io(&self.name, e))?;
+                tmp.persist(&target)
+                    .map_err(|e| Error::io(&self.name, e.error))?;
+                Ok(())
+            }
+            OutputInner::Done => Ok(()),
+        }
+    }
+}
+
+impl Write for Output {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match &mut self.inner {
+            OutputInner::Stdout(w) => w.write(b),
+            OutputInner::File { writer, .. } => writer.write(b),
+            OutputInner::Done => Err(io::Error::other("write after finish")),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.inner {
+            OutputInner::Stdout(w) => w.flush(),
+            OutputInner::File { writer, .. } => writer.flush(),
+            OutputInner::Done => Ok(()),
+        }
+    }
+}
+
+/// A hidden temporary file in the target's directory (so the final rename cannot cross file
+/// systems). A missing directory is an error naming the target.
+fn temp_beside(target: &Path) -> Result<tempfile::NamedTempFile, Error> {
+    let name = target.display().to_string();
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(Error::io(
+            &name,
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("the output directory {} does not exist", dir.display()),
+            ),
+        ));
+    }
+    let file_name = target
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    tempfile::Builder::new()
+        .prefix(&format!(".{file_name}."))
+        .suffix(".partial")
+        .tempfile_in(&dir)
+        .map_err(|e| Error::io(&name, e))
+}
+
+/// Write a whole small file atomically (reports, cluster lists).
+pub fn write_file_atomic(path: &str, bytes: &[u8]) -> Result<(), Error> {
+    let mut out = Output::create(path)?;
+    out.write_all(bytes)?;
+    out.finish()
+}

@@ -1,0 +1,273 @@
+//! Streaming over JSONL inputs: chunks of lines are read on one thread, parsed and tokenized in
+//! parallel on another, and consumed (signed, written) on the caller's, so reading, tokenizing
+//! and hashing overlap. Order is kept: chunk after chunk, line after line.
+
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use crate::batch::PackedBatch;
+use crate::io::{parse_record, Chunk, Fields, Inputs};
+use crate::progress::Progress;
+use crate::Error;
+
+/// Raw bytes per chunk handed to the parser. Large enough to amortise the hand-offs and feed a
+/// GPU batch, small enough that three chunks in flight stay a few tens of MiB.
+pub const DEFAULT_CHUNK_BYTES: usize = 8 << 20;
+
+/// Ids of a whole corpus in one arena (no allocation per id).
+#[derive(Debug, Default, Clone)]
+pub struct IdArena {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl IdArena {
+    pub fn push(&mut self, id: &str) {
+        self.bytes.extend_from_slice(id.as_bytes());
+        self.ends.push(self.bytes.len());
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn get(&self, i: usize) -> &str {
+        let s = if i == 0 { 0 } else { self.ends[i - 1] };
+        // Only whole `&str`s are pushed, so every range is valid UTF-8.
+        std::str::from_utf8(&self.bytes[s..self.ends[i]]).expect("ids are UTF-8")
+    }
+
+    pub fn extend_from(&mut self, other: &IdArena) {
+        let off = self.bytes.len();
+        self.bytes.extend_from_slice(&other.bytes);
+        self.ends.extend(other.ends.iter().map(|e| e + off));
+    }
+
+    /// Approximate heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes.capacity() + self.ends.capacity() * std::mem::size_of::<usize>()
+    }
+}
+
+/// One chunk parsed: its documents tokenized into a batch, with ids and line numbers.
+#[derive(Debug, Default)]
+pub struct ParsedChunk {
+    pub file_index: usize,
+    pub batch: PackedBatch,
+    pub ids: IdArena,
+    pub lines: Vec<u64>,
+    /// Bytes of text (the text field, UTF-8) in this chunk.
+    pub text_bytes: u64,
+    /// Raw bytes of the chunk's lines.
+    pub raw_bytes: u64,
+    /// Seconds spent parsing and tokenizing (summed over threads, then divided by their number).
+    pub parse_seconds: f64,
+}
+
+/// Parse and tokenize every line of `chunk` (in parallel; order kept). The first bad line (by
+/// line number) is the error.
+pub fn parse_chunk(chunk: &Chunk, fields: &Fields, file_name: &str) -> Result<ParsedChunk, Error> {
+    let t0 = Instant::now();
+    let n = chunk.len();
+    let pieces = (rayon::current_num_threads() * 4).clamp(1, n.max(1));
+    let per = n.div_ceil(pieces).max(1);
+    let parts: Vec<Result<ParsedChunk, Error>> = (0..n)
+        .step_by(per)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|start| {
+            let mut part = ParsedChunk::default();
+            for i in start..(start + per).min(n) {
+                let rec = parse_record(chunk.line(i), fields, file_name, chunk.line_no(i))?;
+                part.batch.push_text(&rec.text);
+                part.ids.push(&rec.id);
+                part.lines.push(chunk.line_no(i));
+                part.text_bytes += rec.text.len() as u64;
+            }
+            Ok(part)
+        })
+        .collect();
+    let mut out = ParsedChunk {
+        file_index: chunk.file_index,
+        raw_bytes: chunk.data.len() as u64,
+        ..Default::default()
+    };
+    for p in parts {
+        let p = p?;
+        out.batch.append(&p.batch);
+        out.ids.extend_from(&p.ids);
+        out.lines.extend_from_slice(&p.lines);
+        out.text_bytes += p.text_bytes;
+    }
+    out.parse_seconds = t0.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// Read every input in order as chunks, apply `prepare` to each on a second thread (it may use
+/// rayon), and hand the results to `consume` on this thread, in order. The first error from any
+/// stage stops everything and is returned. Returns the seconds `consume` waited for input.
+pub fn pipelined<T, P, C>(
+    inputs: &Inputs,
+    chunk_bytes: usize,
+    progress: &Progress,
+    prepare: P,
+    mut consume: C,
+) -> Result<Duration, Error>
+where
+    T: Send,
+    P: Fn(Chunk, &str) -> Result<T, Error> + Sync,
+    C: FnMut(T) -> Result<(), Error>,
+{
+    std::thread::scope(|s| {
+        let (raw_tx, raw_rx) = sync_channel::<Result<Chunk, Error>>(2);
+        let (done_tx, done_rx) = sync_channel::<Result<T, Error>>(1);
+        // Reader: sequential over files.
+        s.spawn(move || {
+            for i in 0..inputs.len() {
+                let mut r = match inputs.open(i) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = raw_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let mut base = 0u64;
+                loop {
+                    match r.next_chunk(chunk_bytes) {
+                        Ok(Some(c)) => {
+                            let now = r.raw_bytes_read();
+                            progress.add_bytes(now - base);
+                            base = now;
+                            if raw_tx.send(Ok(c)).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            let _ = raw_tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        // Preparer: parse, tokenize, whatever the caller needs.
+        let prepare = &prepare;
+        s.spawn(move || {
+            for c in raw_rx {
+                let r = c.and_then(|c| {
+                    let name = inputs.name(c.file_index).to_string();
+                    prepare(c, &name)
+                });
+                let stop = r.is_err();
+                if done_tx.send(r).is_err() || stop {
+                    return;
+                }
+            }
+        });
+        consume_all(done_rx, &mut consume)
+    })
+}
+
+fn consume_all<T>(
+    rx: Receiver<Result<T, Error>>,
+    consume: &mut impl FnMut(T) -> Result<(), Error>,
+) -> Result<Duration, Error> {
+    let mut waited = Duration::ZERO;
+    loop {
+        let t = Instant::now();
+        let Ok(item) = rx.recv() else { break };
+        waited += t.elapsed();
+        consume(item?)?;
+    }
+    Ok(waited)
+}
+
+/// Counts and timings of one pass 1 (read, parse, tokenize, sign).
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct ScanStats {
+    pub documents: u64,
+    pub words: u64,
+    pub shingles: u64,
+    /// UTF-8 bytes of the text fields.
+    pub text_bytes: u64,
+    /// Bytes of the JSONL lines (after decompression).
+    pub jsonl_bytes: u64,
+    /// Wall seconds of reading, parsing and tokenizing (on the preparing thread; overlaps signing).
+    pub parse_seconds: f64,
+    /// Wall seconds the engine spent signing.
+    pub sign_seconds: f64,
+    /// Wall seconds of the whole pass.
+    pub seconds: f64,
+}
+
+/// One chunk as pass 1 hands it over: parsed, tokenized, and (when asked) with the exact-dedup
+/// key of every document.
+pub struct ScannedChunk {
+    pub parsed: ParsedChunk,
+    /// `xxh3_128` of each document's packed words (equal exactly when the word sequences are
+    /// equal, but for a collision chance of about `n^2 / 2^129`).
+    pub exact_keys: Vec<u128>,
+}
+
+/// Pass 1: read every input, tokenize, sign with `engine`, and hand each chunk with its
+/// signature rows to `on_chunk` in input order.
+pub fn scan(
+    inputs: &Inputs,
+    fields: &Fields,
+    engine: &mut dyn crate::engine::Engine,
+    want_exact_keys: bool,
+    progress: &Progress,
+    mut on_chunk: impl FnMut(&ScannedChunk, &[u32]) -> Result<(), Error>,
+) -> Result<ScanStats, Error> {
+    let t0 = Instant::now();
+    let num_perm = engine.params().num_perm;
+    let k = engine.params().k;
+    let chunk_bytes = engine.preferred_chunk_bytes();
+    let mut stats = ScanStats::default();
+    let mut sigs: Vec<u32> = Vec::new();
+    let parse_total = std::sync::Mutex::new(0f64);
+    pipelined(
+        inputs,
+        chunk_bytes,
+        progress,
+        |chunk, name| {
+            let t = Instant::now();
+            let parsed = parse_chunk(&chunk, fields, name)?;
+            let exact_keys = if want_exact_keys {
+                (0..parsed.batch.num_docs())
+                    .into_par_iter()
+                    .map(|d| xxhash_rust::xxh3::xxh3_128(parsed.batch.doc_bytes(d)))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            *parse_total.lock().expect("not poisoned") += t.elapsed().as_secs_f64();
+            Ok(ScannedChunk { parsed, exact_keys })
+        },
+        |sc| {
+            let b = &sc.parsed.batch;
+            sigs.clear();
+            sigs.resize(b.num_docs() * num_perm, 0);
+            let t = Instant::now();
+            engine.sign(b, &mut sigs)?;
+            stats.sign_seconds += t.elapsed().as_secs_f64();
+            stats.documents += b.num_docs() as u64;
+            stats.words += b.num_words() as u64;
+            stats.shingles += b.total_shingles(k) as u64;
+            stats.text_bytes += sc.parsed.text_bytes;
+            stats.jsonl_bytes += sc.parsed.raw_bytes;
+            progress.add_docs(b.num_docs() as u64);
+            on_chunk(&sc, &sigs)
+        },
+    )?;
+    stats.parse_seconds = parse_total.into_inner().expect("not poisoned");
+    stats.seconds = t0.elapsed().as_secs_f64();
+    Ok(stats)
+}

@@ -1,0 +1,150 @@
+//! Progress bars on stderr (indicatif): one per pass, with documents per second and an ETA when
+//! the input size is known. Shown only when stderr is a terminal, unless asked otherwise.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// `--progress`: when to draw bars.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ProgressMode {
+    /// When stderr is a terminal.
+    #[default]
+    Auto,
+    /// Always (even into a file or pipe).
+    Always,
+    /// Never.
+    Never,
+}
+
+/// Makes the bars for each pass of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct ProgressFactory {
+    enabled: bool,
+}
+
+impl ProgressFactory {
+    pub fn new(mode: ProgressMode, quiet: bool) -> Self {
+        let enabled = !quiet
+            && match mode {
+                ProgressMode::Auto => std::io::stderr().is_terminal(),
+                ProgressMode::Always => true,
+                ProgressMode::Never => false,
+            };
+        ProgressFactory { enabled }
+    }
+
+    pub fn hidden() -> Self {
+        ProgressFactory { enabled: false }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// A bar for a pass over the inputs, advanced by raw bytes read (`total` when known).
+    pub fn pass(&self, label: &str, total_bytes: Option<u64>) -> Progress {
+        if !self.enabled {
+            return Progress::hidden();
+        }
+        let bar = match total_bytes {
+            Some(t) => {
+                let b = ProgressBar::with_draw_target(Some(t), ProgressDrawTarget::stderr());
+                b.set_style(
+                    ProgressStyle::with_template(
+                        "{prefix:>12} [{bar:30}] {bytes}/{total_bytes} {msg} ETA {eta}",
+                    )
+                    .expect("valid template")
+                    .progress_chars("=> "),
+                );
+                b
+            }
+            None => {
+                let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+                b.set_style(
+                    ProgressStyle::with_template("{prefix:>12} {spinner} {bytes} {msg}")
+                        .expect("valid template"),
+                );
+                b
+            }
+        };
+        bar.set_prefix(label.to_string());
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Progress {
+            bar: Some(bar),
+            docs: AtomicU64::new(0),
+        }
+    }
+
+    /// A spinner for a step with no natural size (LSH, clustering).
+    pub fn step(&self, label: &str) -> Progress {
+        if !self.enabled {
+            return Progress::hidden();
+        }
+        let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        b.set_style(
+            ProgressStyle::with_template("{prefix:>12} {spinner} {msg} {elapsed}")
+                .expect("valid template"),
+        );
+        b.set_prefix(label.to_string());
+        b.enable_steady_tick(Duration::from_millis(200));
+        Progress {
+            bar: Some(b),
+            docs: AtomicU64::new(0),
+        }
+    }
+}
+
+/// One pass's bar (or nothing).
+#[derive(Debug)]
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    docs: AtomicU64,
+}
+
+impl Progress {
+    pub fn hidden() -> Self {
+        Progress {
+            bar: None,
+            docs: AtomicU64::new(0),
+        }
+    }
+
+    pub fn add_bytes(&self, n: u64) {
+        if let Some(b) = &self.bar {
+            b.inc(n);
+        }
+    }
+
+    pub fn add_docs(&self, n: u64) {
+        let total = self.docs.fetch_add(n, Ordering::Relaxed) + n;
+        if let Some(b) = &self.bar {
+            let secs = b.elapsed().as_secs_f64().max(1e-9);
+            b.set_message(format!(
+                "{total} docs, {:.0} docs/s",
+                total as f64 / secs
+            ));
+        }
+    }
+
+    pub fn set_message(&self, msg: impl Into<String>) {
+        if let Some(b) = &self.bar {
+            b.set_message(msg.into());
+        }
+    }
+
+    /// Remove the bar (the summary line follows).
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

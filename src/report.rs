@@ -1,0 +1,53 @@
+//! What a run tells its user: the one-line summary on stderr, the JSON report, the S-curve
+//! table, and the process's peak memory.
+
+use std::fmt::Write as _;
+
+use crate::lsh::LshParams;
+
+/// Peak resident set size of this process in bytes (Linux `VmHWM`), if known.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Bytes `dedup` keeps per document in pass 1, without the id: the signature, word count,
+/// location, and the exact key when asked for.
+pub fn bytes_per_document(num_perm: usize, exact: bool) -> usize {
+    num_perm * 4 + 4 + 16 + std::mem::size_of::<usize>() + if exact { 16 } else { 0 }
+}
+
+/// `12.3k` style counts for the summary line.
+pub fn human_count(n: f64) -> String {
+    if n >= 1e9 {
+        format!("{:.2}G", n / 1e9)
+    } else if n >= 1e6 {
+        format!("{:.2}M", n / 1e6)
+    } else if n >= 1e3 {
+        format!("{:.1}k", n / 1e3)
+    } else {
+        format!("{n:.0}")
+    }
+}
+
+/// The S-curve table of `neardup scurve`.
+pub fn scurve_table(p: LshParams) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "bands = {}, rows = {}, num_perm = {}",
+        p.bands,
+        p.rows,
+        p.bands * p.rows
+    );
+    let _ = writeln!(s, "threshold (1/b)^(1/r) = {:.4}", p.threshold());
+    let _ = writeln!(s, "exact 50% point (1 - 0.5^(1/b))^(1/r) = {:.4}", p.half_point());
+    let _ = writeln!(s, "{:>6}  {:>8}", "s", "p(s)");
+    for i in 0..=20 {
+        let x = i as f64 * 0.05;
+        let _ = writeln!(s, "{x:>6.2}  {:>8.4}", p.probability(x));
+    }
+    s
+}

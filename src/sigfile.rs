@@ -1,0 +1,411 @@
+//! Signature files, the format people cross-check implementations with.
+//!
+//! - `npy`: `OUT` is a NumPy `.npy` (format 1.0) little-endian `uint32` array of shape
+//!   `[docs, num_perm]`; `OUT.ids` holds the ids, one JSON string per line, in row order; and
+//!   `OUT.meta.json` states the contract version and parameters (NumPy refuses extra keys in the
+//!   `.npy` header itself, so they live beside it).
+//! - `tsv`: a first line `#neardup-signatures contract=... k=... num_perm=... seed=...`, then one
+//!   line per document: the id, a TAB, the entries in decimal joined by commas. An id that
+//!   contains a TAB, CR or LF, or starts with `"` or `#`, is written as a JSON string.
+//!
+//! Loading a file checks its contract version and, when asked, its parameters: signatures made
+//! otherwise are an error, never silently mixed.
+
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use crate::minhash::{MinHashParams, CONTRACT_VERSION};
+use crate::Error;
+
+/// The on-disk formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SigFormat {
+    Npy,
+    Tsv,
+}
+
+/// What `OUT.meta.json` holds (and the tsv header line encodes).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SigMeta {
+    pub contract: String,
+    pub k: usize,
+    pub num_perm: usize,
+    pub seed: u64,
+    pub documents: u64,
+    /// The engine that computed them (informational).
+    #[serde(default)]
+    pub engine: String,
+}
+
+impl SigMeta {
+    pub fn params(&self) -> MinHashParams {
+        MinHashParams {
+            k: self.k,
+            num_perm: self.num_perm,
+            seed: self.seed,
+        }
+    }
+}
+
+/// Width reserved for the npy header so the row count can be filled in at the end.
+const NPY_HEADER_TOTAL: usize = 128;
+
+fn npy_header(rows: u64, cols: usize) -> Vec<u8> {
+    let dict = format!("{{'descr': '<u4', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
+    let mut h = Vec::with_capacity(NPY_HEADER_TOTAL);
+    h.extend_from_slice(b"\x93NUMPY\x01\x00");
+    let header_len = NPY_HEADER_TOTAL - 10;
+    h.extend_from_slice(&(header_len as u16).to_le_bytes());
+    h.extend_from_slice(dict.as_bytes());
+    assert!(h.len() < NPY_HEADER_TOTAL, "npy header fits its reserved width");
+    h.resize(NPY_HEADER_TOTAL - 1, b' ');
+    h.push(b'\n');
+    h
+}
+
+fn needs_json(id: &str) -> bool {
+    id.starts_with('"') || id.starts_with('#') || id.contains(['\t', '\n', '\r'])
+}
+
+/// Streams signature rows into a file of either format. Files appear only on
+/// [`SigWriter::finish`].
+pub struct SigWriter {
+    format: SigFormat,
+    path: String,
+    meta: SigMeta,
+    main: tempfile::NamedTempFile,
+    main_buf: Vec<u8>,
+    ids: Option<crate::io::Output>,
+    rows: u64,
+}
+
+impl SigWriter {
+    /// Start writing to `path`. npy needs a plain file path (not `-`, not compressed): its
+    /// header is filled in at the end.
+    pub fn create(path: &str, format: SigFormat, params: MinHashParams, engine: &str) -> Result<Self, Error> {
+        if path == "-" || path.ends_with(".gz") || path.ends_with(".zst") {
+            return Err(Error::Param(format!(
+                "{path}: signature files must be plain file paths (npy headers are written last; \
+                 compress the file afterwards if you need to)"
+            )));
+        }
+        let target = Path::new(path);
+        let dir = match target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => ".".into(),
+        };
+        if !dir.is_dir() {
+            return Err(Error::Io {
+                path: path.to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("the output directory {} does not exist", dir.display()),
+                ),
+            });
+        }
+        let mut main = tempfile::Builder::new()
+            .prefix(".neardup-sig.")
+            .suffix(".partial")
+            .tempfile_in(&dir)
+            .map_err(|e| Error::io(path, e))?;
+        let meta = SigMeta {
+            contract: CONTRACT_VERSION.to_string(),
+            k: params.k,
+            num_perm: params.num_perm,
+            seed: params.seed,
+            documents: 0,
+            engine: engine.to_string(),
+        };
+        let ids = match format {
+            SigFormat::Npy => {
+                main.write_all(&npy_header(0, params.num_perm))
+                    .map_err(|e| Error::io(path, e))?;
+                Some(crate::io::Output::create(&format!("{path}.ids"))?)
+            }
+            SigFormat::Tsv => {
+                writeln!(
+                    main,
+                    "#neardup-signatures contract={} k={} num_perm={} seed={}",
+                    CONTRACT_VERSION, params.k, params.num_perm, params.seed
+                )
+                .map_err(|e| Error::io(path, e))?;
+                None
+            }
+        };
+        Ok(SigWriter {
+            format,
+            path: path.to_string(),
+            meta,
+            main,
+            main_buf: Vec::with_capacity(1 << 20),
+            ids,
+            rows: 0,
+        })
+    }
+
+    /// Append one document's row.
+    pub fn push(&mut self, id: &str, row: &[u32]) -> Result<(), Error> {
+        debug_assert_eq!(row.len(), self.meta.num_perm);
+        match self.format {
+            SigFormat::Npy => {
+                for v in row {
+                    self.main_buf.extend_from_slice(&v.to_le_bytes());
+                }
+                let ids = self.ids.as_mut().expect("npy has an ids file");
+                let line = serde_json::to_string(id).expect("a string serializes");
+                ids.write_all(line.as_bytes())?;
+                ids.write_all(b"\n")?;
+            }
+            SigFormat::Tsv => {
+                if needs_json(id) {
+                    let j = serde_json::to_string(id).expect("a string serializes");
+                    self.main_buf.extend_from_slice(j.as_bytes());
+                } else {
+                    self.main_buf.extend_from_slice(id.as_bytes());
+                }
+                self.main_buf.push(b'\t');
+                let mut first = true;
+                let mut ib = itoa_buf();
+                for &v in row {
+                    if !first {
+                        self.main_buf.push(b',');
+                    }
+                    first = false;
+                    self.main_buf.extend_from_slice(ib.format(v));
+                }
+                self.main_buf.push(b'\n');
+            }
+        }
+        self.rows += 1;
+        if self.main_buf.len() >= 1 << 20 {
+            self.flush_buf()?;
+        }
+        Ok(())
+    }
+
+    fn flush_buf(&mut self) -> Result<(), Error> {
+        self.main
+            .write_all(&self.main_buf)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.main_buf.clear();
+        Ok(())
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Fill in the header, write the metadata, and move every file into place.
+    pub fn finish(mut self) -> Result<SigMeta, Error> {
+        self.flush_buf()?;
+        self.meta.documents = self.rows;
+        let path = self.path.clone();
+        let io = |e| Error::io(&path, e);
+        if self.format == SigFormat::Npy {
+            let f = self.main.as_file_mut();
+            f.seek(SeekFrom::Start(0)).map_err(io)?;
+            f.write_all(&npy_header(self.rows, self.meta.num_perm))
+                .map_err(io)?;
+            let meta_json =
+                serde_json::to_vec_pretty(&self.meta).expect("metadata serializes");
+            crate::io::write_file_atomic(&format!("{path}.meta.json"), &meta_json)?;
+            if let Some(ids) = self.ids.take() {
+                ids.finish()?;
+            }
+        }
+        self.main.as_file().sync_all().map_err(io)?;
+        self.main
+            .persist(&path)
+            .map_err(|e| Error::io(&path, e.error))?;
+        Ok(self.meta)
+    }
+}
+
+/// A tiny integer formatter (no allocation per value).
+struct ItoaBuf([u8; 10]);
+
+fn itoa_buf() -> ItoaBuf {
+    ItoaBuf([0; 10])
+}
+
+impl ItoaBuf {
+    fn format(&mut self, mut v: u32) -> &[u8] {
+        let mut i = self.0.len();
+        loop {
+            i -= 1;
+            self.0[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        &self.0[i..]
+    }
+}
+
+/// A signature file read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SigFile {
+    pub meta: SigMeta,
+    pub ids: Vec<String>,
+    /// Row-major `[ids.len() x meta.num_perm]`.
+    pub sigs: Vec<u32>,
+}
+
+impl SigFile {
+    pub fn row(&self, i: usize) -> &[u32] {
+        &self.sigs[i * self.meta.num_perm..(i + 1) * self.meta.num_perm]
+    }
+
+    /// Error unless these signatures were made with `params` under this contract version.
+    pub fn expect_params(&self, params: &MinHashParams, path: &str) -> Result<(), Error> {
+        if self.meta.params() != *params {
+            return Err(Error::SignatureFile {
+                path: path.to_string(),
+                msg: format!(
+                    "made with k={} num_perm={} seed={}, but k={} num_perm={} seed={} were asked \
+                     for; signatures made with other parameters are not comparable",
+                    self.meta.k,
+                    self.meta.num_perm,
+                    self.meta.seed,
+                    params.k,
+                    params.num_perm,
+                    params.seed
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Read a signature file (format by content: `.npy` magic, else the tsv header). Errors on
+/// another contract version.
+pub fn read_signatures(path: &str) -> Result<SigFile, Error> {
+    let err = |msg: String| Error::SignatureFile {
+        path: path.to_string(),
+        msg,
+    };
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut magic = [0u8; 6];
+    let n = f.read(&mut magic).map_err(|e| Error::io(path, e))?;
+    f.seek(SeekFrom::Start(0)).map_err(|e| Error::io(path, e))?;
+    let file = if n == 6 && &magic == b"\x93NUMPY" {
+        let meta_path = format!("{path}.meta.json");
+        let meta_bytes = std::fs::read(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
+        let meta: SigMeta = serde_json::from_slice(&meta_bytes)
+            .map_err(|e| err(format!("{meta_path} is not valid metadata: {e}")))?;
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
+        if bytes.len() < 10 {
+            return Err(err("truncated npy header".into()));
+        }
+        let hl = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+        let header = std::str::from_utf8(&bytes[10..(10 + hl).min(bytes.len())])
+            .map_err(|_| err("npy header is not text".into()))?;
+        if !header.contains("'descr': '<u4'") {
+            return Err(err(format!("npy dtype is not little-endian uint32: {header}")));
+        }
+        let data = &bytes[10 + hl..];
+        if data.len() != meta.documents as usize * meta.num_perm * 4 {
+            return Err(err(format!(
+                "npy data has {} bytes, the metadata says {} x {} uint32",
+                data.len(),
+                meta.documents,
+                meta.num_perm
+            )));
+        }
+        let sigs: Vec<u32> = data
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let ids_path = format!("{path}.ids");
+        let ids_text = std::fs::read_to_string(&ids_path).map_err(|e| Error::io(&ids_path, e))?;
+        let ids = ids_text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| {
+                serde_json::from_str::<String>(l).map_err(|e| Error::Parse {
+                    path: ids_path.clone(),
+                    line: i as u64 + 1,
+                    msg: format!("not a JSON string: {e}"),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        SigFile { meta, ids, sigs }
+    } else {
+        let mut lines = BufReader::new(f).lines();
+        let header = lines
+            .next()
+            .ok_or_else(|| err("empty file".into()))?
+            .map_err(|e| Error::io(path, e))?;
+        let meta = parse_tsv_header(&header).ok_or_else(|| {
+            err("not a neardup signature file (no `#neardup-signatures` header line)".into())
+        })?;
+        let mut ids = Vec::new();
+        let mut sigs = Vec::new();
+        for (i, line) in lines.enumerate() {
+            let line = line.map_err(|e| Error::io(path, e))?;
+            let line_no = i as u64 + 2;
+            let perr = |msg: String| Error::Parse {
+                path: path.to_string(),
+                line: line_no,
+                msg,
+            };
+            let (id, vals) = line
+                .rsplit_once('\t')
+                .ok_or_else(|| perr("no TAB between id and values".into()))?;
+            let id = if id.starts_with('"') {
+                serde_json::from_str::<String>(id).map_err(|e| perr(format!("bad JSON id: {e}")))?
+            } else {
+                id.to_string()
+            };
+            let before = sigs.len();
+            for v in vals.split(',') {
+                sigs.push(v.parse::<u32>().map_err(|e| perr(format!("bad value {v:?}: {e}")))?);
+            }
+            if sigs.len() - before != meta.num_perm {
+                return Err(perr(format!(
+                    "{} values, the header says num_perm={}",
+                    sigs.len() - before,
+                    meta.num_perm
+                )));
+            }
+            ids.push(id);
+        }
+        let mut meta = meta;
+        meta.documents = ids.len() as u64;
+        SigFile { meta, ids, sigs }
+    };
+    if file.meta.contract != CONTRACT_VERSION {
+        return Err(err(format!(
+            "made under signature contract {:?}, this neardup follows {:?}",
+            file.meta.contract, CONTRACT_VERSION
+        )));
+    }
+    Ok(file)
+}
+
+fn parse_tsv_header(line: &str) -> Option<SigMeta> {
+    let rest = line.strip_prefix("#neardup-signatures")?;
+    let mut meta = SigMeta {
+        contract: String::new(),
+        k: 0,
+        num_perm: 0,
+        seed: 0,
+        documents: 0,
+        engine: String::new(),
+    };
+    for kv in rest.split_whitespace() {
+        let (k, v) = kv.split_once('=')?;
+        match k {
+            "contract" => meta.contract = v.to_string(),
+            "k" => meta.k = v.parse().ok()?,
+            "num_perm" => meta.num_perm = v.parse().ok()?,
+            "seed" => meta.seed = v.parse().ok()?,
+            _ => {}
+        }
+    }
+    Some(meta)
+}
