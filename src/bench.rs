@@ -162,7 +162,10 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
     // Raw chunks in memory: generated, or read from the inputs.
     let step = progress.step("loading");
     let (chunks, source) = match (a.synthetic, a.inputs.is_empty()) {
-        (Some(n), true) => (synthetic_chunks(n, a.synthetic_words), format!("synthetic {n} docs")),
+        (Some(n), true) => (
+            synthetic_chunks(n, a.synthetic_words),
+            format!("synthetic {n} docs"),
+        ),
         (None, false) => {
             let specs: Vec<InputSpec> = a.inputs.iter().map(|s| InputSpec::parse(s)).collect();
             let inputs = Inputs::new(&specs, false)?;
@@ -226,8 +229,12 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
     let batches: Vec<PackedBatch> = parsed
         .par_iter()
         .map(|(_, texts)| {
-            let per = texts.len().div_ceil(rayon::current_num_threads() * 4).max(1);
-            let parts: Vec<PackedBatch> = texts.par_chunks(per).map(PackedBatch::from_texts).collect();
+            let per = texts
+                .len()
+                .div_ceil(rayon::current_num_threads() * 4)
+                .max(1);
+            let parts: Vec<PackedBatch> =
+                texts.par_chunks(per).map(PackedBatch::from_texts).collect();
             let mut b = PackedBatch::new();
             for p in &parts {
                 b.append(p);
@@ -237,7 +244,10 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
         .collect();
     let tok_secs = t.elapsed().as_secs_f64();
     facts.words = batches.iter().map(|b| b.num_words() as u64).sum();
-    facts.shingles = batches.iter().map(|b| b.total_shingles(params.k) as u64).sum();
+    facts.shingles = batches
+        .iter()
+        .map(|b| b.total_shingles(params.k) as u64)
+        .sum();
     push(&mut stages, "read+parse", "host", parse_secs, &facts);
     push(&mut stages, "tokenize", "host", tok_secs, &facts);
 
@@ -262,7 +272,13 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
                     .collect()
             })
             .collect();
-        push(&mut stages, "hash", "cpu", t.elapsed().as_secs_f64(), &facts);
+        push(
+            &mut stages,
+            "hash",
+            "cpu",
+            t.elapsed().as_secs_f64(),
+            &facts,
+        );
         let t = Instant::now();
         let total: u64 = xs
             .par_iter()
@@ -274,11 +290,23 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
             })
             .sum();
         std::hint::black_box(total);
-        push(&mut stages, "permute+min", "cpu", t.elapsed().as_secs_f64(), &facts);
+        push(
+            &mut stages,
+            "permute+min",
+            "cpu",
+            t.elapsed().as_secs_f64(),
+            &facts,
+        );
         drop(xs);
         let mut cpu = CpuEngine::new(params, 0)?;
         let (secs, s) = time_engine(&mut cpu, &batches, a.repeat)?;
-        push(&mut stages, "sign (hash+permute+min)", &cpu.info().to_string(), secs, &facts);
+        push(
+            &mut stages,
+            "sign (hash+permute+min)",
+            &cpu.info().to_string(),
+            secs,
+            &facts,
+        );
         sigs = s;
     }
     if want_gpu {
@@ -290,7 +318,13 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
         match GpuEngine::new(params, &opts) {
             Ok(mut gpu) => {
                 let (secs, s) = time_engine(&mut gpu, &batches, a.repeat)?;
-                push(&mut stages, "sign (hash+permute+min)", &gpu.info().to_string(), secs, &facts);
+                push(
+                    &mut stages,
+                    "sign (hash+permute+min)",
+                    &gpu.info().to_string(),
+                    secs,
+                    &facts,
+                );
                 if !sigs.is_empty() && sigs != s {
                     return Err(Error::Engine(crate::engine::EngineError::Gpu(
                         "the GPU signatures differ from the CPU's: run `neardup verify`".into(),
@@ -333,7 +367,13 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
     )?;
     let cs = &clustering.stats;
     push(&mut stages, "LSH", "host", cs.lsh_seconds, &facts);
-    push(&mut stages, "cluster", "host", cs.confirm_seconds + cs.cluster_seconds, &facts);
+    push(
+        &mut stages,
+        "cluster",
+        "host",
+        cs.confirm_seconds + cs.cluster_seconds,
+        &facts,
+    );
 
     // write: tag the survivors, as pass 2 does (into memory, so the disk does not count).
     let t = Instant::now();
@@ -357,7 +397,13 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
         base += c.len();
     }
     std::hint::black_box(written);
-    push(&mut stages, "write", "host", t.elapsed().as_secs_f64(), &facts);
+    push(
+        &mut stages,
+        "write",
+        "host",
+        t.elapsed().as_secs_f64(),
+        &facts,
+    );
 
     Ok(BenchReport {
         machine: machine_description(),

@@ -19,9 +19,11 @@ use crate::Error;
 /// benchmark text. MinHash signatures run on the GPU (wgpu) or the CPU, bit for bit the same.
 #[derive(Debug, Parser)]
 #[command(name = "neardup", version, about, long_about = None)]
-#[command(after_help = "Exit codes: 0 success; 1 an error (bad input, I/O, a GPU failure) or, \
+#[command(
+    after_help = "Exit codes: 0 success; 1 an error (bad input, I/O, a GPU failure) or, \
 for `verify`, a mismatch; 2 a usage error (unknown flag, bad value).\n\
-Run `neardup <command> --help` for each command's flags and an example.")]
+Run `neardup <command> --help` for each command's flags and an example."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -30,40 +32,52 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Near-dedup JSONL: keep one document per cluster of near duplicates.
-    #[command(after_help = "Example:\n  neardup dedup fixtures/example.jsonl -o deduped.jsonl \
+    #[command(
+        after_help = "Example:\n  neardup dedup fixtures/example.jsonl -o deduped.jsonl \
 --clusters clusters.jsonl --report report.json\n\n\
 Output records keep every input field in order and gain meta.minhash_cluster, the id of the \
-cluster's root (its smallest id). Use --tag-only to keep every record.")]
+cluster's root (its smallest id). Use --tag-only to keep every record."
+    )]
     Dedup(DedupArgs),
     /// Drop documents that share a word n-gram with protected eval sets.
-    #[command(after_help = "Example:\n  neardup decontam fixtures/example.jsonl --protected \
+    #[command(
+        after_help = "Example:\n  neardup decontam fixtures/example.jsonl --protected \
 fixtures/protected.jsonl -o clean.jsonl --report decontam.json\n\n\
 In a .jsonl protected file every string value at any depth is protected, except under the keys \
-case_id, id, tags and scorer_args; any other file is one text.")]
+case_id, id, tags and scorer_args; any other file is one text."
+    )]
     Decontam(DecontamArgs),
     /// Write the MinHash signature of every document (npy or tsv), for cross-checking.
-    #[command(after_help = "Example:\n  neardup signatures fixtures/example.jsonl -o sigs.npy \
+    #[command(
+        after_help = "Example:\n  neardup signatures fixtures/example.jsonl -o sigs.npy \
 --format npy\n\n\
 npy: OUT is a uint32 array [docs, num_perm], OUT.ids the ids (one JSON string a line), \
 OUT.meta.json the contract version and parameters. tsv: a `#neardup-signatures` header line, \
-then `id<TAB>v1,v2,...` per document.")]
+then `id<TAB>v1,v2,...` per document."
+    )]
     Signatures(SignaturesArgs),
     /// Print the LSH S-curve p(s) = 1 - (1 - s^rows)^bands for a banding.
     #[command(after_help = "Example:\n  neardup scurve --bands 16 --rows 8")]
     Scurve(ScurveArgs),
     /// Compute signatures with both engines and compare them entry by entry.
-    #[command(after_help = "Example:\n  neardup verify fixtures/example.jsonl --backend vulkan\n\n\
-Exits 1 on any mismatch, naming the first few (document id and position).")]
+    #[command(
+        after_help = "Example:\n  neardup verify fixtures/example.jsonl --backend vulkan\n\n\
+Exits 1 on any mismatch, naming the first few (document id and position)."
+    )]
     Verify(VerifyArgs),
     /// Measure signature throughput (and stage times) of each engine.
-    #[command(after_help = "Examples:\n  neardup bench fixtures/example.jsonl --engine all\n  \
-neardup bench --synthetic 100000 --engine cpu --json")]
+    #[command(
+        after_help = "Examples:\n  neardup bench fixtures/example.jsonl --engine all\n  \
+neardup bench --synthetic 100000 --engine cpu --json"
+    )]
     Bench(BenchArgs),
     /// List every GPU adapter wgpu can see, with the limits that matter.
     #[command(after_help = "Example:\n  neardup devices --backend all")]
     Devices(DevicesArgs),
     /// Write a seeded synthetic JSONL corpus (for benchmarks and scale tests).
-    #[command(after_help = "Example:\n  neardup synth 100000 -o synthetic.jsonl --words 300 --seed 7")]
+    #[command(
+        after_help = "Example:\n  neardup synth 100000 -o synthetic.jsonl --words 300 --seed 7"
+    )]
     Synth(SynthArgs),
 }
 
@@ -111,7 +125,9 @@ impl InputArgs {
 
     pub fn fields(&self) -> Result<Fields, Error> {
         if self.id_field.is_empty() || self.text_field.is_empty() {
-            return Err(Error::Param("--id-field and --text-field must not be empty".into()));
+            return Err(Error::Param(
+                "--id-field and --text-field must not be empty".into(),
+            ));
         }
         if self.id_field == self.text_field {
             return Err(Error::Param(format!(

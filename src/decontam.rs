@@ -42,6 +42,10 @@ impl Hasher for PrehashedHasher {
 
 type GramMap<V> = HashMap<u128, V, BuildHasherDefault<PrehashedHasher>>;
 
+/// A document's id and the protected files it shares an n-gram with (with the first such
+/// n-gram of each).
+type Verdict = (String, Vec<(u32, String)>);
+
 /// Keys a JSONL protected file never protects (ids and scorer plumbing, not eval text).
 pub const UNPROTECTED_KEYS: [&str; 4] = ["case_id", "id", "tags", "scorer_args"];
 
@@ -70,7 +74,9 @@ impl ProtectedSet {
     /// An empty set for `n`-grams.
     pub fn new(n: usize) -> Result<Self, Error> {
         if n == 0 {
-            return Err(Error::Param("n (the n-gram length) must be at least 1".into()));
+            return Err(Error::Param(
+                "n (the n-gram length) must be at least 1".into(),
+            ));
         }
         Ok(ProtectedSet {
             n,
@@ -157,12 +163,10 @@ impl ProtectedSet {
             self.add_texts(&name, texts.iter().map(String::as_str));
         } else {
             let mut bytes = Vec::new();
-            reader
-                .read_to_end(&mut bytes)
-                .map_err(|e| Error::Io {
-                    path: name.clone(),
-                    source: e,
-                })?;
+            reader.read_to_end(&mut bytes).map_err(|e| Error::Io {
+                path: name.clone(),
+                source: e,
+            })?;
             let text = String::from_utf8(bytes).map_err(|e| {
                 let at = e.utf8_error().valid_up_to();
                 let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
@@ -368,7 +372,7 @@ pub fn run_decontam(
         crate::pipeline::DEFAULT_CHUNK_BYTES,
         &bar,
         |chunk, name| {
-            let verdicts: Result<Vec<(String, Vec<(u32, String)>)>, Error> = (0..chunk.len())
+            let verdicts: Result<Vec<Verdict>, Error> = (0..chunk.len())
                 .into_par_iter()
                 .map_init(Words::default, |w, i| {
                     let rec = parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;

@@ -349,9 +349,7 @@ pub fn cluster_corpus(
             }
         }
     }
-    let root: Vec<u32> = (0..n)
-        .map(|d| order[uf.find(rank[d]) as usize])
-        .collect();
+    let root: Vec<u32> = (0..n).map(|d| order[uf.find(rank[d]) as usize]).collect();
     let mut size: HashMap<u32, u64> = HashMap::new();
     for (d, &r) in root.iter().enumerate() {
         if r as usize != d {
@@ -369,7 +367,11 @@ pub fn cluster_corpus(
         .filter(|&(d, &r)| r as usize != d)
         .count() as u64;
     stats.near_duplicates = non_roots - stats.exact_duplicates;
-    pairs.sort_by(|x, y| rank[x.a as usize].cmp(&rank[y.a as usize]).then(rank[x.b as usize].cmp(&rank[y.b as usize])));
+    pairs.sort_by(|x, y| {
+        rank[x.a as usize]
+            .cmp(&rank[y.a as usize])
+            .then(rank[x.b as usize].cmp(&rank[y.b as usize]))
+    });
     stats.cluster_seconds = t_cluster.elapsed().as_secs_f64();
     Ok(Clustering {
         root,

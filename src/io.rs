@@ -183,8 +183,8 @@ fn decompress<R: Read + Send + 'static>(
             flate2::bufread::MultiGzDecoder::new(buffered),
         )))
     } else if head.starts_with(&ZSTD_MAGIC) {
-        let dec = zstd::stream::read::Decoder::with_buffer(buffered)
-            .map_err(|e| Error::io(name, e))?;
+        let dec =
+            zstd::stream::read::Decoder::with_buffer(buffered).map_err(|e| Error::io(name, e))?;
         Ok(Box::new(BufReader::with_capacity(1 << 20, dec)))
     } else {
         Ok(Box::new(buffered))
@@ -267,7 +267,10 @@ impl LineReader {
             if end > start && chunk.data[end - 1] == b'\r' {
                 end -= 1;
             }
-            if !chunk.data[start..end].iter().all(|b| b.is_ascii_whitespace()) {
+            if !chunk.data[start..end]
+                .iter()
+                .all(|b| b.is_ascii_whitespace())
+            {
                 chunk.lines.push((start, end, self.line_no));
             }
             if chunk.data.len() >= target_bytes {
@@ -539,10 +542,7 @@ pub fn parse_object(
         Ok(other) => Err(Error::Parse {
             path: file.into(),
             line,
-            msg: format!(
-                "the record is {}, not a JSON object",
-                json_kind(&other)
-            ),
+            msg: format!("the record is {}, not a JSON object", json_kind(&other)),
         }),
         Err(e) => Err(Error::Parse {
             path: file.into(),
@@ -720,9 +720,7 @@ impl Output {
         match std::mem::replace(&mut self.inner, OutputInner::Done) {
             OutputInner::Stdout(mut w) => w.flush().map_err(|e| Error::io(&self.name, e)),
             OutputInner::File { writer, target } => {
-                let tmp = writer
-                    .finish_file()
-                    .map_err(|e| Error::io(&self.name, e))?;
+                let tmp = writer.finish_file().map_err(|e| Error::io(&self.name, e))?;
                 tmp.as_file()
                     .sync_all()
                     .map_err(|e| Error::io(&self.name, e))?;

@@ -38,8 +38,6 @@ pub use minhash::{estimate, minhash, MinHashParams, Signature, CONTRACT_VERSION}
 pub use text::{jaccard, shingles, words};
 pub use unionfind::UnionFind;
 
-
-
 /// Everything the library can fail with. Messages name the file, line and field where there
 /// is one.
 #[derive(Debug, thiserror::Error)]
@@ -52,10 +50,17 @@ pub enum Error {
     Incomparable(String),
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     /// A line is not a JSON object (or not JSON at all).
     #[error("{path}:{line}: {msg}")]
-    Parse { path: String, line: u64, msg: String },
+    Parse {
+        path: String,
+        line: u64,
+        msg: String,
+    },
     /// A record's field is missing or of the wrong type.
     #[error("{path}:{line}: field `{field}` {msg}")]
     Field {

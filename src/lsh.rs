@@ -112,7 +112,7 @@ pub fn band_buckets(
     eligible: impl Fn(usize) -> bool + Sync,
 ) -> Buckets {
     assert_eq!(params.bands * params.rows, num_perm);
-    let docs = if num_perm == 0 { 0 } else { sigs.len() / num_perm };
+    let docs = sigs.len().checked_div(num_perm).unwrap_or(0);
     let band_of = |d: usize, j: usize| -> &[u32] {
         let off = d * num_perm + j * params.rows;
         &sigs[off..off + params.rows]

@@ -39,7 +39,9 @@ impl MinHashParams {
 
     pub fn validate(&self) -> Result<(), Error> {
         if self.k == 0 {
-            return Err(Error::Param("k (shingle width in words) must be at least 1".into()));
+            return Err(Error::Param(
+                "k (shingle width in words) must be at least 1".into(),
+            ));
         }
         if self.num_perm == 0 {
             return Err(Error::Param("num_perm must be at least 1".into()));

@@ -122,10 +122,7 @@ impl Progress {
         let total = self.docs.fetch_add(n, Ordering::Relaxed) + n;
         if let Some(b) = &self.bar {
             let secs = b.elapsed().as_secs_f64().max(1e-9);
-            b.set_message(format!(
-                "{total} docs, {:.0} docs/s",
-                total as f64 / secs
-            ));
+            b.set_message(format!("{total} docs, {:.0} docs/s", total as f64 / secs));
         }
     }
 

@@ -43,7 +43,11 @@ pub fn scurve_table(p: LshParams) -> String {
         p.bands * p.rows
     );
     let _ = writeln!(s, "threshold (1/b)^(1/r) = {:.4}", p.threshold());
-    let _ = writeln!(s, "exact 50% point (1 - 0.5^(1/b))^(1/r) = {:.4}", p.half_point());
+    let _ = writeln!(
+        s,
+        "exact 50% point (1 - 0.5^(1/b))^(1/r) = {:.4}",
+        p.half_point()
+    );
     let _ = writeln!(s, "{:>6}  {:>8}", "s", "p(s)");
     for i in 0..=20 {
         let x = i as f64 * 0.05;

@@ -58,7 +58,10 @@ fn npy_header(rows: u64, cols: usize) -> Vec<u8> {
     let header_len = NPY_HEADER_TOTAL - 10;
     h.extend_from_slice(&(header_len as u16).to_le_bytes());
     h.extend_from_slice(dict.as_bytes());
-    assert!(h.len() < NPY_HEADER_TOTAL, "npy header fits its reserved width");
+    assert!(
+        h.len() < NPY_HEADER_TOTAL,
+        "npy header fits its reserved width"
+    );
     h.resize(NPY_HEADER_TOTAL - 1, b' ');
     h.push(b'\n');
     h
@@ -83,7 +86,12 @@ pub struct SigWriter {
 impl SigWriter {
     /// Start writing to `path`. npy needs a plain file path (not `-`, not compressed): its
     /// header is filled in at the end.
-    pub fn create(path: &str, format: SigFormat, params: MinHashParams, engine: &str) -> Result<Self, Error> {
+    pub fn create(
+        path: &str,
+        format: SigFormat,
+        params: MinHashParams,
+        engine: &str,
+    ) -> Result<Self, Error> {
         if path == "-" || path.ends_with(".gz") || path.ends_with(".zst") {
             return Err(Error::Param(format!(
                 "{path}: signature files must be plain file paths (npy headers are written last; \
@@ -208,8 +216,7 @@ impl SigWriter {
             f.seek(SeekFrom::Start(0)).map_err(io)?;
             f.write_all(&npy_header(self.rows, self.meta.num_perm))
                 .map_err(io)?;
-            let meta_json =
-                serde_json::to_vec_pretty(&self.meta).expect("metadata serializes");
+            let meta_json = serde_json::to_vec_pretty(&self.meta).expect("metadata serializes");
             crate::io::write_file_atomic(&format!("{path}.meta.json"), &meta_json)?;
             if let Some(ids) = self.ids.take() {
                 ids.finish()?;
@@ -305,7 +312,9 @@ pub fn read_signatures(path: &str) -> Result<SigFile, Error> {
         let header = std::str::from_utf8(&bytes[10..(10 + hl).min(bytes.len())])
             .map_err(|_| err("npy header is not text".into()))?;
         if !header.contains("'descr': '<u4'") {
-            return Err(err(format!("npy dtype is not little-endian uint32: {header}")));
+            return Err(err(format!(
+                "npy dtype is not little-endian uint32: {header}"
+            )));
         }
         let data = &bytes[10 + hl..];
         if data.len() != meta.documents as usize * meta.num_perm * 4 {
@@ -363,7 +372,10 @@ pub fn read_signatures(path: &str) -> Result<SigFile, Error> {
             };
             let before = sigs.len();
             for v in vals.split(',') {
-                sigs.push(v.parse::<u32>().map_err(|e| perr(format!("bad value {v:?}: {e}")))?);
+                sigs.push(
+                    v.parse::<u32>()
+                        .map_err(|e| perr(format!("bad value {v:?}: {e}")))?,
+                );
             }
             if sigs.len() - before != meta.num_perm {
                 return Err(perr(format!(

@@ -205,7 +205,8 @@ pub fn planted_corpus(seed: u64, opt: PlantOptions) -> Planted {
     let k = opt.k;
     let mut groups: Vec<Vec<Vec<String>>> = Vec::new(); // word lists, per logical group
     let mut kinds: Vec<&'static str> = Vec::new();
-    let len = |g: &mut TextGen| opt.words_per_doc / 2 + g.rng().below(opt.words_per_doc as u32) as usize;
+    let len =
+        |g: &mut TextGen| opt.words_per_doc / 2 + g.rng().below(opt.words_per_doc as u32) as usize;
 
     for _ in 0..opt.background {
         let n = len(&mut g);
@@ -262,7 +263,10 @@ pub fn planted_corpus(seed: u64, opt: PlantOptions) -> Planted {
     let mut docs: Vec<(String, String)> = Vec::new();
     let mut cluster_no = 0;
     for (members, kind) in groups.iter().zip(&kinds) {
-        let ids: Vec<String> = members.iter().map(|_| next_id.next().expect("enough ids")).collect();
+        let ids: Vec<String> = members
+            .iter()
+            .map(|_| next_id.next().expect("enough ids"))
+            .collect();
         for (id, w) in ids.iter().zip(members) {
             let text = g.render(w);
             docs.push((id.clone(), text));
@@ -297,7 +301,14 @@ pub fn planted_corpus(seed: u64, opt: PlantOptions) -> Planted {
         docs.push((id, copy_text));
     }
     // Loners: wordless and short documents (distinct, fewer than k words).
-    for text in ["", "!!! ... ???", "Hello, World!", "one", "two words here", "   \n\t "] {
+    for text in [
+        "",
+        "!!! ... ???",
+        "Hello, World!",
+        "one",
+        "two words here",
+        "   \n\t ",
+    ] {
         let id = next_id.next().expect("enough ids");
         planted.loners.push(id.clone());
         docs.push((id, text.to_string()));
@@ -439,21 +450,59 @@ pub mod fixtures {
         // 13 words of a question, shouted and punctuated, in the middle of other text.
         let q = w(&e.questions[0]);
         let leak = q[5..18].join(", ").to_uppercase();
-        out.push(("leak-question".into(), format!("{} {leak}! {}", pad(20, &mut g), pad(20, &mut g)), true));
+        out.push((
+            "leak-question".into(),
+            format!("{} {leak}! {}", pad(20, &mut g), pad(20, &mut g)),
+            true,
+        ));
         // 13 words of a nested passage.
         let p = w(&e.passages[1]);
-        out.push(("leak-passage".into(), format!("{} {} {}", pad(10, &mut g), p[20..33].join(" "), pad(10, &mut g)), true));
+        out.push((
+            "leak-passage".into(),
+            format!(
+                "{} {} {}",
+                pad(10, &mut g),
+                p[20..33].join(" "),
+                pad(10, &mut g)
+            ),
+            true,
+        ));
         // The very last window of the plain-text file, at the very end of the document.
         let t = w(&e.plain_text);
-        out.push(("leak-last-window".into(), format!("{} {}", pad(15, &mut g), t[t.len() - 13..].join(" ")), true));
+        out.push((
+            "leak-last-window".into(),
+            format!("{} {}", pad(15, &mut g), t[t.len() - 13..].join(" ")),
+            true,
+        ));
         // The whole document is exactly one protected 13-gram.
         out.push(("leak-exact".into(), q[0..13].join(" "), true));
         // Only 12 consecutive words: not contaminated.
-        out.push(("near-miss-12".into(), format!("{} {} {}", pad(10, &mut g), q[2..14].join(" "), pad(10, &mut g)), false));
+        out.push((
+            "near-miss-12".into(),
+            format!(
+                "{} {} {}",
+                pad(10, &mut g),
+                q[2..14].join(" "),
+                pad(10, &mut g)
+            ),
+            false,
+        ));
         // Values of id-like keys are not protected.
-        out.push(("idlike-case-id".into(), format!("{} {} {}", pad(5, &mut g), e.case_ids[2], pad(5, &mut g)), false));
-        out.push(("idlike-tags".into(), format!("{} {}", e.tags[3][0], e.tags[3][1]), false));
-        out.push(("idlike-scorer-args".into(), format!("{} {}", pad(3, &mut g), e.scorer_args[4]), false));
+        out.push((
+            "idlike-case-id".into(),
+            format!("{} {} {}", pad(5, &mut g), e.case_ids[2], pad(5, &mut g)),
+            false,
+        ));
+        out.push((
+            "idlike-tags".into(),
+            format!("{} {}", e.tags[3][0], e.tags[3][1]),
+            false,
+        ));
+        out.push((
+            "idlike-scorer-args".into(),
+            format!("{} {}", pad(3, &mut g), e.scorer_args[4]),
+            false,
+        ));
         for i in 0..6 {
             out.push((format!("clean-{i}"), pad(60, &mut g), false));
         }
@@ -526,7 +575,10 @@ pub mod fixtures {
             ("protected.jsonl", protected_jsonl(&e)),
             ("protected.txt", format!("{}\n", e.plain_text)),
             ("decontam_probes.jsonl", jsonl(&probes)),
-            ("decontam_probes.truth.json", format!("{:#}\n", json!(probe_truth))),
+            (
+                "decontam_probes.truth.json",
+                format!("{:#}\n", json!(probe_truth)),
+            ),
         ]
     }
 }

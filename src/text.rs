@@ -37,18 +37,9 @@ impl WordClass {
         if u < 0x10000 {
             return self.bmp[(u >> 6) as usize] >> (u & 63) & 1 == 1;
         }
-        match self.astral.binary_search_by(|&(lo, hi)| {
-            if hi < u {
-                std::cmp::Ordering::Less
-            } else if lo > u {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        }) {
-            Ok(_) => true,
-            Err(_) => false,
-        }
+        // Ranges are sorted and disjoint: the last range starting at or below u decides.
+        let i = self.astral.partition_point(|&(lo, _)| lo <= u);
+        i > 0 && u <= self.astral[i - 1].1
     }
 }
 
@@ -259,10 +250,7 @@ pub fn jaccard<T: Eq + Hash>(a: &HashSet<T>, b: &HashSet<T>) -> f64 {
 /// The set a document's exact Jaccard is computed over (SPEC §3): each shingle's full 64-bit
 /// FNV-1a value, sorted and without repeats.
 pub fn shingle_fnv_set(words: &Words, k: usize) -> Vec<u64> {
-    let mut v: Vec<u64> = words
-        .shingle_slices(k)
-        .map(crate::hash::fnv1a64)
-        .collect();
+    let mut v: Vec<u64> = words.shingle_slices(k).map(crate::hash::fnv1a64).collect();
     v.sort_unstable();
     v.dedup();
     v

@@ -13,7 +13,10 @@ pub struct UnionFind {
 impl UnionFind {
     /// `n` singletons.
     pub fn new(n: usize) -> Self {
-        assert!(n <= u32::MAX as usize, "union-find is limited to 2^32 elements");
+        assert!(
+            n <= u32::MAX as usize,
+            "union-find is limited to 2^32 elements"
+        );
         UnionFind {
             parent: (0..n as u32).collect(),
         }
@@ -65,7 +68,9 @@ impl UnionFind {
 
     /// The root of every element, in element order.
     pub fn roots(&mut self) -> Vec<u32> {
-        (0..self.parent.len() as u32).map(|x| self.find(x)).collect()
+        (0..self.parent.len() as u32)
+            .map(|x| self.find(x))
+            .collect()
     }
 
     /// Every set, each ascending (so its first element is its root), the sets ordered by root.

@@ -149,9 +149,16 @@ pub struct AdapterSummary {
 fn is_software(info: &wgpu::AdapterInfo) -> bool {
     let name = info.name.to_ascii_lowercase();
     info.device_type == wgpu::DeviceType::Cpu
-        || ["llvmpipe", "lavapipe", "swiftshader", "softpipe", "warp", "microsoft basic render"]
-            .iter()
-            .any(|s| name.contains(s))
+        || [
+            "llvmpipe",
+            "lavapipe",
+            "swiftshader",
+            "softpipe",
+            "warp",
+            "microsoft basic render",
+        ]
+        .iter()
+        .any(|s| name.contains(s))
 }
 
 fn summarize(a: &wgpu::Adapter) -> AdapterSummary {
@@ -472,7 +479,11 @@ impl GpuEngine {
         if !sb.bytes.is_empty() {
             q.write_buffer(&self.bytes_buf, 0, bytemuck::cast_slice(&sb.bytes));
         }
-        q.write_buffer(&self.word_start_buf, 0, bytemuck::cast_slice(&sb.word_start));
+        q.write_buffer(
+            &self.word_start_buf,
+            0,
+            bytemuck::cast_slice(&sb.word_start),
+        );
         q.write_buffer(&self.docs_buf, 0, bytemuck::cast_slice(&sb.docs));
         if !sb.chunks.is_empty() {
             q.write_buffer(&self.chunks_buf, 0, bytemuck::cast_slice(&sb.chunks));

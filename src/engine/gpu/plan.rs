@@ -35,7 +35,9 @@ impl SubBatchLimits {
         // binding limit; the sentinel needs one more slot.
         let max_words = (max_bytes / 2 + 1).min(u32_slots - 1);
         let max_shingles = max_words.min(u32_slots);
-        let max_docs = (max_binding / (num_perm * 4)).min(max_binding / 8 - 1).clamp(1, 1 << 20);
+        let max_docs = (max_binding / (num_perm * 4))
+            .min(max_binding / 8 - 1)
+            .clamp(1, 1 << 20);
         let max_chunks = (max_binding / 16).min(max_shingles / CHUNK + max_docs + 1);
         SubBatchLimits {
             max_bytes,

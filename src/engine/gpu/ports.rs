@@ -157,7 +157,12 @@ pub fn merge_rows(sb: &SubBatch, rows: &[u32], num_perm: usize, out: &mut [u32])
 
 /// Interleave `a` and `b` as the shaders read them.
 pub fn interleave(perms: &PermParams) -> Vec<[u32; 2]> {
-    perms.a.iter().zip(&perms.b).map(|(&a, &b)| [a, b]).collect()
+    perms
+        .a
+        .iter()
+        .zip(&perms.b)
+        .map(|(&a, &b)| [a, b])
+        .collect()
 }
 
 /// The GPU engine's plan and stages, run on the CPU with the ports. Slow; for tests.

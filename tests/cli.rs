@@ -1,0 +1,408 @@
+//! The `neardup` binary end to end: every command on the fixtures, the file formats, compressed
+//! inputs, stdin and stdout.
+
+mod common;
+
+use std::io::Write;
+
+use common::*;
+use serde_json::Value;
+
+fn truth(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap()
+}
+
+fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn dedup_on_the_planted_corpus_drops_exactly_the_planted_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.jsonl");
+    let cl = dir.path().join("clusters.jsonl");
+    let pairs = dir.path().join("pairs.jsonl");
+    let rep = dir.path().join("report.json");
+    let o = neardup(&[
+        "dedup",
+        fixture("corpus.jsonl").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--clusters",
+        cl.to_str().unwrap(),
+        "--pairs",
+        pairs.to_str().unwrap(),
+        "--report",
+        rep.to_str().unwrap(),
+        "--engine",
+        "cpu",
+        "--exact",
+    ]);
+    ok(&o);
+    let t = truth("corpus.truth.json");
+    let planted_near: usize = t["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_array().unwrap().len() - 1)
+        .sum::<usize>()
+        + 2;
+    let planted_exact = t["exact_copies"].as_array().unwrap().len();
+    let input = read_jsonl(&fixture("corpus.jsonl"));
+    let kept = read_jsonl(&out);
+    assert_eq!(kept.len(), input.len() - planted_near - planted_exact);
+    // Every kept record is its own root, in input order.
+    for r in &kept {
+        assert_eq!(r["meta"]["minhash_cluster"], r["id"]);
+    }
+    let ids_in: Vec<&Value> = input.iter().map(|r| &r["id"]).collect();
+    let pos: Vec<usize> = kept
+        .iter()
+        .map(|r| ids_in.iter().position(|i| *i == &r["id"]).unwrap())
+        .collect();
+    assert!(pos.windows(2).all(|w| w[0] < w[1]), "input order kept");
+    // Clusters file: the planted groups, roots the smallest id.
+    let clusters = read_jsonl(&cl);
+    assert_eq!(
+        clusters.len(),
+        t["clusters"].as_array().unwrap().len() + planted_exact + 1
+    );
+    for c in &clusters {
+        let m: Vec<&str> = c["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(c["root"].as_str().unwrap(), *m.iter().min().unwrap());
+        assert_eq!(c["size"].as_u64().unwrap() as usize, m.len());
+    }
+    // Pairs file: every pair explained with estimate and exact Jaccard >= threshold.
+    for p in read_jsonl(&pairs) {
+        assert!(p["a"].as_str().unwrap() < p["b"].as_str().unwrap());
+        assert!(p["jaccard"].as_f64().unwrap() >= 0.8);
+        assert!(p["estimate"].as_f64().is_some());
+    }
+    // Report and summary.
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+    assert_eq!(r["contract"], "neardup-minhash-v1");
+    assert_eq!(r["counts"]["documents_read"], input.len());
+    assert_eq!(r["counts"]["exact_duplicates_dropped"], planted_exact);
+    assert_eq!(r["counts"]["near_duplicates_dropped"], planted_near);
+    assert!(r["peak_rss_bytes"].as_u64().unwrap() > 0);
+    let err = stderr(&o);
+    for part in [
+        format!("{} documents read", input.len()),
+        format!("{planted_exact} exact duplicates dropped"),
+        format!("{planted_near} near duplicates dropped"),
+        "clusters".into(),
+        "contaminated".into(),
+        " s,".into(),
+        "docs/s".into(),
+    ] {
+        assert!(err.contains(&part), "summary lacks {part:?}: {err}");
+    }
+}
+
+#[test]
+fn tag_only_keeps_everyone_and_meta_is_created_or_extended() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("in.jsonl");
+    std::fs::write(&inp, concat!(
+        "{\"id\":\"b\",\"text\":\"the cat sat on the mat today and then went home\",\"meta\":{\"src\":\"x\"},\"n\":1}\n",
+        "{\"z\":0,\"id\":\"a\",\"text\":\"The cat sat on the mat today, and then went home!\"}\n",
+        "{\"id\":\"c\",\"text\":\"\"}\n",
+    )).unwrap();
+    let out = dir.path().join("out.jsonl");
+    ok(&neardup(&[
+        "dedup",
+        inp.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--tag-only",
+        "--engine",
+        "cpu",
+    ]));
+    let got = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(got, concat!(
+        "{\"id\":\"b\",\"text\":\"the cat sat on the mat today and then went home\",\"meta\":{\"src\":\"x\",\"minhash_cluster\":\"a\"},\"n\":1}\n",
+        "{\"z\":0,\"id\":\"a\",\"text\":\"The cat sat on the mat today, and then went home!\",\"meta\":{\"minhash_cluster\":\"a\"}}\n",
+        "{\"id\":\"c\",\"text\":\"\",\"meta\":{\"minhash_cluster\":\"c\"}}\n",
+    ));
+}
+
+#[test]
+fn signatures_npy_and_tsv_agree_with_the_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("in.jsonl");
+    std::fs::write(&inp, "{\"id\":\"hand\",\"text\":\"the cat sat on the mat today\"}\n{\"id\":\"tab\\there\",\"text\":\"\"}\n").unwrap();
+    let npy = dir.path().join("s.npy");
+    ok(&neardup(&[
+        "signatures",
+        inp.to_str().unwrap(),
+        "-o",
+        npy.to_str().unwrap(),
+        "--k",
+        "3",
+        "--num-perm",
+        "8",
+        "--engine",
+        "cpu",
+    ]));
+    let bytes = std::fs::read(&npy).unwrap();
+    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
+    let hl = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    assert_eq!((10 + hl) % 64, 0, "npy data is 64-byte aligned");
+    let header = std::str::from_utf8(&bytes[10..10 + hl]).unwrap();
+    assert!(
+        header.contains("'descr': '<u4'") && header.contains("'shape': (2, 8)"),
+        "{header}"
+    );
+    let vals: Vec<u32> = bytes[10 + hl..]
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(
+        vals[..8],
+        [552187696, 459811629, 319030451, 188954223, 27324258, 536562966, 642288193, 451063373]
+    );
+    assert_eq!(vals[8..], [2147483647; 8]);
+    let ids = std::fs::read_to_string(dir.path().join("s.npy.ids")).unwrap();
+    assert_eq!(ids, "\"hand\"\n\"tab\\there\"\n");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("s.npy.meta.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["contract"], "neardup-minhash-v1");
+    assert_eq!(meta["k"], 3);
+    assert_eq!(meta["num_perm"], 8);
+    assert_eq!(meta["documents"], 2);
+
+    let tsv = dir.path().join("s.tsv");
+    ok(&neardup(&[
+        "signatures",
+        inp.to_str().unwrap(),
+        "-o",
+        tsv.to_str().unwrap(),
+        "--format",
+        "tsv",
+        "--k",
+        "3",
+        "--num-perm",
+        "8",
+        "--engine",
+        "cpu",
+    ]));
+    let t = std::fs::read_to_string(&tsv).unwrap();
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(
+        lines[0],
+        "#neardup-signatures contract=neardup-minhash-v1 k=3 num_perm=8 seed=0"
+    );
+    assert_eq!(
+        lines[1],
+        "hand\t552187696,459811629,319030451,188954223,27324258,536562966,642288193,451063373"
+    );
+    assert_eq!(lines[2], "\"tab\\there\"\t2147483647,2147483647,2147483647,2147483647,2147483647,2147483647,2147483647,2147483647");
+    // Both files read back to the same thing.
+    let a = neardup::sigfile::read_signatures(npy.to_str().unwrap()).unwrap();
+    let b = neardup::sigfile::read_signatures(tsv.to_str().unwrap()).unwrap();
+    assert_eq!(a.ids, b.ids);
+    assert_eq!(a.sigs, b.sigs);
+    assert!(a
+        .expect_params(&neardup::MinHashParams::new(3, 8, 0).unwrap(), "s.npy")
+        .is_ok());
+    assert!(a
+        .expect_params(&neardup::MinHashParams::new(5, 8, 0).unwrap(), "s.npy")
+        .is_err());
+}
+
+#[test]
+fn scurve_prints_the_table_and_thresholds() {
+    let o = neardup(&["scurve", "--bands", "16", "--rows", "8"]);
+    ok(&o);
+    let s = stdout(&o);
+    assert!(s.contains("threshold (1/b)^(1/r) = 0.7071"), "{s}");
+    assert!(s.contains("0.6736"), "{s}");
+    assert!(s.contains("  0.80    0.9470"), "{s}");
+    assert!(s.contains("  0.50    0.0607"), "{s}");
+    assert_eq!(
+        s.lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .count(),
+        21
+    );
+}
+
+#[test]
+fn decontam_reports_per_file_with_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("clean.jsonl");
+    let rep = dir.path().join("rep.json");
+    let o = neardup(&[
+        "decontam",
+        fixture("decontam_probes.jsonl").to_str().unwrap(),
+        "--protected",
+        fixture("protected.jsonl").to_str().unwrap(),
+        fixture("protected.txt").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--report",
+        rep.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let truth = truth("decontam_probes.truth.json");
+    let want_clean: Vec<&str> = truth
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| !t["contaminated"].as_bool().unwrap())
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    let got: Vec<String> = read_jsonl(&out)
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(got, want_clean);
+    // Lines are written unchanged.
+    let input = std::fs::read_to_string(fixture("decontam_probes.jsonl")).unwrap();
+    for line in std::fs::read_to_string(&out).unwrap().lines() {
+        assert!(input.lines().any(|l| l == line));
+    }
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+    let files = r["protected_files"].as_array().unwrap();
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0]["documents_caught"], 3);
+    assert_eq!(files[1]["documents_caught"], 1);
+    assert_eq!(files[1]["evidence"][0]["id"], "leak-last-window");
+    assert_eq!(
+        files[1]["evidence"][0]["ngram"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .count(),
+        13
+    );
+    assert!(stderr(&o).contains("4 contaminated"), "{}", stderr(&o));
+}
+
+#[test]
+fn compressed_inputs_stdin_and_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = std::fs::read(fixture("corpus.jsonl")).unwrap();
+    let gz = dir.path().join("c.jsonl.gz");
+    let mut e = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::fast(),
+    );
+    e.write_all(&plain).unwrap();
+    e.finish().unwrap();
+    let zst = dir.path().join("c.jsonl.zst");
+    std::fs::write(&zst, zstd::encode_all(&plain[..], 3).unwrap()).unwrap();
+    let reference = dir.path().join("ref.jsonl");
+    ok(&neardup(&[
+        "dedup",
+        fixture("corpus.jsonl").to_str().unwrap(),
+        "-o",
+        reference.to_str().unwrap(),
+        "--engine",
+        "cpu",
+    ]));
+    for inp in [&gz, &zst] {
+        let out = dir.path().join("o.jsonl");
+        ok(&neardup(&[
+            "dedup",
+            inp.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--engine",
+            "cpu",
+        ]));
+        assert_eq!(sha256(&out), sha256(&reference), "{}", inp.display());
+    }
+    // stdin in, stdout out.
+    let o = neardup_stdin(
+        &["dedup", "-", "-o", "-", "--engine", "cpu"],
+        &fixture("corpus.jsonl"),
+    );
+    ok(&o);
+    assert_eq!(o.stdout, std::fs::read(&reference).unwrap());
+    // Compressed output by extension.
+    let outz = dir.path().join("o.jsonl.zst");
+    ok(&neardup(&[
+        "dedup",
+        gz.to_str().unwrap(),
+        "-o",
+        outz.to_str().unwrap(),
+        "--engine",
+        "cpu",
+    ]));
+    assert_eq!(
+        zstd::decode_all(&std::fs::read(&outz).unwrap()[..]).unwrap(),
+        std::fs::read(&reference).unwrap()
+    );
+}
+
+#[test]
+fn ids_must_be_unique_across_inputs_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.jsonl");
+    let b = dir.path().join("b.jsonl");
+    std::fs::write(
+        &a,
+        "{\"id\":\"x\",\"text\":\"one two\"}\n{\"id\":\"y\",\"text\":\"three\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        "{\"id\":\"z\",\"text\":\"four\"}\n{\"id\":\"x\",\"text\":\"five\"}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.jsonl");
+    let o = neardup(&[
+        "dedup",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--engine",
+        "cpu",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains("\"x\"") && e.contains("a.jsonl:1") && e.contains("b.jsonl:2"),
+        "{e}"
+    );
+    assert_eq!(
+        dir_entries(dir.path()),
+        ["a.jsonl", "b.jsonl"],
+        "no output, not even a partial one"
+    );
+}
+
+#[test]
+fn help_has_an_example_for_every_command() {
+    for cmd in [
+        "dedup",
+        "decontam",
+        "signatures",
+        "scurve",
+        "verify",
+        "bench",
+        "devices",
+        "synth",
+    ] {
+        let o = neardup(&[cmd, "--help"]);
+        ok(&o);
+        assert!(
+            stdout(&o).contains("Example"),
+            "{cmd} --help has no example"
+        );
+    }
+    let o = neardup(&["--help"]);
+    assert!(stdout(&o).contains("Exit codes"));
+}

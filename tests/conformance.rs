@@ -1,0 +1,323 @@
+//! One conformance suite, run against every engine: the CPU engine (1 and 3 threads), the GPU
+//! stages ported to the CPU (with tiny sub-batches, so documents are fragmented), and the GPU
+//! engine (default and tiny sub-batches). Every signature is compared with `assert_eq!` to the
+//! naive oracle (`minhash` over the SPEC's shingle strings) and, where the SPEC gives them, to
+//! its vectors.
+//!
+//! GPU tests need an adapter. With `NEARDUP_REQUIRE_GPU=1` (CI sets it, with Mesa's software
+//! Vulkan driver installed) a missing adapter fails the test; without it the test says loudly on
+//! stderr that it was skipped.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use neardup::batch::PackedBatch;
+use neardup::engine::gpu::ports::PortsEngine;
+use neardup::engine::gpu::{GpuEngine, GpuOptions};
+use neardup::engine::{CpuEngine, Engine};
+use neardup::hash::{Pcg32, P};
+use neardup::{minhash, perm_params, shingles, MinHashParams};
+
+struct Case {
+    name: String,
+    params: MinHashParams,
+    texts: Vec<String>,
+    /// SPEC vectors, where there are some: the signature of `texts[0]`.
+    expect: Option<Vec<u32>>,
+}
+
+fn p(k: usize, num_perm: usize, seed: u64) -> MinHashParams {
+    MinHashParams::new(k, num_perm, seed).unwrap()
+}
+
+fn n_words(n: usize, salt: usize) -> String {
+    (0..n)
+        .map(|i| format!("w{}x{}", i % 97, (i * 31 + salt) % 1013))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The seed of the randomized cases: `NEARDUP_TEST_SEED`, else fresh each run (printed).
+fn random_seed() -> u64 {
+    let seed = std::env::var("NEARDUP_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    let _ = writeln!(
+        std::io::stderr(),
+        "conformance: randomized cases use NEARDUP_TEST_SEED={seed}"
+    );
+    seed
+}
+
+fn random_text(rng: &mut Pcg32) -> String {
+    const ALPHABET: &[&str] = &[
+        "a", "b", "c", "the", "cat", " ", " ", " ", ",", ".", "É", "é", "ß", "Σ", "ς", "İ",
+        "\u{301}", "日本", "_", "1", "٣", "🙂", "𝒜", "\t", "\n", "—", "ﬁ", "Ǆ",
+    ];
+    let n = rng.below(200) as usize;
+    (0..n)
+        .map(|_| ALPHABET[rng.below(ALPHABET.len() as u32) as usize])
+        .collect()
+}
+
+fn cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    // SPEC vectors.
+    v.push(Case {
+        name: "spec hand example".into(),
+        params: p(3, 8, 0),
+        texts: vec!["the cat sat on the mat today".into()],
+        expect: Some(vec![
+            552187696, 459811629, 319030451, 188954223, 27324258, 536562966, 642288193, 451063373,
+        ]),
+    });
+    v.push(Case {
+        name: "spec hello world".into(),
+        params: p(5, 4, 0),
+        texts: vec!["Hello, World!".into()],
+        expect: Some(vec![1158616401, 1662017163, 41205727, 1528251121]),
+    });
+    for t in ["", "!!! ..."] {
+        v.push(Case {
+            name: format!("spec wordless {t:?}"),
+            params: p(5, 4, 0),
+            texts: vec![t.into()],
+            expect: Some(vec![P; 4]),
+        });
+    }
+    v.push(Case {
+        name: "spec hand example, 128 permutations, and its pair".into(),
+        params: p(3, 128, 0),
+        texts: vec![
+            "the cat sat on the mat today".into(),
+            "the cat sat on the mat again".into(),
+        ],
+        expect: None,
+    });
+    // Fixtures.
+    for f in ["corpus.jsonl", "example.jsonl", "decontam_probes.jsonl"] {
+        let texts: Vec<String> = std::fs::read_to_string(common::fixture(f))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["text"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        v.push(Case {
+            name: format!("fixture {f}"),
+            params: p(5, 128, 0),
+            texts,
+            expect: None,
+        });
+    }
+    // Tricky Unicode.
+    v.push(Case {
+        name: "tricky unicode".into(),
+        params: p(2, 64, 3),
+        texts: [
+            "Héllo, WORLD! naïve_café 42 — ÉTÉ ΣΊΣΥΦΟΣ",
+            "İstanbul İSTANBUL straße STRASSE",
+            "cafe\u{301} cafe\u{301} cafe\u{301}",
+            "日本語のテキスト、漢字。ひらがな カタカナ",
+            "🙂🙂 emoji 𝒜𝒷𝒸 𝟘𝟙𝟚 astral",
+            "ﬁ ligatures ﬀ Ǆ ǅ ǆ titlecase",
+            "٣٤٥ ½ Ⅻ numbers of all kinds",
+            "\u{feff}bom\u{200b}zero width\u{00a0}nbsp",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        expect: None,
+    });
+    // Word-count sweep around k, and shingle-count sweeps around the GPU's chunk of 256.
+    let k = 5;
+    let mut sweep: Vec<String> = [0, 1, k - 1, k, k + 1]
+        .iter()
+        .map(|&n| n_words(n, n))
+        .collect();
+    for s in [63, 64, 65, 255, 256, 257, 511, 512, 513] {
+        sweep.push(n_words(s + k - 1, s));
+    }
+    v.push(Case {
+        name: "word and shingle count sweep".into(),
+        params: p(k, 128, 0),
+        texts: sweep.clone(),
+        expect: None,
+    });
+    for k in [1, 2, 13] {
+        v.push(Case {
+            name: format!("sweep with k = {k}"),
+            params: p(k, 32, 1),
+            texts: sweep.clone(),
+            expect: None,
+        });
+    }
+    // Permutation counts, around the GPU's 64 permutations a workgroup.
+    for np in [1, 7, 63, 64, 65, 100, 128, 256, 512] {
+        v.push(Case {
+            name: format!("num_perm = {np}"),
+            params: p(5, np, 11),
+            texts: sweep.clone(),
+            expect: None,
+        });
+    }
+    // Randomized texts.
+    let mut rng = Pcg32::new(random_seed());
+    v.push(Case {
+        name: "randomized texts".into(),
+        params: p(3, 128, rng.next_u32() as u64),
+        texts: (0..200).map(|_| random_text(&mut rng)).collect(),
+        expect: None,
+    });
+    // Bigger than a small sub-batch: fragments (20,000 words) and a single 12 KB word (host).
+    v.push(Case {
+        name: "documents bigger than a batch".into(),
+        params: p(5, 128, 0),
+        texts: vec![
+            "short one".into(),
+            n_words(20_000, 7),
+            "x".repeat(12_000),
+            format!("{} tail", "y".repeat(9_000)),
+            n_words(300, 1),
+        ],
+        expect: None,
+    });
+    v
+}
+
+fn oracle(c: &Case) -> Vec<u32> {
+    let perms = perm_params(c.params.num_perm, c.params.seed);
+    c.texts
+        .iter()
+        .flat_map(|t| minhash(shingles(t, c.params.k), &perms))
+        .collect()
+}
+
+/// Run every case against the engines `make` builds (one per parameter set).
+fn run_suite(label: &str, make: &mut dyn FnMut(MinHashParams) -> Box<dyn Engine>) {
+    let mut engines: HashMap<(usize, usize, u64), Box<dyn Engine>> = HashMap::new();
+    for c in cases() {
+        let key = (c.params.k, c.params.num_perm, c.params.seed);
+        let e = engines.entry(key).or_insert_with(|| make(c.params));
+        let batch = PackedBatch::from_texts(&c.texts);
+        let got = e
+            .sign_vec(&batch)
+            .unwrap_or_else(|err| panic!("{label}: {}: {err}", c.name));
+        let want = oracle(&c);
+        assert_eq!(got.len(), want.len(), "{label}: {}", c.name);
+        for (d, t) in c.texts.iter().enumerate() {
+            let n = c.params.num_perm;
+            assert_eq!(
+                got[d * n..(d + 1) * n],
+                want[d * n..(d + 1) * n],
+                "{label}: case {:?}, document {d} ({} bytes)",
+                c.name,
+                t.len()
+            );
+        }
+        if let Some(v) = &c.expect {
+            assert_eq!(&got[..v.len()], &v[..], "{label}: {} (SPEC vector)", c.name);
+        }
+    }
+    // A batch of zero documents.
+    let e = make(p(5, 128, 0)).sign_vec(&PackedBatch::new()).unwrap();
+    assert!(e.is_empty(), "{label}: empty batch");
+}
+
+#[test]
+fn cpu_engine_one_thread_conforms() {
+    run_suite("cpu/1", &mut |p| Box::new(CpuEngine::new(p, 1).unwrap()));
+}
+
+#[test]
+fn cpu_engine_three_threads_conforms() {
+    run_suite("cpu/3", &mut |p| Box::new(CpuEngine::new(p, 3).unwrap()));
+}
+
+#[test]
+fn gpu_ports_with_tiny_sub_batches_conform() {
+    run_suite("ports/4KiB", &mut |p| {
+        Box::new(PortsEngine::new(p, 4096).unwrap())
+    });
+}
+
+#[test]
+fn gpu_ports_with_default_sub_batches_conform() {
+    run_suite("ports", &mut |p| {
+        Box::new(PortsEngine::new(p, 64 << 20).unwrap())
+    });
+}
+
+/// A GPU engine, or None (and a loud note) when there is no adapter and none is required.
+fn gpu(p: MinHashParams, opts: &GpuOptions) -> Option<GpuEngine> {
+    match GpuEngine::new(p, opts) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            if std::env::var("NEARDUP_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+                panic!("NEARDUP_REQUIRE_GPU=1 but no GPU engine could be built: {e}");
+            }
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n*** GPU TEST SKIPPED: no adapter ({e}).\n*** Install a Vulkan driver \
+                 (apt-get install mesa-vulkan-drivers libvulkan1) or set NEARDUP_REQUIRE_GPU=1 to make this a failure.\n"
+            );
+            None
+        }
+    }
+}
+
+fn gpu_suite(label: &str, opts: GpuOptions) {
+    if gpu(p(5, 4, 0), &opts).is_none() {
+        return;
+    }
+    run_suite(label, &mut |p| {
+        Box::new(gpu(p, &opts).expect("the adapter was there a moment ago"))
+    });
+}
+
+#[test]
+fn gpu_engine_conforms() {
+    gpu_suite("gpu", GpuOptions::default());
+}
+
+#[test]
+fn gpu_engine_with_tiny_sub_batches_conforms() {
+    gpu_suite(
+        "gpu/4KiB",
+        GpuOptions {
+            batch_bytes: 4096,
+            ..GpuOptions::default()
+        },
+    );
+}
+
+#[test]
+fn gpu_engine_reports_host_fallback_for_giant_shingles() {
+    let opts = GpuOptions {
+        batch_bytes: 4096,
+        ..GpuOptions::default()
+    };
+    let Some(mut e) = gpu(p(5, 16, 0), &opts) else {
+        return;
+    };
+    let texts = ["a b c", &"z".repeat(10_000)];
+    let got = e.sign_vec(&PackedBatch::from_texts(&texts)).unwrap();
+    let perms = perm_params(16, 0);
+    let want: Vec<u32> = texts
+        .iter()
+        .flat_map(|t| minhash(shingles(t, 5), &perms))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(e.host_docs, 1);
+}

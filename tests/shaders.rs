@@ -1,0 +1,112 @@
+//! Every WGSL file is parsed and validated by naga (no adapter needed), composed the way the
+//! engine loads it, and the host-side mirrors agree with the shaders: the uniform block's
+//! fields and size, and the tiling constants.
+
+use neardup::engine::gpu::plan::CHUNK;
+use neardup::engine::gpu::shaders::{composed, STAGES, U64};
+use neardup::engine::gpu::GpuConfig;
+
+fn validate(name: &str, src: &str) -> naga::Module {
+    let module = naga::front::wgsl::parse_str(src)
+        .unwrap_or_else(|e| panic!("{name} does not parse:\n{}", e.emit_to_string(src)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::empty(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{name} does not validate:\n{}", e.emit_to_string(src)));
+    module
+}
+
+#[test]
+fn every_wgsl_file_in_shaders_validates() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "wgsl") {
+            let src = std::fs::read_to_string(&path).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            // Stages use the shared helpers, so they are validated as the engine composes them.
+            let full = if name == "u64.wgsl" {
+                src
+            } else {
+                composed(&src)
+            };
+            validate(&name, &full);
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 3, "u64.wgsl, hash.wgsl and minhash.wgsl");
+}
+
+#[test]
+fn the_embedded_sources_are_the_files_on_disk() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    assert_eq!(U64, std::fs::read_to_string(dir.join("u64.wgsl")).unwrap());
+    for (name, src) in STAGES {
+        assert_eq!(
+            src,
+            std::fs::read_to_string(dir.join(name)).unwrap(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn the_config_struct_mirrors_gpu_config() {
+    let host_fields = [
+        "k",
+        "num_docs",
+        "num_shingles",
+        "num_perm",
+        "num_chunks",
+        "hash_groups_x",
+        "min_groups_x",
+        "init_groups_x",
+    ];
+    assert_eq!(std::mem::size_of::<GpuConfig>(), host_fields.len() * 4);
+    for (name, src) in STAGES {
+        let m = validate(name, &composed(src));
+        let (_, ty) = m
+            .types
+            .iter()
+            .find(|(_, t)| t.name.as_deref() == Some("Config"))
+            .unwrap_or_else(|| panic!("{name} has no struct Config"));
+        match &ty.inner {
+            naga::TypeInner::Struct { members, span } => {
+                let names: Vec<&str> = members.iter().map(|m| m.name.as_deref().unwrap()).collect();
+                assert_eq!(names, host_fields, "{name}: Config fields");
+                assert_eq!(
+                    *span as usize,
+                    std::mem::size_of::<GpuConfig>(),
+                    "{name}: Config size"
+                );
+                for (i, m) in members.iter().enumerate() {
+                    assert_eq!(
+                        m.offset as usize,
+                        i * 4,
+                        "{name}: Config.{} offset",
+                        names[i]
+                    );
+                }
+            }
+            other => panic!("{name}: Config is {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn tiling_constants_match_the_host() {
+    let m = validate("minhash.wgsl", &composed(STAGES[1].1));
+    let chunk = m
+        .constants
+        .iter()
+        .find(|(_, c)| c.name.as_deref() == Some("CHUNK"))
+        .map(|(_, c)| c.init)
+        .expect("minhash.wgsl declares CHUNK");
+    match m.global_expressions[chunk] {
+        naga::Expression::Literal(naga::Literal::U32(v)) => assert_eq!(v as usize, CHUNK),
+        ref other => panic!("CHUNK is {other:?}"),
+    }
+}
