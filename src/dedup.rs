@@ -110,13 +110,14 @@ impl SignedCorpus {
         &self.sigs[d * self.num_perm..(d + 1) * self.num_perm]
     }
 
-    /// Approximate heap bytes held (for the memory guard and the report).
+    /// Bytes the tables hold (their lengths, not their capacities: untouched capacity is not
+    /// resident), for the memory guard and the report.
     pub fn heap_bytes(&self) -> usize {
         self.ids.heap_bytes()
-            + self.locs.capacity() * std::mem::size_of::<DocLoc>()
-            + self.sigs.capacity() * 4
-            + self.words.capacity() * 4
-            + self.exact_keys.capacity() * 16
+            + self.locs.len() * std::mem::size_of::<DocLoc>()
+            + self.sigs.len() * 4
+            + self.words.len() * 4
+            + self.exact_keys.len() * 16
     }
 }
 

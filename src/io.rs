@@ -771,11 +771,22 @@ fn temp_beside(target: &Path) -> Result<tempfile::NamedTempFile, Error> {
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_else(|| "output".into());
-    tempfile::Builder::new()
-        .prefix(&format!(".{file_name}."))
-        .suffix(".partial")
-        .tempfile_in(&dir)
-        .map_err(|e| Error::io(&name, e))
+    let prefix = format!(".{file_name}.");
+    let mut b = tempfile::Builder::new();
+    b.prefix(&prefix).suffix(".partial");
+    set_output_mode(&mut b);
+    b.tempfile_in(&dir).map_err(|e| Error::io(&name, e))
+}
+
+/// Temporary files are private (0600); a finished output gets the usual 0666 minus the umask.
+pub(crate) fn set_output_mode(b: &mut tempfile::Builder) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    #[cfg(not(unix))]
+    let _ = b;
 }
 
 /// Write a whole small file atomically (reports, cluster lists).

@@ -49,9 +49,9 @@ impl IdArena {
         self.ends.extend(other.ends.iter().map(|e| e + off));
     }
 
-    /// Approximate heap bytes held.
+    /// Bytes held (lengths, not capacities).
     pub fn heap_bytes(&self) -> usize {
-        self.bytes.capacity() + self.ends.capacity() * std::mem::size_of::<usize>()
+        self.bytes.len() + self.ends.len() * std::mem::size_of::<usize>()
     }
 }
 

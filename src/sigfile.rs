@@ -112,11 +112,10 @@ impl SigWriter {
                 ),
             });
         }
-        let mut main = tempfile::Builder::new()
-            .prefix(".neardup-sig.")
-            .suffix(".partial")
-            .tempfile_in(&dir)
-            .map_err(|e| Error::io(path, e))?;
+        let mut b = tempfile::Builder::new();
+        b.prefix(".neardup-sig.").suffix(".partial");
+        crate::io::set_output_mode(&mut b);
+        let mut main = b.tempfile_in(&dir).map_err(|e| Error::io(path, e))?;
         let meta = SigMeta {
             contract: CONTRACT_VERSION.to_string(),
             k: params.k,

@@ -105,7 +105,7 @@ pub struct GpuOptions {
     pub backend: Option<BackendChoice>,
     /// Accept a software adapter (llvmpipe, lavapipe, SwiftShader, WARP).
     pub allow_software: bool,
-    /// Cap on the word bytes of one sub-batch (default 64 MiB, or the device's binding limit).
+    /// Cap on the word bytes of one sub-batch (default 32 MiB, or the device's binding limit).
     pub batch_bytes: usize,
 }
 
@@ -114,7 +114,7 @@ impl Default for GpuOptions {
         GpuOptions {
             backend: None,
             allow_software: true,
-            batch_bytes: 64 << 20,
+            batch_bytes: 32 << 20,
         }
     }
 }

@@ -31,13 +31,16 @@ impl SubBatchLimits {
         let max_binding = max_binding.min(u32::MAX as u64) as usize;
         let max_bytes = (batch_bytes.min(max_binding) / 4 * 4).max(16);
         let u32_slots = max_binding / 4;
-        // Every word takes at least two bytes (a character and its space), so this is rarely the
-        // binding limit; the sentinel needs one more slot.
-        let max_words = (max_bytes / 2 + 1).min(u32_slots - 1);
-        let max_shingles = max_words.min(u32_slots);
+        // Buffers are sized for words of four bytes on average (with their space; English text
+        // averages near six). Text of shorter words simply makes more, smaller sub-batches: the
+        // planner checks every limit. The sentinel needs one more slot.
+        let max_words = (max_bytes / 4).clamp(16, u32_slots - 1);
+        let max_shingles = max_words;
+        // 64Ki documents a sub-batch is plenty (a 32 MiB sub-batch of 512-byte documents) and
+        // keeps the signature and readback buffers at 32 MiB each for 128 permutations.
         let max_docs = (max_binding / (num_perm * 4))
             .min(max_binding / 8 - 1)
-            .clamp(1, 1 << 20);
+            .clamp(1, 1 << 16);
         let max_chunks = (max_binding / 16).min(max_shingles / CHUNK + max_docs + 1);
         SubBatchLimits {
             max_bytes,
