@@ -406,3 +406,36 @@ fn help_has_an_example_for_every_command() {
     let o = neardup(&["--help"]);
     assert!(stdout(&o).contains("Exit codes"));
 }
+
+#[test]
+fn threads_and_input_order_do_not_change_clusters() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = std::fs::read_to_string(fixture("corpus.jsonl")).unwrap();
+    let mut lines: Vec<&str> = input.lines().collect();
+    lines.reverse();
+    let rev = dir.path().join("rev.jsonl");
+    std::fs::write(&rev, lines.join("\n") + "\n").unwrap();
+    let run = |inp: &std::path::Path, threads: &str, tag: &str| {
+        let out = dir.path().join(format!("out-{tag}.jsonl"));
+        let cl = dir.path().join(format!("cl-{tag}.jsonl"));
+        ok(&neardup(&[
+            "dedup", inp.to_str().unwrap(), "-o", out.to_str().unwrap(), "--clusters", cl.to_str().unwrap(),
+            "--threads", threads, "--engine", "cpu",
+        ]));
+        (sha256(&out), sha256(&cl), read_jsonl(&out))
+    };
+    let (o1, c1, _) = run(&fixture("corpus.jsonl"), "1", "t1");
+    for t in ["2", "3"] {
+        let (o, c, _) = run(&fixture("corpus.jsonl"), t, &format!("t{t}"));
+        assert_eq!((o, c), (o1.clone(), c1.clone()), "{t} threads");
+    }
+    // Reversed input: the same clusters and survivors; the output follows the input order.
+    let (_, cr, kept_rev) = run(&rev, "2", "rev");
+    assert_eq!(cr, c1);
+    let (_, _, kept) = run(&fixture("corpus.jsonl"), "2", "fwd");
+    let mut a: Vec<String> = kept.iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
+    let b: Vec<String> = kept_rev.iter().rev().map(|r| r["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(a, b);
+    a.sort();
+    assert!(!a.is_empty());
+}
