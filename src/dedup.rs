@@ -608,17 +608,14 @@ pub fn run_dedup(
     let per_doc_bytes = crate::report::bytes_per_document(num_perm, cfg.exact);
     let scan_stats = {
         let bar = progress.pass("signatures", inputs.total_bytes());
-        scan(inputs, fields, engine, cfg.exact, &bar, |sc, sigs| {
-            let p = &sc.parsed;
-            corpus.ids.extend_from(&p.ids);
-            corpus.locs.extend(p.lines.iter().map(|&line| DocLoc {
-                file: p.file_index as u32,
+        scan(inputs, fields, engine, cfg.exact, &bar, |sc| {
+            corpus.ids.extend_from(&sc.ids);
+            corpus.locs.extend(sc.lines.iter().map(|&line| DocLoc {
+                file: sc.file_index as u32,
                 line,
             }));
-            corpus.sigs.extend_from_slice(sigs);
-            corpus
-                .words
-                .extend((0..p.batch.num_docs()).map(|d| p.batch.doc_words(d).len() as u32));
+            corpus.sigs.extend_from_slice(&sc.sigs);
+            corpus.words.extend_from_slice(&sc.words);
             corpus.exact_keys.extend_from_slice(&sc.exact_keys);
             if let Some(limit) = memory_limit {
                 let projected = corpus.heap_bytes() as u64;

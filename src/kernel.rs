@@ -1,32 +1,535 @@
-//! The CPU hot loops: shingle hashing and the permutation min-reduction.
+//! The CPU hot loops: shingle hashing and the permutation min-reduction, with explicit SIMD
+//! chosen at run time (AVX-512, AVX2) and a scalar fallback that is the reference for both.
 //!
-//! Kept apart from the engine so benchmarks can time each stage alone.
+//! Kept apart from the engine so benchmarks can time each stage alone, and so tests can run
+//! every variant the machine has against the scalar one.
+
+use std::sync::OnceLock;
 
 use crate::batch::PackedBatch;
-use crate::hash::{mod_p, shingle_hash, P};
+use crate::hash::{mod_p, FNV_OFFSET, FNV_PRIME, P};
+use crate::text::shingle_layout;
+
+/// A variant of the permutation kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// Plain Rust, one permutation at a time: the reference.
+    Scalar,
+    /// AVX2: 8 permutations a vector.
+    Avx2,
+    /// AVX-512F: 16 permutations a vector.
+    Avx512,
+    /// AVX-512F with VBMI2's funnel shift: the same in fewer instructions.
+    Avx512Vbmi2,
+}
+
+impl Kernel {
+    /// Every variant this machine can run (always at least `Scalar`).
+    pub fn available() -> Vec<Kernel> {
+        let mut v = vec![Kernel::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                v.push(Kernel::Avx2);
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                v.push(Kernel::Avx512);
+                if std::arch::is_x86_feature_detected!("avx512vbmi2") {
+                    v.push(Kernel::Avx512Vbmi2);
+                }
+            }
+        }
+        v
+    }
+
+    /// The fastest available variant, or the one `NEARDUP_KERNEL=scalar|avx2|avx512` names
+    /// (for benchmarks; an unavailable name falls back to the fastest).
+    pub fn detect() -> Kernel {
+        static K: OnceLock<Kernel> = OnceLock::new();
+        *K.get_or_init(|| {
+            let avail = Kernel::available();
+            let wanted = std::env::var("NEARDUP_KERNEL")
+                .ok()
+                .and_then(|s| match s.as_str() {
+                    "scalar" => Some(Kernel::Scalar),
+                    "avx2" => Some(Kernel::Avx2),
+                    "avx512" => Some(Kernel::Avx512),
+                    "avx512vbmi2" => Some(Kernel::Avx512Vbmi2),
+                    _ => None,
+                });
+            match wanted {
+                Some(k) if avail.contains(&k) => k,
+                _ => *avail.last().expect("scalar is always available"),
+            }
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Scalar => "scalar",
+            Kernel::Avx2 => "avx2",
+            Kernel::Avx512 => "avx512",
+            Kernel::Avx512Vbmi2 => "avx512vbmi2",
+        }
+    }
+}
 
 /// Which kernel variant runs on this machine (for reports).
-pub fn describe() -> &'static str {
-    "scalar kernel"
+pub fn describe() -> String {
+    format!("{} kernel", Kernel::detect().name())
 }
 
 /// Append `x(s)` of every shingle of document `d` (repeats included, text order) to `xs`.
+///
+/// FNV-1a is a chain of dependent multiplies per shingle, so eight shingles are hashed in
+/// lockstep: their chains interleave and the multiplier never waits.
 pub fn hash_shingles(batch: &PackedBatch, d: usize, k: usize, xs: &mut Vec<u32>) {
-    xs.extend(batch.shingles(d, k).map(shingle_hash));
+    let r = batch.doc_words(d);
+    let (count, width) = shingle_layout(r.len(), k);
+    let bytes = &batch.bytes[..];
+    // Word offsets of this document; shingle j is bytes[ws[j] .. ws[j + width] - 1].
+    let ws = &batch.word_start[r.start..r.end + 1];
+    xs.reserve(count);
+    let mut j = 0;
+    #[cfg(target_arch = "x86_64")]
+    if x86::fnv_available() {
+        while j + x86::FNV_SIMD_LANES <= count {
+            let mut start = [0u64; x86::FNV_SIMD_LANES];
+            let mut len = [0u64; x86::FNV_SIMD_LANES];
+            for l in 0..x86::FNV_SIMD_LANES {
+                start[l] = ws[j + l] as u64;
+                len[l] = ws[j + l + width] as u64 - 1 - start[l];
+            }
+            // The vector loads read whole 8-byte words, up to 7 bytes past a shingle's end:
+            // fine inside the batch, not past its end (the last shingles go the scalar way).
+            let last = x86::FNV_SIMD_LANES - 1;
+            if (start[last] + len[last].next_multiple_of(8)) as usize > bytes.len() {
+                break;
+            }
+            let mut out = [0u32; x86::FNV_SIMD_LANES];
+            // SAFETY: AVX-512 F+DQ present (fnv_available); every 8-byte read at
+            // start[l] + 8i for 8i < len[l] lies inside `bytes`: starts grow with l, shingles of
+            // a document share one width, so the last lane's rounded end bounds them all.
+            unsafe { x86::fnv_lanes(bytes.as_ptr(), &start, &len, &mut out) };
+            xs.extend_from_slice(&out);
+            j += x86::FNV_SIMD_LANES;
+        }
+    }
+    while j + LANES <= count {
+        let mut start = [0usize; LANES];
+        let mut len = [0usize; LANES];
+        for l in 0..LANES {
+            start[l] = ws[j + l] as usize;
+            len[l] = ws[j + l + width] as usize - 1 - start[l];
+        }
+        // Every range lies inside `bytes` (the batch invariants); check once, not per byte.
+        assert!(start[LANES - 1] + len[LANES - 1] <= bytes.len() && start[0] <= start[LANES - 1]);
+        let common = *len.iter().min().expect("LANES > 0");
+        let mut h = [FNV_OFFSET; LANES];
+        let base = bytes.as_ptr();
+        for i in 0..common {
+            for l in 0..LANES {
+                // SAFETY: start[l] + i < start[l] + len[l] <= bytes.len(): shingle starts grow
+                // with l and the last one ends inside `bytes` (asserted above); shingles of one
+                // document are at most `width` words, so none ends past the last one's end.
+                let byte = unsafe { *base.add(start[l] + i) };
+                h[l] = (h[l] ^ byte as u64).wrapping_mul(FNV_PRIME);
+            }
+        }
+        for l in 0..LANES {
+            for &b in &bytes[start[l] + common..start[l] + len[l]] {
+                h[l] = (h[l] ^ b as u64).wrapping_mul(FNV_PRIME);
+            }
+        }
+        xs.extend(h.iter().map(|&v| mod_p(v)));
+        j += LANES;
+    }
+    for jj in j..count {
+        let s = ws[jj] as usize;
+        let e = ws[jj + width] as usize - 1;
+        xs.push(crate::hash::shingle_hash(&bytes[s..e]));
+    }
 }
 
-/// `row[i] = min(row[i], min over x in xs of (a[i]*x + b[i]) mod P)`.
+/// Shingles hashed in lockstep.
+const LANES: usize = 8;
+
+/// `row[i] = min(row[i], min over x in xs of (a[i]*x + b[i]) mod P)`, with the machine's
+/// fastest kernel.
 pub fn permute_min(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
-    debug_assert_eq!(a.len(), row.len());
-    debug_assert_eq!(b.len(), row.len());
-    for &x in xs {
-        let x = x as u64;
-        for ((slot, &ai), &bi) in row.iter_mut().zip(a).zip(b) {
-            let h = mod_p(ai as u64 * x + bi as u64);
-            if h < *slot {
-                *slot = h;
+    permute_min_with(Kernel::detect(), xs, a, b, row)
+}
+
+/// [`permute_min`] with a chosen kernel. Panics if the machine cannot run it.
+pub fn permute_min_with(kernel: Kernel, xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
+    assert_eq!(a.len(), row.len());
+    assert_eq!(b.len(), row.len());
+    debug_assert!(xs.iter().all(|&x| x < P));
+    match kernel {
+        Kernel::Scalar => permute_min_scalar(xs, a, b, row),
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2 => {
+            assert!(std::arch::is_x86_feature_detected!("avx2"));
+            // SAFETY: the CPU supports AVX2 (checked above).
+            unsafe { x86::permute_min_avx2(xs, a, b, row) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx512 => {
+            assert!(std::arch::is_x86_feature_detected!("avx512f"));
+            // SAFETY: the CPU supports AVX-512F (checked above).
+            unsafe { x86::permute_min_avx512(xs, a, b, row) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx512Vbmi2 => {
+            assert!(
+                std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512vbmi2")
+            );
+            // SAFETY: the CPU supports AVX-512F and VBMI2 (checked above).
+            unsafe { x86::permute_min_avx512vbmi2(xs, a, b, row) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => permute_min_scalar(xs, a, b, row),
+    }
+}
+
+/// The reference: the SPEC's arithmetic on native `u64`.
+pub fn permute_min_scalar(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
+    for (slot, (&ai, &bi)) in row.iter_mut().zip(a.iter().zip(b)) {
+        let mut m = *slot;
+        for &x in xs {
+            m = m.min(mod_p(ai as u64 * x as u64 + bi as u64));
+        }
+        *slot = m;
+    }
+}
+
+/// The reduction every SIMD variant uses, written out once in scalar form.
+///
+/// With `a, x, b <= P - 1`, `v = a*x + b <= 2^62 - 3*2^31 + 2`, so `v >> 31 <= 2^31 - 3` and
+/// `f = (v & P) + (v >> 31) <= 2^32 - 4 < 2P`: `f` is congruent to `v` and below `2P`, and
+/// `v mod P` is the smaller of `f` and `f - P` in wrapping 32-bit arithmetic (when `f < P` the
+/// subtraction wraps to a value above `f`). One subtraction and one `min`, no compare.
+#[inline]
+pub fn fold_min(v: u64) -> u32 {
+    let f = ((v & P as u64) + (v >> 31)) as u32;
+    f.min(f.wrapping_sub(P))
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+    use std::sync::OnceLock;
+
+    use super::{fold_min, mod_p, FNV_OFFSET, FNV_PRIME, P};
+
+    /// Shingles hashed at once by [`fnv_lanes`]: four vectors of eight.
+    pub const FNV_SIMD_LANES: usize = 32;
+    const GROUPS: usize = FNV_SIMD_LANES / 8;
+
+    /// AVX-512 F + DQ (64-bit multiply), unless `NEARDUP_KERNEL=scalar`.
+    pub fn fnv_available() -> bool {
+        static OK: OnceLock<bool> = OnceLock::new();
+        *OK.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512dq")
+                && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
+        })
+    }
+
+    /// FNV-1a 64 of 32 byte ranges at once, reduced mod P: eight ranges a vector, four vectors
+    /// interleaved so the multiplies' latency overlaps. Each step loads eight bytes of every
+    /// range (one gather), then feeds them in one at a time; a lane whose range has ended is
+    /// masked and keeps its value.
+    ///
+    /// # Safety
+    /// AVX-512 F and DQ must be present, and `base + start[l] + 8i` must be readable for 8 bytes
+    /// whenever `8i < len[l]`.
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub unsafe fn fnv_lanes(
+        base: *const u8,
+        start: &[u64; FNV_SIMD_LANES],
+        len: &[u64; FNV_SIMD_LANES],
+        out: &mut [u32; FNV_SIMD_LANES],
+    ) {
+        let prime = _mm512_set1_epi64(FNV_PRIME as i64);
+        let ff = _mm512_set1_epi64(0xff);
+        let eight = _mm512_set1_epi64(8);
+        let mut h = [_mm512_set1_epi64(FNV_OFFSET as i64); GROUPS];
+        let mut off = [_mm512_setzero_si512(); GROUPS];
+        let mut lens = [_mm512_setzero_si512(); GROUPS];
+        for g in 0..GROUPS {
+            off[g] = _mm512_loadu_si512(start.as_ptr().add(8 * g) as *const __m512i);
+            lens[g] = _mm512_loadu_si512(len.as_ptr().add(8 * g) as *const __m512i);
+        }
+        let longest = *len.iter().max().expect("lanes") as usize;
+        let mut t = 0usize;
+        while t < longest {
+            let mut w = [_mm512_setzero_si512(); GROUPS];
+            let mut live = [0u8; GROUPS];
+            for g in 0..GROUPS {
+                // Lanes with bytes left at this step; the others load nothing.
+                live[g] = _mm512_cmpgt_epu64_mask(lens[g], _mm512_set1_epi64(t as i64));
+                w[g] = _mm512_mask_i64gather_epi64::<1>(
+                    _mm512_setzero_si512(),
+                    live[g],
+                    off[g],
+                    base as *const i64,
+                );
+                off[g] = _mm512_add_epi64(off[g], eight);
+            }
+            for s in 0..8 {
+                let at = _mm512_set1_epi64((t + s) as i64);
+                for g in 0..GROUPS {
+                    let k = _mm512_cmpgt_epu64_mask(lens[g], at);
+                    let b = _mm512_and_si512(w[g], ff);
+                    w[g] = _mm512_srli_epi64::<8>(w[g]);
+                    h[g] = _mm512_mask_mullo_epi64(h[g], k, _mm512_xor_si512(h[g], b), prime);
+                }
+            }
+            t += 8;
+        }
+        let mut hv = [0u64; FNV_SIMD_LANES];
+        for (g, v) in h.iter().enumerate() {
+            _mm512_storeu_si512(hv.as_mut_ptr().add(8 * g) as *mut __m512i, *v);
+        }
+        for (o, &v) in out.iter_mut().zip(&hv) {
+            *o = mod_p(v);
+        }
+    }
+
+    /// 16 permutations a vector, four vectors (64 permutations) per pass over `xs`, so each
+    /// broadcast `x` feeds 64 independent chains.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn permute_min_avx512(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
+        let n = row.len();
+        let full = n / 16;
+        let mut blk = 0;
+        while blk < full {
+            match full - blk {
+                1 => group512::<1>(xs, a, b, row, blk * 16),
+                2 => group512::<2>(xs, a, b, row, blk * 16),
+                3 => group512::<3>(xs, a, b, row, blk * 16),
+                _ => group512::<4>(xs, a, b, row, blk * 16),
+            }
+            blk += (full - blk).min(4);
+        }
+        tail(xs, a, b, row, full * 16);
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn group512<const G: usize>(
+        xs: &[u32],
+        a: &[u32],
+        b: &[u32],
+        row: &mut [u32],
+        off: usize,
+    ) {
+        let p64 = _mm512_set1_epi64(P as i64);
+        let p32 = _mm512_set1_epi32(P as i32);
+        // Even dwords of two u64x8 vectors, in lane order: their low halves.
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let load64 = |s: &[u32], i: usize| -> __m512i {
+            // SAFETY: i + 8 <= s.len() for every call below.
+            _mm512_cvtepu32_epi64(unsafe {
+                _mm256_loadu_si256(s.as_ptr().add(i) as *const __m256i)
+            })
+        };
+        let mut alo = [_mm512_setzero_si512(); G];
+        let mut ahi = [_mm512_setzero_si512(); G];
+        let mut blo = [_mm512_setzero_si512(); G];
+        let mut bhi = [_mm512_setzero_si512(); G];
+        let mut acc = [_mm512_setzero_si512(); G];
+        for g in 0..G {
+            let i = off + 16 * g;
+            alo[g] = load64(a, i);
+            ahi[g] = load64(a, i + 8);
+            blo[g] = load64(b, i);
+            bhi[g] = load64(b, i + 8);
+            acc[g] = _mm512_loadu_si512(row.as_ptr().add(i) as *const __m512i);
+        }
+        for &x in xs {
+            let xv = _mm512_set1_epi64(x as i64);
+            for g in 0..G {
+                let vlo = _mm512_add_epi64(_mm512_mul_epu32(alo[g], xv), blo[g]);
+                let vhi = _mm512_add_epi64(_mm512_mul_epu32(ahi[g], xv), bhi[g]);
+                let flo =
+                    _mm512_add_epi64(_mm512_and_si512(vlo, p64), _mm512_srli_epi64::<31>(vlo));
+                let fhi =
+                    _mm512_add_epi64(_mm512_and_si512(vhi, p64), _mm512_srli_epi64::<31>(vhi));
+                let f = _mm512_permutex2var_epi32(flo, even, fhi);
+                acc[g] = _mm512_min_epu32(acc[g], _mm512_min_epu32(f, _mm512_sub_epi32(f, p32)));
+            }
+        }
+        for (g, v) in acc.iter().enumerate() {
+            _mm512_storeu_si512(row.as_mut_ptr().add(off + 16 * g) as *mut __m512i, *v);
+        }
+    }
+
+    /// As [`permute_min_avx512`], but the 64-bit fold is done in 32-bit lanes: the low and high
+    /// halves of `v` are gathered into two 16-lane vectors and `(v >> 31)` is one funnel shift,
+    /// `(H << 1) | (L >> 31)`. Twelve instructions per 16 permutations instead of fourteen.
+    #[target_feature(enable = "avx512f,avx512vbmi2")]
+    pub unsafe fn permute_min_avx512vbmi2(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
+        let n = row.len();
+        let full = n / 16;
+        let mut blk = 0;
+        while blk < full {
+            match full - blk {
+                1 => group512v::<1>(xs, a, b, row, blk * 16),
+                2 => group512v::<2>(xs, a, b, row, blk * 16),
+                3 => group512v::<3>(xs, a, b, row, blk * 16),
+                _ => group512v::<4>(xs, a, b, row, blk * 16),
+            }
+            blk += (full - blk).min(4);
+        }
+        tail(xs, a, b, row, full * 16);
+    }
+
+    #[target_feature(enable = "avx512f,avx512vbmi2")]
+    unsafe fn group512v<const G: usize>(
+        xs: &[u32],
+        a: &[u32],
+        b: &[u32],
+        row: &mut [u32],
+        off: usize,
+    ) {
+        let p32 = _mm512_set1_epi32(P as i32);
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let load64 = |s: &[u32], i: usize| -> __m512i {
+            // SAFETY: i + 8 <= s.len() for every call below.
+            _mm512_cvtepu32_epi64(unsafe {
+                _mm256_loadu_si256(s.as_ptr().add(i) as *const __m256i)
+            })
+        };
+        let mut alo = [_mm512_setzero_si512(); G];
+        let mut ahi = [_mm512_setzero_si512(); G];
+        let mut blo = [_mm512_setzero_si512(); G];
+        let mut bhi = [_mm512_setzero_si512(); G];
+        let mut acc = [_mm512_setzero_si512(); G];
+        for g in 0..G {
+            let i = off + 16 * g;
+            alo[g] = load64(a, i);
+            ahi[g] = load64(a, i + 8);
+            blo[g] = load64(b, i);
+            bhi[g] = load64(b, i + 8);
+            acc[g] = _mm512_loadu_si512(row.as_ptr().add(i) as *const __m512i);
+        }
+        for &x in xs {
+            let xv = _mm512_set1_epi64(x as i64);
+            for g in 0..G {
+                let vlo = _mm512_add_epi64(_mm512_mul_epu32(alo[g], xv), blo[g]);
+                let vhi = _mm512_add_epi64(_mm512_mul_epu32(ahi[g], xv), bhi[g]);
+                let l = _mm512_permutex2var_epi32(vlo, even, vhi);
+                let h = _mm512_permutex2var_epi32(vlo, odd, vhi);
+                let f = _mm512_add_epi32(_mm512_shldi_epi32::<1>(h, l), _mm512_and_si512(l, p32));
+                acc[g] = _mm512_min_epu32(acc[g], _mm512_min_epu32(f, _mm512_sub_epi32(f, p32)));
+            }
+        }
+        for (g, v) in acc.iter().enumerate() {
+            _mm512_storeu_si512(row.as_mut_ptr().add(off + 16 * g) as *mut __m512i, *v);
+        }
+    }
+
+    /// 8 permutations a vector, four vectors per pass over `xs`. The packed order of a vector is
+    /// `[0, 1, 4, 5, 2, 3, 6, 7]` (what `shuffle_ps` leaves); it is undone at the store.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn permute_min_avx2(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
+        let n = row.len();
+        let full = n / 8;
+        let mut blk = 0;
+        while blk < full {
+            match full - blk {
+                1 => group256::<1>(xs, a, b, row, blk * 8),
+                2 => group256::<2>(xs, a, b, row, blk * 8),
+                3 => group256::<3>(xs, a, b, row, blk * 8),
+                _ => group256::<4>(xs, a, b, row, blk * 8),
+            }
+            blk += (full - blk).min(4);
+        }
+        tail(xs, a, b, row, full * 8);
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn group256<const G: usize>(
+        xs: &[u32],
+        a: &[u32],
+        b: &[u32],
+        row: &mut [u32],
+        off: usize,
+    ) {
+        let p64 = _mm256_set1_epi64x(P as i64);
+        let p32 = _mm256_set1_epi32(P as i32);
+        // Lane j of the packed vector holds permutation PACKED[j]; TO_ROW puts it back.
+        let packed = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+        let load64 = |s: &[u32], i: usize| -> __m256i {
+            // SAFETY: i + 4 <= s.len() for every call below.
+            _mm256_cvtepu32_epi64(unsafe { _mm_loadu_si128(s.as_ptr().add(i) as *const __m128i) })
+        };
+        let mut alo = [_mm256_setzero_si256(); G];
+        let mut ahi = [_mm256_setzero_si256(); G];
+        let mut blo = [_mm256_setzero_si256(); G];
+        let mut bhi = [_mm256_setzero_si256(); G];
+        let mut acc = [_mm256_setzero_si256(); G];
+        for g in 0..G {
+            let i = off + 8 * g;
+            alo[g] = load64(a, i);
+            ahi[g] = load64(a, i + 4);
+            blo[g] = load64(b, i);
+            bhi[g] = load64(b, i + 4);
+            let r = _mm256_loadu_si256(row.as_ptr().add(i) as *const __m256i);
+            // Into packed order: lane j takes row[PACKED[j]].
+            acc[g] = _mm256_permutevar8x32_epi32(r, packed);
+        }
+        for &x in xs {
+            let xv = _mm256_set1_epi64x(x as i64);
+            for g in 0..G {
+                let vlo = _mm256_add_epi64(_mm256_mul_epu32(alo[g], xv), blo[g]);
+                let vhi = _mm256_add_epi64(_mm256_mul_epu32(ahi[g], xv), bhi[g]);
+                let flo =
+                    _mm256_add_epi64(_mm256_and_si256(vlo, p64), _mm256_srli_epi64::<31>(vlo));
+                let fhi =
+                    _mm256_add_epi64(_mm256_and_si256(vhi, p64), _mm256_srli_epi64::<31>(vhi));
+                let f = _mm256_castps_si256(_mm256_shuffle_ps::<0b10_00_10_00>(
+                    _mm256_castsi256_ps(flo),
+                    _mm256_castsi256_ps(fhi),
+                ));
+                acc[g] = _mm256_min_epu32(acc[g], _mm256_min_epu32(f, _mm256_sub_epi32(f, p32)));
+            }
+        }
+        // The packing permutation is its own inverse.
+        for (g, v) in acc.iter().enumerate() {
+            let r = _mm256_permutevar8x32_epi32(*v, packed);
+            _mm256_storeu_si256(row.as_mut_ptr().add(off + 8 * g) as *mut __m256i, r);
+        }
+    }
+
+    /// Permutations `from..` that do not fill a vector, in scalar form.
+    fn tail(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32], from: usize) {
+        for i in from..row.len() {
+            let mut m = row[i];
+            for &x in xs {
+                m = m.min(fold_min(a[i] as u64 * x as u64 + b[i] as u64));
+            }
+            row[i] = m;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fold_min_is_mod_p_for_every_reachable_value() {
+        for a in [1u32, 2, P - 1, P - 2, 1 << 30, 12345] {
+            for x in [0u32, 1, P - 1, P - 2, 1 << 30, 777] {
+                for b in [0u32, 1, P - 1] {
+                    let v = a as u64 * x as u64 + b as u64;
+                    assert_eq!(fold_min(v) as u64, v % P as u64, "a={a} x={x} b={b}");
+                }
             }
         }
     }
-    debug_assert!(row.iter().all(|&v| v <= P));
 }

@@ -251,21 +251,17 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
     let mut w = sigfile::SigWriter::create(&a.output, a.format, params, &info.to_string())?;
     let np = params.num_perm;
     let bar = progress.pass("signatures", inputs.total_bytes());
-    let stats = pipeline::scan(
-        &inputs,
-        &fields,
-        engine.as_mut(),
-        false,
-        &bar,
-        |sc, sigs| {
-            for d in 0..sc.parsed.batch.num_docs() {
-                w.push(sc.parsed.ids.get(d), &sigs[d * np..(d + 1) * np])?;
-            }
-            Ok(())
-        },
-    )?;
+    let stats = pipeline::scan(&inputs, &fields, engine.as_mut(), false, &bar, |sc| {
+        for d in 0..sc.len() {
+            w.push(sc.ids.get(d), &sc.sigs[d * np..(d + 1) * np])?;
+        }
+        Ok(())
+    })?;
     drop(bar);
     w.finish()?;
+    if std::env::var_os("NEARDUP_DEBUG_STAGES").is_some() {
+        eprintln!("{stats:?}");
+    }
     let secs = t0.elapsed().as_secs_f64();
     say(
         &a.run,

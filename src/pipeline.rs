@@ -14,7 +14,7 @@ use crate::Error;
 
 /// Raw bytes per chunk handed to the parser. Large enough to amortise the hand-offs and feed a
 /// GPU batch, small enough that three chunks in flight stay a few tens of MiB.
-pub const DEFAULT_CHUNK_BYTES: usize = 8 << 20;
+pub const DEFAULT_CHUNK_BYTES: usize = 2 << 20;
 
 /// Ids of a whole corpus in one arena (no allocation per id).
 #[derive(Debug, Default, Clone)]
@@ -199,75 +199,145 @@ pub struct ScanStats {
     pub text_bytes: u64,
     /// Bytes of the JSONL lines (after decompression).
     pub jsonl_bytes: u64,
-    /// Wall seconds of reading, parsing and tokenizing (on the preparing thread; overlaps signing).
+    /// Wall seconds of parsing and tokenizing on the preparing thread (overlaps signing; zero
+    /// for engines that parse as they sign).
     pub parse_seconds: f64,
-    /// Wall seconds the engine spent signing.
+    /// Wall seconds the engine spent signing (with parsing, for engines that fuse them).
     pub sign_seconds: f64,
+    /// Wall seconds the signing thread waited for parsed input (the pipeline's stall).
+    pub wait_seconds: f64,
     /// Wall seconds of the whole pass.
     pub seconds: f64,
 }
 
-/// One chunk as pass 1 hands it over: parsed, tokenized, and (when asked) with the exact-dedup
-/// key of every document.
+/// One chunk as pass 1 hands it over: per document its id, line, word count, signature row
+/// and (when asked) exact-dedup key. No text.
+#[derive(Debug, Default)]
 pub struct ScannedChunk {
-    pub parsed: ParsedChunk,
+    pub file_index: usize,
+    pub ids: IdArena,
+    pub lines: Vec<u64>,
+    pub words: Vec<u32>,
     /// `xxh3_128` of each document's packed words (equal exactly when the word sequences are
-    /// equal, but for a collision chance of about `n^2 / 2^129`).
+    /// equal, but for a collision chance of about `n^2 / 2^129`); empty unless asked for.
     pub exact_keys: Vec<u128>,
+    /// `docs x num_perm` signature rows.
+    pub sigs: Vec<u32>,
+    pub shingles: u64,
+    pub text_bytes: u64,
+    pub raw_bytes: u64,
 }
 
-/// Pass 1: read every input, tokenize, sign with `engine`, and hand each chunk with its
-/// signature rows to `on_chunk` in input order.
+impl ScannedChunk {
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Build from a parsed chunk and its signatures.
+    pub fn from_parsed(p: ParsedChunk, sigs: Vec<u32>, k: usize, want_exact_keys: bool) -> Self {
+        let b = &p.batch;
+        let exact_keys = if want_exact_keys {
+            (0..b.num_docs())
+                .into_par_iter()
+                .map(|d| xxhash_rust::xxh3::xxh3_128(b.doc_bytes(d)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        ScannedChunk {
+            file_index: p.file_index,
+            words: (0..b.num_docs())
+                .map(|d| b.doc_words(d).len() as u32)
+                .collect(),
+            shingles: b.total_shingles(k) as u64,
+            exact_keys,
+            sigs,
+            text_bytes: p.text_bytes,
+            raw_bytes: p.raw_bytes,
+            ids: p.ids,
+            lines: p.lines,
+        }
+    }
+
+    /// Append another chunk's documents (pieces of one chunk processed in parallel).
+    pub fn append(&mut self, o: ScannedChunk) {
+        self.ids.extend_from(&o.ids);
+        self.lines.extend_from_slice(&o.lines);
+        self.words.extend_from_slice(&o.words);
+        self.exact_keys.extend_from_slice(&o.exact_keys);
+        self.sigs.extend_from_slice(&o.sigs);
+        self.shingles += o.shingles;
+        self.text_bytes += o.text_bytes;
+        self.raw_bytes += o.raw_bytes;
+    }
+}
+
+/// What the preparing thread hands the signing one: the raw chunk (for engines that parse
+/// and sign in one go) or the chunk already parsed and tokenized (for the others, so that
+/// tokenizing overlaps their work).
+enum Prepared {
+    Raw(Chunk, String),
+    Parsed(ParsedChunk),
+}
+
+/// Pass 1: read every input, tokenize, sign with `engine`, and hand each chunk to `on_chunk`
+/// in input order.
 pub fn scan(
     inputs: &Inputs,
     fields: &Fields,
     engine: &mut dyn crate::engine::Engine,
     want_exact_keys: bool,
     progress: &Progress,
-    mut on_chunk: impl FnMut(&ScannedChunk, &[u32]) -> Result<(), Error>,
+    mut on_chunk: impl FnMut(&ScannedChunk) -> Result<(), Error>,
 ) -> Result<ScanStats, Error> {
     let t0 = Instant::now();
     let num_perm = engine.params().num_perm;
     let k = engine.params().k;
     let chunk_bytes = engine.preferred_chunk_bytes();
+    let fused = engine.fuses_parsing();
     let mut stats = ScanStats::default();
-    let mut sigs: Vec<u32> = Vec::new();
     let parse_total = std::sync::Mutex::new(0f64);
-    pipelined(
+    let waited = pipelined(
         inputs,
         chunk_bytes,
         progress,
         |chunk, name| {
+            if fused {
+                return Ok(Prepared::Raw(chunk, name.to_string()));
+            }
             let t = Instant::now();
             let parsed = parse_chunk(&chunk, fields, name)?;
-            let exact_keys = if want_exact_keys {
-                (0..parsed.batch.num_docs())
-                    .into_par_iter()
-                    .map(|d| xxhash_rust::xxh3::xxh3_128(parsed.batch.doc_bytes(d)))
-                    .collect()
-            } else {
-                Vec::new()
-            };
             *parse_total.lock().expect("not poisoned") += t.elapsed().as_secs_f64();
-            Ok(ScannedChunk { parsed, exact_keys })
+            Ok(Prepared::Parsed(parsed))
         },
-        |sc| {
-            let b = &sc.parsed.batch;
-            sigs.clear();
-            sigs.resize(b.num_docs() * num_perm, 0);
+        |prepared| {
             let t = Instant::now();
-            engine.sign(b, &mut sigs)?;
+            let sc = match prepared {
+                Prepared::Raw(chunk, name) => {
+                    engine.sign_records(&chunk, fields, &name, want_exact_keys)?
+                }
+                Prepared::Parsed(p) => {
+                    let mut sigs = vec![0u32; p.batch.num_docs() * num_perm];
+                    engine.sign(&p.batch, &mut sigs)?;
+                    ScannedChunk::from_parsed(p, sigs, k, want_exact_keys)
+                }
+            };
             stats.sign_seconds += t.elapsed().as_secs_f64();
-            stats.documents += b.num_docs() as u64;
-            stats.words += b.num_words() as u64;
-            stats.shingles += b.total_shingles(k) as u64;
-            stats.text_bytes += sc.parsed.text_bytes;
-            stats.jsonl_bytes += sc.parsed.raw_bytes;
-            progress.add_docs(b.num_docs() as u64);
-            on_chunk(&sc, &sigs)
+            stats.documents += sc.len() as u64;
+            stats.words += sc.words.iter().map(|&w| w as u64).sum::<u64>();
+            stats.shingles += sc.shingles;
+            stats.text_bytes += sc.text_bytes;
+            stats.jsonl_bytes += sc.raw_bytes;
+            progress.add_docs(sc.len() as u64);
+            on_chunk(&sc)
         },
     )?;
     stats.parse_seconds = parse_total.into_inner().expect("not poisoned");
+    stats.wait_seconds = waited.as_secs_f64();
     stats.seconds = t0.elapsed().as_secs_f64();
     Ok(stats)
 }

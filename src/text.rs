@@ -76,34 +76,65 @@ fn word_class() -> &'static WordClass {
 /// byte offset of each word (relative to the start of `out`) to `starts`. Returns the number of
 /// words appended.
 ///
-/// Pure-ASCII text (most of any web corpus) takes a byte loop; anything else goes through
-/// `str::to_lowercase`, which is what the SPEC names (it handles the final sigma and the
-/// characters whose lower case is longer than themselves), then the word class above.
+/// ASCII runs (most of any web corpus) take a branch-free byte loop. Other characters are
+/// lower-cased one at a time with `char::to_lowercase`, which is exactly what
+/// `str::to_lowercase` does for every character but `Σ`, whose lower case depends on its
+/// neighbours (final sigma); a text containing `Σ` goes through `str::to_lowercase` whole.
 pub fn push_words(text: &str, out: &mut Vec<u8>, starts: &mut Vec<u32>) -> usize {
     let before = starts.len();
-    if text.is_ascii() {
-        push_words_ascii(text.as_bytes(), out, starts);
-    } else {
+    let bytes = text.as_bytes();
+    let mut prev_word = false;
+    if bytes.is_ascii() {
+        ascii_run(bytes, out, starts, &mut prev_word);
+    } else if text.contains('Σ') {
         let lower = text.to_lowercase();
-        let mut in_word = false;
         for c in lower.chars() {
-            if is_word_char(c) {
-                if !in_word {
-                    starts.push(out.len() as u32);
-                    in_word = true;
+            push_char(c, out, starts, &mut prev_word);
+        }
+    } else {
+        let mut i = 0;
+        while i < bytes.len() {
+            let run = bytes[i..]
+                .iter()
+                .position(|&b| b >= 0x80)
+                .unwrap_or(bytes.len() - i);
+            ascii_run(&bytes[i..i + run], out, starts, &mut prev_word);
+            i += run;
+            if i < bytes.len() {
+                // A non-ASCII character starts here (`i` is on a char boundary: ASCII bytes
+                // never occur inside a multi-byte sequence).
+                let c = text[i..].chars().next().expect("a char starts here");
+                for lc in c.to_lowercase() {
+                    push_char(lc, out, starts, &mut prev_word);
                 }
-                let mut buf = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-            } else if in_word {
-                out.push(b' ');
-                in_word = false;
+                i += c.len_utf8();
             }
         }
-        if in_word {
-            out.push(b' ');
-        }
+    }
+    if prev_word {
+        out.push(b' ');
     }
     starts.len() - before
+}
+
+/// One (already lower-cased) character into the packed layout.
+#[inline]
+fn push_char(c: char, out: &mut Vec<u8>, starts: &mut Vec<u32>, prev_word: &mut bool) {
+    if c.is_ascii() {
+        ascii_run(&[c as u8], out, starts, prev_word);
+    } else if is_word_char(c) {
+        if !*prev_word {
+            starts.push(out.len() as u32);
+        }
+        let mut buf = [0u8; 4];
+        out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        *prev_word = true;
+    } else {
+        if *prev_word {
+            out.push(b' ');
+        }
+        *prev_word = false;
+    }
 }
 
 /// ASCII word chars, as a 256-entry table: lower-cased byte, or 0 for a separator.
@@ -124,25 +155,140 @@ static ASCII_LOWER_WORD: [u8; 256] = {
     t
 };
 
-fn push_words_ascii(bytes: &[u8], out: &mut Vec<u8>, starts: &mut Vec<u32>) {
-    // Worst case every byte is a one-letter word: one extra space per byte.
-    out.reserve(bytes.len() + 1);
-    let mut in_word = false;
-    for &b in bytes {
-        let l = ASCII_LOWER_WORD[b as usize];
-        if l != 0 {
-            if !in_word {
-                starts.push(out.len() as u32);
-                in_word = true;
-            }
-            out.push(l);
-        } else if in_word {
-            out.push(b' ');
-            in_word = false;
+/// Pack a run of ASCII bytes (see [`ascii_run_scalar`]); 64 bytes at a time with AVX-512 where
+/// the CPU has it.
+#[inline]
+fn ascii_run(bytes: &[u8], out: &mut Vec<u8>, starts: &mut Vec<u32>, prev_word: &mut bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if bytes.len() >= 16 && simd::available() {
+            // SAFETY: the CPU has AVX-512F, BW and VBMI2 (checked by `available`).
+            unsafe { simd::ascii_run_avx512(bytes, out, starts, prev_word) };
+            return;
         }
     }
-    if in_word {
-        out.push(b' ');
+    ascii_run_scalar(bytes, out, starts, prev_word)
+}
+
+/// Pack a run of ASCII bytes without a branch per byte: every byte is written at the output
+/// cursor (its lower case, or a space for a separator), and the cursor advances past a word
+/// byte and past the first separator after a word, so runs of separators collapse into the one
+/// space that ends the word. A word start is recorded the same way. `prev_word` carries the
+/// state across runs; the caller adds the space after a word that ends the text.
+pub(crate) fn ascii_run_scalar(
+    bytes: &[u8],
+    out: &mut Vec<u8>,
+    starts: &mut Vec<u32>,
+    prev_word: &mut bool,
+) {
+    let n = bytes.len();
+    let base = out.len();
+    // At most one byte out per byte in; at most one word start per two bytes (plus one).
+    out.reserve(n);
+    starts.reserve(n / 2 + 1);
+    let first_start = starts.len();
+    let dst = &mut out.spare_capacity_mut()[..n];
+    let sdst = &mut starts.spare_capacity_mut()[..n / 2 + 1];
+    let (mut len, mut ns, mut prev) = (0usize, 0usize, *prev_word as usize);
+    for &b in bytes {
+        let l = ASCII_LOWER_WORD[b as usize];
+        let w = (l != 0) as usize;
+        // l for a word byte, b' ' (0x20) for a separator.
+        dst[len.min(n - 1)].write(l | (((w ^ 1) as u8) << 5));
+        sdst[ns.min(n / 2)].write((base + len) as u32);
+        ns += w & (prev ^ 1);
+        len += w | prev;
+        prev = w;
+    }
+    // SAFETY: the first `len` bytes of the spare capacity and the first `ns` word starts were
+    // written above (the cursors only advance past written slots, and stay within the reserved
+    // lengths: len <= n, and ns <= n/2 + 1 since word starts are separated by a separator).
+    unsafe {
+        out.set_len(base + len);
+        starts.set_len(first_start + ns);
+    }
+    *prev_word = prev == 1;
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod simd {
+    use std::arch::x86_64::*;
+    use std::sync::OnceLock;
+
+    /// AVX-512 F + BW (byte compares) + VBMI2 (byte compress).
+    pub fn available() -> bool {
+        static OK: OnceLock<bool> = OnceLock::new();
+        *OK.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vbmi2")
+                && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
+        })
+    }
+
+    /// [`super::ascii_run_scalar`], 64 bytes a step: classify with byte compares into a mask
+    /// `M` of word bytes; keep every word byte and the first separator after a word
+    /// (`M | M << 1`), turned into a space; compress the kept bytes together (VBMI2); and
+    /// record each word start at its compressed position.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt,bmi1,bmi2")]
+    pub unsafe fn ascii_run_avx512(
+        bytes: &[u8],
+        out: &mut Vec<u8>,
+        starts: &mut Vec<u32>,
+        prev_word: &mut bool,
+    ) {
+        let n = bytes.len();
+        // Each 64-byte store may write up to 64 bytes past the cursor.
+        out.reserve(n + 64);
+        starts.reserve(n / 2 + 1);
+        let base = out.len();
+        let mut len = base;
+        let mut ns = starts.len();
+        let dst = out.as_mut_ptr();
+        let sdst = starts.as_mut_ptr();
+        let mut carry = *prev_word as u64;
+        let a = _mm512_set1_epi8(b'a' as i8);
+        let zero = _mm512_set1_epi8(b'0' as i8);
+        let under = _mm512_set1_epi8(b'_' as i8);
+        let bit5 = _mm512_set1_epi8(0x20);
+        let space = _mm512_set1_epi8(b' ' as i8);
+        let n25 = _mm512_set1_epi8(25);
+        let n9 = _mm512_set1_epi8(9);
+        let mut i = 0;
+        while i < n {
+            let take = (n - i).min(64);
+            let lane: u64 = if take == 64 { !0 } else { (1u64 << take) - 1 };
+            // Missing lanes read as separators (zero bytes).
+            let v = _mm512_maskz_loadu_epi8(lane, bytes.as_ptr().add(i) as *const i8);
+            let lower = _mm512_or_si512(v, bit5);
+            let alpha = _mm512_cmple_epu8_mask(_mm512_sub_epi8(lower, a), n25);
+            let digit = _mm512_cmple_epu8_mask(_mm512_sub_epi8(v, zero), n9);
+            let us = _mm512_cmpeq_epi8_mask(v, under);
+            let m = (alpha | digit | us) & lane;
+            let shifted = (m << 1) | carry;
+            let keep = (m | shifted) & lane;
+            // Letters lower-cased, digits and '_' as they are, separators a space.
+            let word_bytes = _mm512_mask_blend_epi8(alpha, v, lower);
+            let packed = _mm512_mask_blend_epi8(m, space, word_bytes);
+            let comp = _mm512_maskz_compress_epi8(keep, packed);
+            _mm512_storeu_si512(dst.add(len) as *mut __m512i, comp);
+            // Word starts: word bytes whose predecessor is not one.
+            let mut st = m & !shifted;
+            while st != 0 {
+                let p = st.trailing_zeros();
+                let below = keep & ((1u64 << p) - 1);
+                *sdst.add(ns) = (len + below.count_ones() as usize) as u32;
+                ns += 1;
+                st &= st - 1;
+            }
+            len += keep.count_ones() as usize;
+            carry = (m >> (take - 1)) & 1;
+            i += take;
+        }
+        // SAFETY: `len - base` bytes and `ns` starts were written, within the reservations.
+        out.set_len(len);
+        starts.set_len(ns);
+        *prev_word = carry == 1;
     }
 }
 
@@ -319,5 +465,34 @@ mod tests {
     fn jaccard_sorted_matches_sets() {
         assert_eq!(jaccard_sorted::<u64>(&[], &[]), 0.0);
         assert_eq!(jaccard_sorted(&[1u64, 2, 3], &[2, 3, 4]), 0.5);
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod simd_tests {
+    use super::*;
+
+    /// The AVX-512 packer equals the scalar one, byte for byte, across block boundaries and
+    /// with either incoming state.
+    #[test]
+    fn avx512_ascii_run_equals_scalar() {
+        if !simd::available() {
+            eprintln!("AVX-512 BW/VBMI2 not available: only the scalar packer runs here");
+            return;
+        }
+        let mut rng = crate::hash::Pcg32::new(11);
+        let alphabet = b"aZ_9 .,-\t\nQz0xY!";
+        for len in (0..300).chain([511, 512, 513, 1000]) {
+            for prev in [false, true] {
+                let text: Vec<u8> = (0..len)
+                    .map(|_| alphabet[rng.below(alphabet.len() as u32) as usize])
+                    .collect();
+                let (mut o1, mut s1, mut p1) = (b"xy ".to_vec(), vec![0u32], prev);
+                let (mut o2, mut s2, mut p2) = (b"xy ".to_vec(), vec![0u32], prev);
+                ascii_run_scalar(&text, &mut o1, &mut s1, &mut p1);
+                unsafe { simd::ascii_run_avx512(&text, &mut o2, &mut s2, &mut p2) };
+                assert_eq!((o1, s1, p1), (o2, s2, p2), "len {len} prev {prev}");
+            }
+        }
     }
 }

@@ -419,8 +419,16 @@ fn threads_and_input_order_do_not_change_clusters() {
         let out = dir.path().join(format!("out-{tag}.jsonl"));
         let cl = dir.path().join(format!("cl-{tag}.jsonl"));
         ok(&neardup(&[
-            "dedup", inp.to_str().unwrap(), "-o", out.to_str().unwrap(), "--clusters", cl.to_str().unwrap(),
-            "--threads", threads, "--engine", "cpu",
+            "dedup",
+            inp.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--clusters",
+            cl.to_str().unwrap(),
+            "--threads",
+            threads,
+            "--engine",
+            "cpu",
         ]));
         (sha256(&out), sha256(&cl), read_jsonl(&out))
     };
@@ -433,8 +441,15 @@ fn threads_and_input_order_do_not_change_clusters() {
     let (_, cr, kept_rev) = run(&rev, "2", "rev");
     assert_eq!(cr, c1);
     let (_, _, kept) = run(&fixture("corpus.jsonl"), "2", "fwd");
-    let mut a: Vec<String> = kept.iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
-    let b: Vec<String> = kept_rev.iter().rev().map(|r| r["id"].as_str().unwrap().to_string()).collect();
+    let mut a: Vec<String> = kept
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    let b: Vec<String> = kept_rev
+        .iter()
+        .rev()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(a, b);
     a.sort();
     assert!(!a.is_empty());

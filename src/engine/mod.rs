@@ -62,6 +62,33 @@ pub trait Engine: Send {
         crate::pipeline::DEFAULT_CHUNK_BYTES
     }
 
+    /// Does this engine parse, tokenize and sign each chunk of records in one step
+    /// ([`Engine::sign_records`])? The CPU engine does: the text stays in cache and no batch is
+    /// copied. Others get batches parsed ahead on another thread.
+    fn fuses_parsing(&self) -> bool {
+        false
+    }
+
+    /// Parse, tokenize and sign a chunk of JSONL records in one step. The default parses the
+    /// chunk, then signs the batch.
+    fn sign_records(
+        &mut self,
+        chunk: &crate::io::Chunk,
+        fields: &crate::io::Fields,
+        name: &str,
+        want_exact_keys: bool,
+    ) -> Result<crate::pipeline::ScannedChunk, crate::Error> {
+        let p = crate::pipeline::parse_chunk(chunk, fields, name)?;
+        let mut sigs = vec![0u32; p.batch.num_docs() * self.params().num_perm];
+        self.sign(&p.batch, &mut sigs)?;
+        Ok(crate::pipeline::ScannedChunk::from_parsed(
+            p,
+            sigs,
+            self.params().k,
+            want_exact_keys,
+        ))
+    }
+
     /// Convenience: sign into a fresh matrix.
     fn sign_vec(&mut self, batch: &PackedBatch) -> Result<Vec<u32>, EngineError> {
         let mut out = vec![0u32; batch.num_docs() * self.params().num_perm];

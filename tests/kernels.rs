@@ -1,0 +1,108 @@
+//! Every CPU kernel variant this machine can run (scalar, AVX2, AVX-512, AVX-512 VBMI2) gives
+//! the scalar reference's bits, and the SIMD shingle hasher gives `fnv1a64 mod P` for every
+//! shingle, across the lane-group boundaries (8 and 32 shingles) and at the end of a batch.
+
+use neardup::batch::PackedBatch;
+use neardup::hash::{shingle_hash, P};
+use neardup::kernel::{hash_shingles, permute_min_scalar, permute_min_with, Kernel};
+use proptest::prelude::*;
+
+#[test]
+fn the_machines_kernels_are_listed() {
+    let k = Kernel::available();
+    eprintln!(
+        "kernels on this machine: {:?} (chosen: {:?})",
+        k,
+        Kernel::detect()
+    );
+    assert_eq!(k[0], Kernel::Scalar);
+}
+
+fn check_all(xs: &[u32], a: &[u32], b: &[u32], init: &[u32]) {
+    let mut want = init.to_vec();
+    permute_min_scalar(xs, a, b, &mut want);
+    for k in Kernel::available() {
+        let mut got = init.to_vec();
+        permute_min_with(k, xs, a, b, &mut got);
+        assert_eq!(
+            got,
+            want,
+            "{k:?} with {} permutations, {} values",
+            a.len(),
+            xs.len()
+        );
+    }
+}
+
+#[test]
+fn every_kernel_equals_scalar_at_the_extremes() {
+    // Parameters and values at the edges of their ranges: the largest products and sums.
+    for n in [
+        1usize, 7, 8, 15, 16, 17, 63, 64, 65, 100, 128, 129, 256, 512,
+    ] {
+        let a: Vec<u32> = (0..n)
+            .map(|i| if i % 2 == 0 { P - 1 } else { 1 + i as u32 })
+            .collect();
+        let b: Vec<u32> = (0..n)
+            .map(|i| if i % 3 == 0 { P - 1 } else { i as u32 })
+            .collect();
+        let xs = [0, 1, P - 1, P - 2, 1 << 30, (1 << 31) - 3, 12345];
+        check_all(&xs, &a, &b, &vec![P; n]);
+        // A row that is already low stays as low.
+        check_all(&xs, &a, &b, &vec![3; n]);
+        check_all(&[], &a, &b, &vec![P; n]);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_kernel_equals_scalar(
+        n in 1usize..200,
+        xs in proptest::collection::vec(0u32..P, 0..300),
+        seed in any::<u64>(),
+    ) {
+        let p = neardup::perm_params(n, seed);
+        check_all(&xs, &p.a, &p.b, &vec![P; n]);
+    }
+
+    #[test]
+    fn simd_shingle_hashes_equal_fnv_mod_p(
+        docs in proptest::collection::vec(proptest::collection::vec("[a-z]{1,12}", 0..90), 1..6),
+        k in 1usize..8,
+    ) {
+        let texts: Vec<String> = docs.iter().map(|w| w.join(" ")).collect();
+        let batch = PackedBatch::from_texts(&texts);
+        for d in 0..batch.num_docs() {
+            let mut xs = Vec::new();
+            hash_shingles(&batch, d, k, &mut xs);
+            let want: Vec<u32> = batch.shingles(d, k).map(shingle_hash).collect();
+            prop_assert_eq!(xs, want);
+        }
+    }
+}
+
+#[test]
+fn shingle_hashing_across_lane_groups_and_the_batch_end() {
+    // Word counts that give 31..33, 63..65 and 95..97 shingles at k = 5, each document the
+    // last of its batch (so the vector loads meet the end of the bytes).
+    for words in [35, 36, 37, 67, 68, 69, 99, 100, 101, 300] {
+        for long in [false, true] {
+            let text: Vec<String> = (0..words)
+                .map(|i| {
+                    if long && i % 7 == 0 {
+                        "x".repeat(40 + i % 13)
+                    } else {
+                        format!("w{i}")
+                    }
+                })
+                .collect();
+            let batch = PackedBatch::from_texts(&[text.join(" ")]);
+            let mut xs = Vec::new();
+            hash_shingles(&batch, 0, 5, &mut xs);
+            let want: Vec<u32> = batch.shingles(0, 5).map(shingle_hash).collect();
+            assert_eq!(xs, want, "{words} words, long = {long}");
+        }
+    }
+}
