@@ -74,6 +74,14 @@ neardup bench --synthetic 100000 --engine cpu --json"
     /// List every GPU adapter wgpu can see, with the limits that matter.
     #[command(after_help = "Example:\n  neardup devices --backend all")]
     Devices(DevicesArgs),
+    /// Compare two signature files (npy or tsv, from neardup or another implementation).
+    #[command(
+        after_help = "Example:\n  neardup compare ours.npy theirs.tsv --k 5 --num-perm 128 --seed 0\n\n\
+Both files must state the same contract version and parameters (and those given here, if any): \
+signatures made otherwise are refused, never compared. Documents are matched by id. Exits 1 on \
+any mismatch or missing document."
+    )]
+    Compare(CompareArgs),
     /// Write a seeded synthetic JSONL corpus (for benchmarks and scale tests).
     #[command(
         after_help = "Example:\n  neardup synth 100000 -o synthetic.jsonl --words 300 --seed 7"
@@ -216,7 +224,9 @@ pub struct DedupArgs {
     /// Write a JSON report (counts, parameters, stage times, peak memory).
     #[arg(long, value_name = "FILE")]
     pub report: Option<String>,
-    /// Stop with a clear error before the signature tables pass this many MiB.
+    /// Stop with a clear error, before writing anything, when the signature tables (and, for
+    /// `--confirm jaccard`, the shingle sets) would pass this many MiB. Default: 3/4 of the
+    /// memory available when the run starts.
     #[arg(long = "max-memory", value_name = "MIB")]
     pub max_memory: Option<u64>,
     #[command(flatten)]
@@ -376,6 +386,26 @@ pub struct DevicesArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// First signature file.
+    pub a: String,
+    /// Second signature file.
+    pub b: String,
+    /// Require this shingle width.
+    #[arg(long)]
+    pub k: Option<usize>,
+    /// Require this many permutations.
+    #[arg(long = "num-perm")]
+    pub num_perm: Option<usize>,
+    /// Require this seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Mismatches to print in full.
+    #[arg(long, default_value_t = 5)]
+    pub show: usize,
 }
 
 #[derive(Debug, Args)]

@@ -219,28 +219,7 @@ pub fn cluster_corpus(
     let step = progress.step("ids");
 
     // Rank documents by id: union-find over ranks makes the root the smallest id.
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.par_sort_unstable_by(|&a, &b| {
-        corpus
-            .ids
-            .get(a as usize)
-            .cmp(corpus.ids.get(b as usize))
-            .then(a.cmp(&b))
-    });
-    for w in order.windows(2) {
-        let (a, b) = (w[0] as usize, w[1] as usize);
-        if corpus.ids.get(a) == corpus.ids.get(b) {
-            let loc = |d: usize| {
-                let l = corpus.locs[d];
-                format!("{}:{}", name_of(l.file), l.line)
-            };
-            return Err(Error::DuplicateId {
-                id: corpus.ids.get(a).to_string(),
-                first: loc(a),
-                second: loc(b),
-            });
-        }
-    }
+    let order = id_order(&corpus.ids, &corpus.locs, name_of)?;
     let mut rank = vec![0u32; n];
     for (r, &d) in order.iter().enumerate() {
         rank[d as usize] = r as u32;
@@ -380,6 +359,34 @@ pub fn cluster_corpus(
         pairs,
         stats,
     })
+}
+
+/// Documents in id order (ids compare as UTF-8 bytes), or the error naming the first repeated id
+/// with both places it was read.
+pub fn id_order(
+    ids: &IdArena,
+    locs: &[DocLoc],
+    name_of: &dyn Fn(u32) -> String,
+) -> Result<Vec<u32>, Error> {
+    let mut order: Vec<u32> = (0..ids.len() as u32).collect();
+    order.par_sort_unstable_by(|&a, &b| {
+        ids.get(a as usize).cmp(ids.get(b as usize)).then(a.cmp(&b))
+    });
+    for w in order.windows(2) {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        if ids.get(a) == ids.get(b) {
+            let loc = |d: usize| {
+                let l = locs[d];
+                format!("{}:{}", name_of(l.file), l.line)
+            };
+            return Err(Error::DuplicateId {
+                id: ids.get(a).to_string(),
+                first: loc(a),
+                second: loc(b),
+            });
+        }
+    }
+    Ok(order)
 }
 
 /// Sign in-memory documents `(id, text)` with the CPU engine (on the current rayon pool).
@@ -621,9 +628,10 @@ pub fn run_dedup(
                 let projected = corpus.heap_bytes() as u64;
                 if projected > limit {
                     return Err(Error::Memory(format!(
-                        "after {} documents the signature tables hold {} MiB, over --max-memory \
-                         {} MiB (each document costs about {} bytes at num_perm {}); raise \
-                         --max-memory, lower --num-perm, or split the corpus",
+                        "after {} documents the signature tables hold {} MiB, over the memory \
+                         limit of {} MiB (--max-memory; by default 3/4 of the memory available); \
+                         each document costs about {} bytes at num_perm {}: raise --max-memory, \
+                         lower --num-perm, or split the corpus; no output was written",
                         corpus.len(),
                         projected >> 20,
                         limit >> 20,
@@ -637,11 +645,12 @@ pub fn run_dedup(
     };
     let name_of = |f: u32| inputs.name(f as usize).to_string();
     let k = cfg.params.k;
+    let sets_budget = memory_limit.map(|l| l.saturating_sub(corpus.heap_bytes() as u64));
     let clustering = cluster_corpus(
         &corpus,
         cfg,
         &name_of,
-        |needed| load_shingle_sets(inputs, fields, k, needed, progress),
+        |needed| load_shingle_sets(inputs, fields, k, needed, progress, sets_budget),
         progress,
     )?;
 
@@ -695,10 +704,12 @@ fn load_shingle_sets(
     k: usize,
     needed: &[bool],
     progress: &ProgressFactory,
+    budget: Option<u64>,
 ) -> Result<ShingleSets, Error> {
     let bar = progress.pass("shingle sets", inputs.total_bytes());
     let next_doc = std::sync::atomic::AtomicUsize::new(0);
     let mut sets = ShingleSets::new();
+    let mut held = 0u64;
     pipelined(
         inputs,
         crate::pipeline::DEFAULT_CHUNK_BYTES,
@@ -720,6 +731,23 @@ fn load_shingle_sets(
             found
         },
         |found| {
+            // A set costs its values plus a map entry.
+            held += found
+                .iter()
+                .map(|(_, v)| v.len() as u64 * 8 + 64)
+                .sum::<u64>();
+            if let Some(b) = budget {
+                if held > b {
+                    return Err(Error::Memory(format!(
+                        "the shingle sets for exact-Jaccard confirmation ({} documents in LSH \
+                         buckets) need more than the {} MiB left under the memory limit; use \
+                         --confirm estimate (no sets), raise --max-memory, or split the corpus; \
+                         no output was written",
+                        needed.iter().filter(|&&x| x).count(),
+                        b >> 20
+                    )));
+                }
+            }
             sets.extend(found);
             Ok(())
         },

@@ -78,6 +78,7 @@ impl Inputs {
                         io::copy(&mut io::stdin().lock(), tmp.as_file_mut())
                             .map_err(|e| Error::io("<stdin>", e))?;
                         let path = tmp.into_temp_path();
+                        register_partial(&path);
                         files.push(("<stdin>".to_string(), path.to_path_buf()));
                         spool = Some(path);
                     } else {
@@ -136,6 +137,14 @@ impl Inputs {
             line_no: 0,
             raw_bytes: counter,
         })
+    }
+}
+
+impl Drop for Inputs {
+    fn drop(&mut self) {
+        if let Some(p) = &self._spool {
+            unregister_partial(p);
+        }
     }
 }
 
@@ -531,25 +540,31 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
     }
 }
 
-/// Parse a whole line as an ordered JSON object (for writing it back with fields in order).
-pub fn parse_object(
-    bytes: &[u8],
-    file: &str,
-    line: u64,
-) -> Result<serde_json::Map<String, serde_json::Value>, Error> {
-    match serde_json::from_slice::<serde_json::Value>(bytes) {
-        Ok(serde_json::Value::Object(m)) => Ok(m),
-        Ok(other) => Err(Error::Parse {
-            path: file.into(),
-            line,
-            msg: format!("the record is {}, not a JSON object", json_kind(&other)),
-        }),
-        Err(e) => Err(Error::Parse {
-            path: file.into(),
-            line,
-            msg: describe_json_error(&e, bytes),
-        }),
+/// If `line` is a valid JSON object without the top-level key `absent`, its number of keys;
+/// `None` if it has that key or is not a valid object (the caller then takes the full parse,
+/// which explains any error).
+fn top_level_keys_without(line: &[u8], absent: &str) -> Option<usize> {
+    struct Count<'a>(&'a str);
+    impl<'de> Visitor<'de> for Count<'_> {
+        type Value = Option<usize>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut n = 0;
+            let mut found = false;
+            while let Some(Key(k)) = map.next_key::<Key>()? {
+                found |= k == self.0;
+                map.next_value::<IgnoredAny>()?;
+                n += 1;
+            }
+            Ok(if found { None } else { Some(n) })
+        }
     }
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let r = de::Deserializer::deserialize_map(&mut de, Count(absent)).ok()?;
+    de.end().ok()?;
+    r
 }
 
 /// "a string", "an array", ... for messages.
@@ -575,31 +590,182 @@ pub fn write_tagged(
     file: &str,
     line_no: u64,
 ) -> Result<(), Error> {
-    let mut obj = parse_object(line, file, line_no)?;
-    match obj.get_mut("meta") {
-        None => {
-            let mut m = serde_json::Map::new();
-            m.insert(key.to_string(), serde_json::Value::String(value.into()));
-            obj.insert("meta".into(), serde_json::Value::Object(m));
+    // Most records have no `meta`: then the line is copied as it is and the new member
+    // spliced in before its closing brace, without building the record as a value.
+    if let Some(keys) = top_level_keys_without(line, "meta") {
+        let end = line
+            .iter()
+            .rposition(|&b| b == b'}')
+            .expect("a JSON object ends with a brace");
+        out.extend_from_slice(&line[..end]);
+        if keys > 0 {
+            out.push(b',');
         }
-        Some(serde_json::Value::Object(m)) => {
-            m.insert(key.to_string(), serde_json::Value::String(value.into()));
+        out.extend_from_slice(b"\"meta\":{");
+        serde_json::to_writer(&mut *out, key).expect("writing JSON to memory cannot fail");
+        out.push(b':');
+        serde_json::to_writer(&mut *out, value).expect("writing JSON to memory cannot fail");
+        out.extend_from_slice(b"}}\n");
+        return Ok(());
+    }
+    // The record has a `meta`: every other member is copied as its raw JSON text; only `meta`
+    // is parsed, extended and written back.
+    let members = raw_members(line).map_err(|e| Error::Parse {
+        path: file.into(),
+        line: line_no,
+        msg: describe_json_error(&e, line),
+    })?;
+    out.push(b'{');
+    for (i, (k, raw)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
-        Some(other) => {
-            return Err(Error::Field {
-                path: file.into(),
-                line: line_no,
-                field: "meta".into(),
-                msg: format!(
-                    "is {}, it must be an object to hold `{key}`",
-                    json_kind(other)
-                ),
-            })
+        serde_json::to_writer(&mut *out, k.as_ref()).expect("writing JSON to memory cannot fail");
+        out.push(b':');
+        if k == "meta" {
+            // Its own members stay raw too; the tag replaces an old one in place, or comes
+            // last.
+            let inner = raw_members(raw.get().as_bytes()).map_err(|_| {
+                let kind = match raw.get().trim_start().as_bytes().first() {
+                    Some(b'[') => "an array",
+                    Some(b'"') => "a string",
+                    Some(b't') | Some(b'f') => "a boolean",
+                    Some(b'n') => "null",
+                    _ => "a number",
+                };
+                Error::Field {
+                    path: file.into(),
+                    line: line_no,
+                    field: "meta".into(),
+                    msg: format!("is {kind}, it must be an object to hold `{key}`"),
+                }
+            })?;
+            out.push(b'{');
+            let mut replaced = false;
+            for (j, (ik, iraw)) in inner.iter().enumerate() {
+                if j > 0 {
+                    out.push(b',');
+                }
+                serde_json::to_writer(&mut *out, ik.as_ref()).expect("in memory");
+                out.push(b':');
+                if ik == key {
+                    serde_json::to_writer(&mut *out, value).expect("in memory");
+                    replaced = true;
+                } else {
+                    out.extend_from_slice(iraw.get().as_bytes());
+                }
+            }
+            if !replaced {
+                if !inner.is_empty() {
+                    out.push(b',');
+                }
+                serde_json::to_writer(&mut *out, key).expect("in memory");
+                out.push(b':');
+                serde_json::to_writer(&mut *out, value).expect("in memory");
+            }
+            out.push(b'}');
+        } else {
+            out.extend_from_slice(raw.get().as_bytes());
         }
     }
-    serde_json::to_writer(&mut *out, &obj).expect("writing JSON to memory cannot fail");
-    out.push(b'\n');
+    out.extend_from_slice(b"}\n");
     Ok(())
+}
+
+/// The members of a JSON object line, each value as its raw text.
+fn raw_members(
+    line: &[u8],
+) -> Result<Vec<(Cow<'_, str>, &serde_json::value::RawValue)>, serde_json::Error> {
+    struct Members;
+    impl<'de> Visitor<'de> for Members {
+        type Value = Vec<(Cow<'de, str>, &'de serde_json::value::RawValue)>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("NEARDUP_NOT_AN_OBJECT")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut v = Vec::new();
+            while let Some(Key(k)) = map.next_key::<Key>()? {
+                v.push((k, map.next_value::<&serde_json::value::RawValue>()?));
+            }
+            Ok(v)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let v = de::Deserializer::deserialize_map(&mut de, Members)?;
+    de.end()?;
+    Ok(v)
+}
+
+/// Temporary output files of this process that are not finished yet. An interrupted run
+/// (Ctrl-C, SIGTERM, SIGHUP) removes them before exiting, so nothing half-written is left;
+/// a SIGKILL leaves them, hidden (`.NAME.XXXX.partial`), never under the final name.
+static PARTIAL: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn register_partial(p: &Path) {
+    PARTIAL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(p.to_path_buf());
+}
+
+fn unregister_partial(p: &Path) {
+    let mut v = PARTIAL.lock().unwrap_or_else(|e| e.into_inner());
+    v.retain(|x| x != p);
+}
+
+/// Remove every unfinished temporary output (called by the interrupt handler).
+pub fn remove_partial_outputs() {
+    let v = PARTIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for p in v.iter() {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// A registered temporary file: unregistered when it is persisted or dropped.
+pub(crate) struct Partial {
+    file: Option<tempfile::NamedTempFile>,
+    path: PathBuf,
+}
+
+impl Partial {
+    pub(crate) fn new(file: tempfile::NamedTempFile) -> Self {
+        let path = file.path().to_path_buf();
+        register_partial(&path);
+        Partial {
+            file: Some(file),
+            path,
+        }
+    }
+
+    /// Re-wrap a file whose registration was kept by its writer (see `Output`).
+    fn new_persisted(file: tempfile::NamedTempFile) -> Self {
+        let path = file.path().to_path_buf();
+        Partial {
+            file: Some(file),
+            path,
+        }
+    }
+
+    pub(crate) fn file_mut(&mut self) -> &mut tempfile::NamedTempFile {
+        self.file.as_mut().expect("not yet persisted")
+    }
+
+    /// Sync and rename into place.
+    pub(crate) fn persist(mut self, target: &Path, name: &str) -> Result<(), Error> {
+        let f = self.file.take().expect("persisted once");
+        f.as_file().sync_all().map_err(|e| Error::io(name, e))?;
+        let r = f.persist(target).map_err(|e| Error::io(name, e.error));
+        unregister_partial(&self.path);
+        r.map(|_| ())
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        // A dropped NamedTempFile deletes itself; only the registry needs updating.
+        self.file.take();
+        unregister_partial(&self.path);
+    }
 }
 
 /// An output file that appears only when complete: bytes go to a temporary file beside the
@@ -623,6 +789,7 @@ enum OutputInner {
 /// A writer that can be flushed to completion, handing back the temporary file.
 trait FinishWrite: Write + Send {
     fn finish_file(self: Box<Self>) -> io::Result<tempfile::NamedTempFile>;
+    fn temp_path(&self) -> Option<PathBuf>;
 }
 
 struct Plain(io::BufWriter<tempfile::NamedTempFile>);
@@ -637,6 +804,9 @@ impl Write for Plain {
 impl FinishWrite for Plain {
     fn finish_file(self: Box<Self>) -> io::Result<tempfile::NamedTempFile> {
         self.0.into_inner().map_err(|e| e.into_error())
+    }
+    fn temp_path(&self) -> Option<PathBuf> {
+        Some(self.0.get_ref().path().to_path_buf())
     }
 }
 
@@ -653,6 +823,9 @@ impl FinishWrite for Gz {
     fn finish_file(self: Box<Self>) -> io::Result<tempfile::NamedTempFile> {
         self.0.finish()?.into_inner().map_err(|e| e.into_error())
     }
+    fn temp_path(&self) -> Option<PathBuf> {
+        Some(self.0.get_ref().get_ref().path().to_path_buf())
+    }
 }
 
 struct Zst(zstd::stream::write::Encoder<'static, io::BufWriter<tempfile::NamedTempFile>>);
@@ -668,6 +841,9 @@ impl FinishWrite for Zst {
     fn finish_file(self: Box<Self>) -> io::Result<tempfile::NamedTempFile> {
         self.0.finish()?.into_inner().map_err(|e| e.into_error())
     }
+    fn temp_path(&self) -> Option<PathBuf> {
+        Some(self.0.get_ref().get_ref().path().to_path_buf())
+    }
 }
 
 impl Output {
@@ -682,6 +858,7 @@ impl Output {
         }
         let target = PathBuf::from(path);
         let tmp = temp_beside(&target)?;
+        register_partial(tmp.path());
         let buf = io::BufWriter::with_capacity(1 << 20, tmp);
         let writer: Box<dyn FinishWrite> = if path.ends_with(".gz") {
             Box::new(Gz(flate2::write::GzEncoder::new(
@@ -720,15 +897,29 @@ impl Output {
         match std::mem::replace(&mut self.inner, OutputInner::Done) {
             OutputInner::Stdout(mut w) => w.flush().map_err(|e| Error::io(&self.name, e)),
             OutputInner::File { writer, target } => {
-                let tmp = writer.finish_file().map_err(|e| Error::io(&self.name, e))?;
-                tmp.as_file()
-                    .sync_all()
-                    .map_err(|e| Error::io(&self.name, e))?;
-                tmp.persist(&target)
-                    .map_err(|e| Error::io(&self.name, e.error))?;
-                Ok(())
+                let registered = writer.temp_path();
+                let r = writer
+                    .finish_file()
+                    .map_err(|e| Error::io(&self.name, e))
+                    .and_then(|tmp| Partial::new_persisted(tmp).persist(&target, &self.name));
+                if let Some(p) = registered {
+                    unregister_partial(&p);
+                }
+                r
             }
             OutputInner::Done => Ok(()),
+        }
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        // Unfinished (an error or a panic): the temporary file deletes itself when its writer
+        // drops; take it off the interrupt handler's list. `finish` leaves `Done` behind.
+        if let OutputInner::File { writer, .. } = &self.inner {
+            if let Some(p) = writer.temp_path() {
+                unregister_partial(&p);
+            }
         }
     }
 }

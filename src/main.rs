@@ -10,8 +10,8 @@ use clap::Parser;
 use serde_json::json;
 
 use neardup::cli::{
-    BenchArgs, Cli, Command, DecontamArgs, DedupArgs, DevicesArgs, RunArgs, ScurveArgs,
-    SignaturesArgs, SynthArgs, VerifyArgs,
+    BenchArgs, Cli, Command, CompareArgs, DecontamArgs, DedupArgs, DevicesArgs, RunArgs,
+    ScurveArgs, SignaturesArgs, SynthArgs, VerifyArgs,
 };
 use neardup::engine::gpu::{list_adapters, GpuOptions};
 use neardup::engine::{build_engine, CpuEngine, Engine, GpuEngine};
@@ -21,6 +21,13 @@ use neardup::report::{human_count, peak_rss_bytes};
 use neardup::{bench, decontam, dedup, pipeline, sigfile, CONTRACT_VERSION};
 
 fn main() -> ExitCode {
+    // An interrupted run removes its unfinished outputs (they are hidden temporary files;
+    // nothing ever appears under an output's name before the run succeeds).
+    let _ = ctrlc::set_handler(|| {
+        neardup::io::remove_partial_outputs();
+        eprintln!("neardup: interrupted; no output was written");
+        std::process::exit(130);
+    });
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
@@ -61,6 +68,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(a) => cmd_bench(a),
         Command::Devices(a) => cmd_devices(a),
         Command::Synth(a) => cmd_synth(a),
+        Command::Compare(a) => cmd_compare(a),
     }
 }
 
@@ -107,7 +115,9 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
         engine.as_mut(),
         &outs,
         &progress,
-        a.max_memory.map(|m| m << 20),
+        a.max_memory
+            .map(|m| m << 20)
+            .or_else(neardup::report::default_memory_limit),
     )?;
     let secs = t0.elapsed().as_secs_f64();
     let docs = s.scan.documents as f64;
@@ -251,13 +261,22 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
     let mut w = sigfile::SigWriter::create(&a.output, a.format, params, &info.to_string())?;
     let np = params.num_perm;
     let bar = progress.pass("signatures", inputs.total_bytes());
+    // Ids are kept (not the text) to refuse a repeated id before the file appears.
+    let mut ids = neardup::pipeline::IdArena::default();
+    let mut locs = Vec::new();
     let stats = pipeline::scan(&inputs, &fields, engine.as_mut(), false, &bar, |sc| {
         for d in 0..sc.len() {
             w.push(sc.ids.get(d), &sc.sigs[d * np..(d + 1) * np])?;
         }
+        ids.extend_from(&sc.ids);
+        locs.extend(sc.lines.iter().map(|&line| dedup::DocLoc {
+            file: sc.file_index as u32,
+            line,
+        }));
         Ok(())
     })?;
     drop(bar);
+    dedup::id_order(&ids, &locs, &|f| inputs.name(f as usize).to_string())?;
     w.finish()?;
     if std::env::var_os("NEARDUP_DEBUG_STAGES").is_some() {
         eprintln!("{stats:?}");
@@ -399,4 +418,61 @@ fn cmd_synth(a: SynthArgs) -> Result<ExitCode> {
     out.write_all(&buf)?;
     out.finish()?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_compare(a: CompareArgs) -> Result<ExitCode> {
+    let fa = sigfile::read_signatures(&a.a)?;
+    let fb = sigfile::read_signatures(&a.b)?;
+    let want = neardup::MinHashParams {
+        k: a.k.unwrap_or(fa.meta.k),
+        num_perm: a.num_perm.unwrap_or(fa.meta.num_perm),
+        seed: a.seed.unwrap_or(fa.meta.seed),
+    };
+    fa.expect_params(&want, &a.a)?;
+    fb.expect_params(&want, &a.b)?;
+    let np = want.num_perm;
+    let index: std::collections::HashMap<&str, usize> = fb
+        .ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i))
+        .collect();
+    let (mut entries, mut bad_entries, mut bad_docs, mut missing) = (0u64, 0u64, 0u64, 0u64);
+    let mut shown = 0;
+    for (i, id) in fa.ids.iter().enumerate() {
+        let Some(&j) = index.get(id.as_str()) else {
+            missing += 1;
+            if shown < a.show {
+                println!("  only in {}: {id:?}", a.a);
+                shown += 1;
+            }
+            continue;
+        };
+        let (ra, rb) = (fa.row(i), fb.row(j));
+        entries += np as u64;
+        if ra != rb {
+            bad_docs += 1;
+            for (p, (x, y)) in ra.iter().zip(rb).enumerate() {
+                if x != y {
+                    bad_entries += 1;
+                    if shown < a.show {
+                        println!("  mismatch: id {id:?} position {p}: {x} vs {y}");
+                        shown += 1;
+                    }
+                }
+            }
+        }
+    }
+    let only_b = fb.ids.len() as u64 - (fa.ids.len() as u64 - missing);
+    println!(
+        "documents compared: {}\nentries compared: {entries}\nmismatches: {bad_entries} (in {bad_docs} documents)\nonly in {}: {missing}\nonly in {}: {only_b}",
+        fa.ids.len() as u64 - missing,
+        a.a,
+        a.b
+    );
+    Ok(if bad_entries == 0 && missing == 0 && only_b == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

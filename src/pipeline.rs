@@ -276,16 +276,16 @@ impl ScannedChunk {
     }
 }
 
-/// What the preparing thread hands the signing one: the raw chunk (for engines that parse
-/// and sign in one go) or the chunk already parsed and tokenized (for the others, so that
-/// tokenizing overlaps their work).
+/// What the preparing thread hands on: for engines that parse as they sign (the CPU engine),
+/// the chunk already signed, in pieces, so that writing one chunk overlaps signing the next;
+/// for the others, the chunk parsed and tokenized, so that tokenizing overlaps their work.
 enum Prepared {
-    Raw(Chunk, String),
+    Signed(Vec<ScannedChunk>, f64),
     Parsed(ParsedChunk),
 }
 
-/// Pass 1: read every input, tokenize, sign with `engine`, and hand each chunk to `on_chunk`
-/// in input order.
+/// Pass 1: read every input, tokenize, sign with `engine`, and hand each chunk (or piece of a
+/// chunk) to `on_chunk` in input order.
 pub fn scan(
     inputs: &Inputs,
     fields: &Fields,
@@ -299,6 +299,8 @@ pub fn scan(
     let k = engine.params().k;
     let chunk_bytes = engine.preferred_chunk_bytes();
     let fused = engine.fuses_parsing();
+    // Used by one stage only: the preparing one when fused, the consuming one otherwise.
+    let engine = std::sync::Mutex::new(engine);
     let mut stats = ScanStats::default();
     let parse_total = std::sync::Mutex::new(0f64);
     let waited = pipelined(
@@ -306,34 +308,43 @@ pub fn scan(
         chunk_bytes,
         progress,
         |chunk, name| {
-            if fused {
-                return Ok(Prepared::Raw(chunk, name.to_string()));
-            }
             let t = Instant::now();
+            if fused {
+                let mut e = engine.lock().expect("not poisoned");
+                let pieces = e.sign_records(&chunk, fields, name, want_exact_keys)?;
+                return Ok(Prepared::Signed(pieces, t.elapsed().as_secs_f64()));
+            }
             let parsed = parse_chunk(&chunk, fields, name)?;
             *parse_total.lock().expect("not poisoned") += t.elapsed().as_secs_f64();
             Ok(Prepared::Parsed(parsed))
         },
         |prepared| {
-            let t = Instant::now();
-            let sc = match prepared {
-                Prepared::Raw(chunk, name) => {
-                    engine.sign_records(&chunk, fields, &name, want_exact_keys)?
+            let pieces = match prepared {
+                Prepared::Signed(pieces, secs) => {
+                    stats.sign_seconds += secs;
+                    pieces
                 }
                 Prepared::Parsed(p) => {
+                    let t = Instant::now();
                     let mut sigs = vec![0u32; p.batch.num_docs() * num_perm];
-                    engine.sign(&p.batch, &mut sigs)?;
-                    ScannedChunk::from_parsed(p, sigs, k, want_exact_keys)
+                    engine
+                        .lock()
+                        .expect("not poisoned")
+                        .sign(&p.batch, &mut sigs)?;
+                    stats.sign_seconds += t.elapsed().as_secs_f64();
+                    vec![ScannedChunk::from_parsed(p, sigs, k, want_exact_keys)]
                 }
             };
-            stats.sign_seconds += t.elapsed().as_secs_f64();
-            stats.documents += sc.len() as u64;
-            stats.words += sc.words.iter().map(|&w| w as u64).sum::<u64>();
-            stats.shingles += sc.shingles;
-            stats.text_bytes += sc.text_bytes;
-            stats.jsonl_bytes += sc.raw_bytes;
-            progress.add_docs(sc.len() as u64);
-            on_chunk(&sc)
+            for sc in &pieces {
+                stats.documents += sc.len() as u64;
+                stats.words += sc.words.iter().map(|&w| w as u64).sum::<u64>();
+                stats.shingles += sc.shingles;
+                stats.text_bytes += sc.text_bytes;
+                stats.jsonl_bytes += sc.raw_bytes;
+                progress.add_docs(sc.len() as u64);
+                on_chunk(sc)?;
+            }
+            Ok(())
         },
     )?;
     stats.parse_seconds = parse_total.into_inner().expect("not poisoned");

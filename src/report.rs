@@ -13,6 +13,39 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Memory this process can count on: the smaller of the kernel's `MemAvailable` and what the
+/// cgroup (container) limit leaves, if either is known.
+pub fn available_memory_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok();
+    let avail = meminfo.as_deref().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    });
+    let cgroup = (|| {
+        let max: u64 = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let cur: u64 = std::fs::read_to_string("/sys/fs/cgroup/memory.current")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        Some(max.saturating_sub(cur))
+    })();
+    match (avail, cgroup) {
+        (Some(a), Some(c)) => Some(a.min(c)),
+        (a, c) => a.or(c),
+    }
+}
+
+/// The default `--max-memory` of `dedup`: three quarters of what is available, so the run stops
+/// with a clear error well before the kernel's OOM killer would end it.
+pub fn default_memory_limit() -> Option<u64> {
+    available_memory_bytes().map(|b| b / 4 * 3)
+}
+
 /// Bytes `dedup` keeps per document in pass 1, without the id: the signature, word count,
 /// location, and the exact key when asked for.
 pub fn bytes_per_document(num_perm: usize, exact: bool) -> usize {

@@ -77,7 +77,7 @@ pub struct SigWriter {
     format: SigFormat,
     path: String,
     meta: SigMeta,
-    main: tempfile::NamedTempFile,
+    main: crate::io::Partial,
     main_buf: Vec<u8>,
     ids: Option<crate::io::Output>,
     rows: u64,
@@ -115,7 +115,8 @@ impl SigWriter {
         let mut b = tempfile::Builder::new();
         b.prefix(".neardup-sig.").suffix(".partial");
         crate::io::set_output_mode(&mut b);
-        let mut main = b.tempfile_in(&dir).map_err(|e| Error::io(path, e))?;
+        let mut main =
+            crate::io::Partial::new(b.tempfile_in(&dir).map_err(|e| Error::io(path, e))?);
         let meta = SigMeta {
             contract: CONTRACT_VERSION.to_string(),
             k: params.k,
@@ -126,15 +127,19 @@ impl SigWriter {
         };
         let ids = match format {
             SigFormat::Npy => {
-                main.write_all(&npy_header(0, params.num_perm))
+                main.file_mut()
+                    .write_all(&npy_header(0, params.num_perm))
                     .map_err(|e| Error::io(path, e))?;
                 Some(crate::io::Output::create(&format!("{path}.ids"))?)
             }
             SigFormat::Tsv => {
                 writeln!(
-                    main,
+                    main.file_mut(),
                     "#neardup-signatures contract={} k={} num_perm={} seed={}",
-                    CONTRACT_VERSION, params.k, params.num_perm, params.seed
+                    CONTRACT_VERSION,
+                    params.k,
+                    params.num_perm,
+                    params.seed
                 )
                 .map_err(|e| Error::io(path, e))?;
                 None
@@ -193,6 +198,7 @@ impl SigWriter {
 
     fn flush_buf(&mut self) -> Result<(), Error> {
         self.main
+            .file_mut()
             .write_all(&self.main_buf)
             .map_err(|e| Error::io(&self.path, e))?;
         self.main_buf.clear();
@@ -211,7 +217,7 @@ impl SigWriter {
         let path = self.path.clone();
         let io = |e| Error::io(&path, e);
         if self.format == SigFormat::Npy {
-            let f = self.main.as_file_mut();
+            let f = self.main.file_mut().as_file_mut();
             f.seek(SeekFrom::Start(0)).map_err(io)?;
             f.write_all(&npy_header(self.rows, self.meta.num_perm))
                 .map_err(io)?;
@@ -221,11 +227,9 @@ impl SigWriter {
                 ids.finish()?;
             }
         }
-        self.main.as_file().sync_all().map_err(io)?;
-        self.main
-            .persist(&path)
-            .map_err(|e| Error::io(&path, e.error))?;
-        Ok(self.meta)
+        let meta = self.meta.clone();
+        self.main.persist(Path::new(&path), &path)?;
+        Ok(meta)
     }
 }
 

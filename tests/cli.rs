@@ -454,3 +454,57 @@ fn threads_and_input_order_do_not_change_clusters() {
     a.sort();
     assert!(!a.is_empty());
 }
+
+#[test]
+fn output_records_keep_their_values_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("in.jsonl");
+    // Numbers beyond f64, exponents, escapes, spacing and nested meta fields all survive.
+    let lines = [
+        r#"{"id": "a", "big": 123456789012345678901234567890, "f": 1.0e5, "s": "caf\u00e9 \"q\"", "text": "one two three"}"#,
+        r#"{"id":"b","meta":{"x":1.50,"keep":[1,2]},"text":"four five six","tail":-0.0}"#,
+        r#"{"text":"seven","id":"c","meta":{}}"#,
+    ];
+    std::fs::write(&inp, lines.join("\n") + "\n").unwrap();
+    let out = dir.path().join("out.jsonl");
+    ok(&neardup(&[
+        "dedup",
+        inp.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--tag-only",
+        "--engine",
+        "cpu",
+    ]));
+    let got = std::fs::read_to_string(&out).unwrap();
+    let got: Vec<&str> = got.lines().collect();
+    assert_eq!(
+        got[0],
+        r#"{"id": "a", "big": 123456789012345678901234567890, "f": 1.0e5, "s": "caf\u00e9 \"q\"", "text": "one two three","meta":{"minhash_cluster":"a"}}"#
+    );
+    assert_eq!(
+        got[1],
+        r#"{"id":"b","meta":{"x":1.50,"keep":[1,2],"minhash_cluster":"b"},"text":"four five six","tail":-0.0}"#
+    );
+    assert_eq!(
+        got[2],
+        r#"{"text":"seven","id":"c","meta":{"minhash_cluster":"c"}}"#
+    );
+    // meta that is not an object is an error naming the field.
+    std::fs::write(&inp, "{\"id\":\"a\",\"text\":\"x\",\"meta\":3}\n").unwrap();
+    let o = neardup(&[
+        "dedup",
+        inp.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--tag-only",
+        "--engine",
+        "cpu",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("in.jsonl:1") && stderr(&o).contains("field `meta`"),
+        "{}",
+        stderr(&o)
+    );
+}

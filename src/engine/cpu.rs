@@ -88,55 +88,69 @@ impl Engine for CpuEngine {
         fields: &Fields,
         name: &str,
         want_exact_keys: bool,
-    ) -> Result<ScannedChunk, crate::Error> {
+    ) -> Result<Vec<ScannedChunk>, crate::Error> {
         let (k, np) = (self.params.k, self.params.num_perm);
         let perms = &self.perms;
         let n = chunk.len();
+        // Every line is one record, so the signature matrix can be laid out before parsing and
+        // each piece writes its rows in place. Tokenizer and hash scratch live per thread and
+        // are reused: fresh multi-megabyte buffers per piece cost page faults (and, freed,
+        // TLB shootdowns across cores) that outweighed the hashing.
+        let mut out = ScannedChunk {
+            file_index: chunk.file_index,
+            raw_bytes: chunk.data.len() as u64,
+            sigs: vec![0u32; n * np],
+            ..Default::default()
+        };
         self.install(|| {
-            let pieces = (rayon::current_num_threads() * 4).clamp(1, n.max(1));
-            let per = n.div_ceil(pieces).max(1);
-            let starts: Vec<usize> = (0..n).step_by(per).collect();
-            let parts: Vec<Result<ScannedChunk, crate::Error>> = starts
+            // Pieces of about equal bytes (documents vary by orders of magnitude in length, so
+            // equal line counts leave one thread idle at the end of every chunk).
+            let ranges = split_by_bytes(chunk, rayon::current_num_threads() * 8);
+            let mut slots: Vec<(usize, usize, &mut [u32])> = Vec::with_capacity(ranges.len());
+            let mut rest: &mut [u32] = &mut out.sigs;
+            for &(start, end) in &ranges {
+                let (head, tail) = rest.split_at_mut((end - start) * np);
+                slots.push((start, end, head));
+                rest = tail;
+            }
+            let parts: Vec<Result<ScannedChunk, crate::Error>> = slots
                 .into_par_iter()
-                .map(|start| {
-                    let end = (start + per).min(n);
-                    let mut batch = PackedBatch::new();
-                    let mut part = ScannedChunk {
-                        file_index: chunk.file_index,
-                        ..Default::default()
-                    };
-                    for i in start..end {
-                        let rec = parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;
-                        batch.push_text(&rec.text);
-                        part.ids.push(&rec.id);
-                        part.lines.push(chunk.line_no(i));
-                        part.text_bytes += rec.text.len() as u64;
-                    }
-                    let docs = batch.num_docs();
-                    part.sigs = vec![0u32; docs * np];
-                    let mut xs = Vec::new();
-                    for (d, row) in part.sigs.chunks_exact_mut(np).enumerate() {
-                        sign_doc(&batch, d, k, perms, &mut xs, row);
-                    }
-                    part.words = (0..docs).map(|d| batch.doc_words(d).len() as u32).collect();
-                    part.shingles = batch.total_shingles(k) as u64;
-                    if want_exact_keys {
-                        part.exact_keys = (0..docs)
-                            .map(|d| xxhash_rust::xxh3::xxh3_128(batch.doc_bytes(d)))
-                            .collect();
-                    }
-                    Ok(part)
+                .map(|(start, end, sigs)| {
+                    SCRATCH.with_borrow_mut(|(batch, xs)| {
+                        batch.clear();
+                        let mut part = ScannedChunk::default();
+                        for i in start..end {
+                            let rec = parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;
+                            batch.push_text(&rec.text);
+                            part.ids.push(&rec.id);
+                            part.lines.push(chunk.line_no(i));
+                            part.text_bytes += rec.text.len() as u64;
+                        }
+                        for (d, row) in sigs.chunks_exact_mut(np).enumerate() {
+                            sign_doc(batch, d, k, perms, xs, row);
+                        }
+                        let docs = batch.num_docs();
+                        part.words = (0..docs).map(|d| batch.doc_words(d).len() as u32).collect();
+                        part.shingles = batch.total_shingles(k) as u64;
+                        if want_exact_keys {
+                            part.exact_keys = (0..docs)
+                                .map(|d| xxhash_rust::xxh3::xxh3_128(batch.doc_bytes(d)))
+                                .collect();
+                        }
+                        Ok(part)
+                    })
                 })
                 .collect();
-            let mut out = ScannedChunk {
-                file_index: chunk.file_index,
-                raw_bytes: chunk.data.len() as u64,
-                ..Default::default()
-            };
-            for p in parts {
-                out.append(p?);
+            for part in parts {
+                let part = part?;
+                out.ids.extend_from(&part.ids);
+                out.lines.extend_from_slice(&part.lines);
+                out.words.extend_from_slice(&part.words);
+                out.exact_keys.extend_from_slice(&part.exact_keys);
+                out.shingles += part.shingles;
+                out.text_bytes += part.text_bytes;
             }
-            Ok(out)
+            Ok(vec![out])
         })
     }
 
@@ -158,6 +172,36 @@ impl Engine for CpuEngine {
         });
         Ok(())
     }
+}
+
+/// Cut a chunk's lines into at most `pieces` contiguous ranges of about equal bytes.
+fn split_by_bytes(chunk: &Chunk, pieces: usize) -> Vec<(usize, usize)> {
+    let n = chunk.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let total: usize = chunk.lines.iter().map(|&(s, e, _)| e - s + 1).sum();
+    let target = total.div_ceil(pieces.max(1)).max(1);
+    let mut out = Vec::with_capacity(pieces);
+    let (mut start, mut acc) = (0, 0);
+    for (i, &(s, e, _)) in chunk.lines.iter().enumerate() {
+        acc += e - s + 1;
+        if acc >= target {
+            out.push((start, i + 1));
+            start = i + 1;
+            acc = 0;
+        }
+    }
+    if start < n {
+        out.push((start, n));
+    }
+    out
+}
+
+thread_local! {
+    /// Per-thread tokenizer batch and shingle-hash buffer, reused from piece to piece.
+    static SCRATCH: std::cell::RefCell<(PackedBatch, Vec<u32>)> =
+        std::cell::RefCell::new((PackedBatch::new(), Vec::new()));
 }
 
 /// One document's signature into `row`, with `xs` as scratch for its shingle hashes.

@@ -69,24 +69,24 @@ pub trait Engine: Send {
         false
     }
 
-    /// Parse, tokenize and sign a chunk of JSONL records in one step. The default parses the
-    /// chunk, then signs the batch.
+    /// Parse, tokenize and sign a chunk of JSONL records in one step, returning it as pieces in
+    /// order (joining them would only copy). The default parses the chunk, then signs the batch.
     fn sign_records(
         &mut self,
         chunk: &crate::io::Chunk,
         fields: &crate::io::Fields,
         name: &str,
         want_exact_keys: bool,
-    ) -> Result<crate::pipeline::ScannedChunk, crate::Error> {
+    ) -> Result<Vec<crate::pipeline::ScannedChunk>, crate::Error> {
         let p = crate::pipeline::parse_chunk(chunk, fields, name)?;
         let mut sigs = vec![0u32; p.batch.num_docs() * self.params().num_perm];
         self.sign(&p.batch, &mut sigs)?;
-        Ok(crate::pipeline::ScannedChunk::from_parsed(
+        Ok(vec![crate::pipeline::ScannedChunk::from_parsed(
             p,
             sigs,
             self.params().k,
             want_exact_keys,
-        ))
+        )])
     }
 
     /// Convenience: sign into a fresh matrix.
