@@ -57,7 +57,9 @@ then `id<TAB>v1,v2,...` per document."
     )]
     Signatures(SignaturesArgs),
     /// Print the LSH S-curve p(s) = 1 - (1 - s^rows)^bands for a banding.
-    #[command(after_help = "Example:\n  neardup scurve --bands 16 --rows 8")]
+    #[command(
+        after_help = "Examples:\n  neardup scurve --bands 16 --rows 8\n  neardup scurve --bands 16 14 20 --rows 8 8 5 --svg curves.svg"
+    )]
     Scurve(ScurveArgs),
     /// Compute signatures with both engines and compare them entry by entry.
     #[command(
@@ -74,6 +76,19 @@ neardup bench --synthetic 100000 --engine cpu --json"
     /// List every GPU adapter wgpu can see, with the limits that matter.
     #[command(after_help = "Example:\n  neardup devices --backend all")]
     Devices(DevicesArgs),
+    /// Choose bands x rows for a threshold: the least weighted false-positive and
+    /// false-negative area under the S-curve.
+    #[command(
+        after_help = "Example:\n  neardup tune --threshold 0.8 --num-perm 128\n\n\
+Only splits with bands x rows = num_perm are considered (dedup needs them equal)."
+    )]
+    Tune(TuneArgs),
+    /// Explain a pair: shingle counts, exact Jaccard, MinHash estimate, colliding bands, shared
+    /// shingles.
+    #[command(
+        after_help = "Example:\n  neardup inspect doc-00001 doc-00170 fixtures/example.jsonl"
+    )]
+    Inspect(InspectArgs),
     /// Compare two signature files (npy or tsv, from neardup or another implementation).
     #[command(
         after_help = "Example:\n  neardup compare ours.npy theirs.tsv --k 5 --num-perm 128 --seed 0\n\n\
@@ -221,9 +236,11 @@ pub struct DedupArgs {
     /// Write one JSON line per confirmed pair: a, b, estimate, and jaccard when computed.
     #[arg(long, value_name = "FILE")]
     pub pairs: Option<String>,
-    /// Write a JSON report (counts, parameters, stage times, peak memory).
+    /// Write a report: JSON (counts, clusters by size, parameters, stage times and throughput,
+    /// peak memory, engine), or with a `.html` name a self-contained page with the S-curve,
+    /// cluster sizes and the largest clusters side by side. May be given more than once.
     #[arg(long, value_name = "FILE")]
-    pub report: Option<String>,
+    pub report: Vec<String>,
     /// Stop with a clear error, before writing anything, when the signature tables (and, for
     /// `--confirm jaccard`, the shingle sets) would pass this many MiB. Default: 3/4 of the
     /// memory available when the run starts.
@@ -263,9 +280,10 @@ pub struct DecontamArgs {
     /// n-gram length in words.
     #[arg(long, default_value_t = 13)]
     pub n: usize,
-    /// Write a JSON report: per protected file, documents caught and matched n-grams.
+    /// Write a report: JSON (per protected file, documents caught and matched n-grams), or with
+    /// a `.html` name a page with the hits highlighted. May be given more than once.
     #[arg(long, value_name = "FILE")]
-    pub report: Option<String>,
+    pub report: Vec<String>,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -290,12 +308,65 @@ pub struct SignaturesArgs {
 
 #[derive(Debug, Args)]
 pub struct ScurveArgs {
-    /// Bands (repeat with --rows to draw several curves).
+    /// Bands (several values, with as many --rows, draw several curves).
     #[arg(long, default_value = "16", num_args = 1..)]
     pub bands: Vec<usize>,
     /// Rows per band, one per --bands.
     #[arg(long, default_value = "8", num_args = 1..)]
     pub rows: Vec<usize>,
+    /// Also draw the curves, with their thresholds marked, to this SVG file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// The similarity at which documents should count as duplicates.
+    #[arg(long)]
+    pub threshold: f64,
+    /// Permutations to split into bands x rows.
+    #[arg(long = "num-perm", default_value_t = 128)]
+    pub num_perm: usize,
+    /// Weight of false positives (area under p(s) below the threshold).
+    #[arg(long = "fp-weight", default_value_t = 0.5)]
+    pub fp_weight: f64,
+    /// Weight of false negatives (area above p(s) from the threshold up).
+    #[arg(long = "fn-weight", default_value_t = 0.5)]
+    pub fn_weight: f64,
+    /// Also draw the chosen curve to this SVG file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// First document's id.
+    pub a: String,
+    /// Second document's id.
+    pub b: String,
+    /// JSONL inputs holding them.
+    #[arg(required = true, value_name = "IN")]
+    pub inputs: Vec<String>,
+    #[arg(long = "id-field", default_value = "id")]
+    pub id_field: String,
+    #[arg(long = "text-field", default_value = "text")]
+    pub text_field: String,
+    #[arg(long = "numeric-ids")]
+    pub numeric_ids: bool,
+    #[command(flatten)]
+    pub hash: HashArgs,
+    /// LSH bands.
+    #[arg(long, default_value_t = 16)]
+    pub bands: usize,
+    /// Rows per band.
+    #[arg(long, default_value_t = 8)]
+    pub rows: usize,
+    /// Shared shingles to list.
+    #[arg(long, default_value_t = 20)]
+    pub show: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl ScurveArgs {

@@ -44,7 +44,7 @@ type GramMap<V> = HashMap<u128, V, BuildHasherDefault<PrehashedHasher>>;
 
 /// A document's id and the protected files it shares an n-gram with (with the first such
 /// n-gram of each).
-type Verdict = (String, Vec<(u32, String)>);
+type Verdict = (String, Vec<(u32, String, String, (usize, usize))>);
 
 /// Keys a JSONL protected file never protects (ids and scorer plumbing, not eval text).
 pub const UNPROTECTED_KEYS: [&str; 4] = ["case_id", "id", "tags", "scorer_args"];
@@ -320,11 +320,33 @@ pub struct FileHits {
     pub evidence: Vec<Evidence>,
 }
 
-/// One matched n-gram and the document it was found in.
+/// One matched n-gram and the document it was found in, with the text around the match.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Evidence {
     pub id: String,
     pub ngram: String,
+    /// Up to ~120 bytes of the document's text on each side of the match.
+    pub context: String,
+    /// The match's byte range within `context`.
+    pub highlight: (usize, usize),
+}
+
+/// The text around a match, for the report.
+pub fn evidence_context(text: &str, gram: &str) -> (String, (usize, usize)) {
+    match crate::text::locate_ngram(text, gram) {
+        Some((s, e)) => {
+            let mut from = s.saturating_sub(120);
+            while !text.is_char_boundary(from) {
+                from -= 1;
+            }
+            let mut to = (e + 120).min(text.len());
+            while !text.is_char_boundary(to) {
+                to += 1;
+            }
+            (text[from..to].to_string(), (s - from, e - from))
+        }
+        None => (gram.to_string(), (0, gram.len())),
+    }
 }
 
 /// Examples of matches kept per protected file.
@@ -377,7 +399,15 @@ pub fn run_decontam(
                 .map_init(Words::default, |w, i| {
                     let rec = parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;
                     w.reset(&rec.text);
-                    Ok((rec.id.into_owned(), grams.check(w)))
+                    let hits = grams
+                        .check(w)
+                        .into_iter()
+                        .map(|(f, gram)| {
+                            let (ctx, hl) = evidence_context(&rec.text, &gram);
+                            (f, gram, ctx, hl)
+                        })
+                        .collect();
+                    Ok((rec.id.into_owned(), hits))
                 })
                 .collect();
             Ok((chunk, verdicts?))
@@ -393,13 +423,15 @@ pub fn run_decontam(
                     continue;
                 }
                 contaminated += 1;
-                for (f, gram) in hits {
+                for (f, gram, context, highlight) in hits {
                     let fh = &mut files[f as usize];
                     fh.documents_caught += 1;
                     if fh.evidence.len() < EVIDENCE_PER_FILE {
                         fh.evidence.push(Evidence {
                             id: id.clone(),
                             ngram: gram,
+                            context,
+                            highlight,
                         });
                     }
                 }

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 
 use crate::batch::PackedBatch;
 use crate::engine::{CpuEngine, Engine};
-use crate::io::{write_tagged, Fields, Inputs, Output};
+use crate::io::{parse_record, write_tagged, Fields, Inputs, Output};
 use crate::lsh::{band_buckets, LshParams};
 use crate::minhash::{agreement, MinHashParams};
 use crate::pipeline::{pipelined, scan, IdArena, ScanStats};
@@ -169,6 +169,89 @@ pub struct Clustering {
     /// Confirmed pairs, sorted by (a, b) in id order.
     pub pairs: Vec<ConfirmedPair>,
     pub stats: ClusterStats,
+    /// With exact-Jaccard confirmation: measured LSH candidate rates by true similarity, on a
+    /// sample (for the report's S-curve).
+    pub similarity_buckets: Vec<SimilarityBucket>,
+}
+
+/// Pairs whose exact Jaccard lies in `[lo, hi)`, and how many of them LSH made candidates.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct SimilarityBucket {
+    pub lo: f64,
+    pub hi: f64,
+    pub pairs: u64,
+    pub candidates: u64,
+}
+
+/// Documents sampled for the measured S-curve, and pairs examined at most.
+const SIM_SAMPLE_DOCS: usize = 2000;
+const SIM_SAMPLE_PAIRS: usize = 200_000;
+
+/// The measured S-curve: over a seeded sample of the documents whose shingle sets were loaded
+/// (those in some LSH bucket), every pair sharing a shingle, bucketed by exact Jaccard, with
+/// whether some band of their signatures is equal (an LSH candidate). Deterministic for an
+/// input.
+fn similarity_sample(
+    corpus: &SignedCorpus,
+    lsh: LshParams,
+    sets: &ShingleSets,
+) -> Vec<SimilarityBucket> {
+    let mut docs: Vec<u32> = sets.keys().copied().collect();
+    docs.sort_unstable();
+    if docs.len() > SIM_SAMPLE_DOCS {
+        let mut rng = crate::hash::Pcg32::new(0x5eed_5c0e);
+        crate::synth::shuffle(&mut docs, &mut rng);
+        docs.truncate(SIM_SAMPLE_DOCS);
+        docs.sort_unstable();
+    }
+    let mut index: HashMap<u64, Vec<u32>> = HashMap::new();
+    for (i, d) in docs.iter().enumerate() {
+        for &h in &sets[d] {
+            index.entry(h).or_default().push(i as u32);
+        }
+    }
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    let mut keys: Vec<u64> = index.keys().copied().collect();
+    keys.sort_unstable();
+    for h in keys {
+        let list = &index[&h];
+        // A shingle in hundreds of sampled documents (boilerplate) adds little but pairs.
+        if list.len() > 64 {
+            continue;
+        }
+        for (x, &a) in list.iter().enumerate() {
+            for &b in &list[x + 1..] {
+                pairs.push((a, b));
+            }
+        }
+        if pairs.len() > 4 * SIM_SAMPLE_PAIRS {
+            break;
+        }
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs.truncate(SIM_SAMPLE_PAIRS);
+    let mut buckets: Vec<SimilarityBucket> = (0..20)
+        .map(|i| SimilarityBucket {
+            lo: i as f64 / 20.0,
+            hi: (i + 1) as f64 / 20.0,
+            pairs: 0,
+            candidates: 0,
+        })
+        .collect();
+    for (a, b) in pairs {
+        let (da, db) = (docs[a as usize] as usize, docs[b as usize] as usize);
+        let j = jaccard_sorted(&sets[&(da as u32)], &sets[&(db as u32)]);
+        let bi = ((j * 20.0) as usize).min(19);
+        let (sa, sb) = (corpus.sig(da), corpus.sig(db));
+        let cand = (0..lsh.bands).any(|band| {
+            let r = band * lsh.rows..(band + 1) * lsh.rows;
+            sa[r.clone()] == sb[r]
+        });
+        buckets[bi].pairs += 1;
+        buckets[bi].candidates += cand as u64;
+    }
+    buckets
 }
 
 impl Clustering {
@@ -216,7 +299,7 @@ pub fn cluster_corpus(
     let n = corpus.len();
     let mut stats = ClusterStats::default();
     let t_lsh = Instant::now();
-    let step = progress.step("ids");
+    let step = progress.step("clustering");
 
     // Rank documents by id: union-find over ranks makes the root the smallest id.
     let order = id_order(&corpus.ids, &corpus.locs, name_of)?;
@@ -317,6 +400,11 @@ pub fn cluster_corpus(
             }
         }
     }
+    let similarity_buckets = if sets.is_empty() {
+        Vec::new()
+    } else {
+        similarity_sample(corpus, cfg.lsh, &sets)
+    };
     drop(sets);
     stats.confirm_seconds = t_confirm.elapsed().as_secs_f64();
 
@@ -358,6 +446,7 @@ pub fn cluster_corpus(
         exact_duplicate,
         pairs,
         stats,
+        similarity_buckets,
     })
 }
 
@@ -577,11 +666,38 @@ pub struct DedupOutputs {
 pub struct DedupSummary {
     pub scan: ScanStats,
     pub cluster: ClusterStats,
+    /// Measured LSH candidate rates by true similarity (exact-Jaccard confirmation only).
+    pub similarity_buckets: Vec<SimilarityBucket>,
+    /// The largest clusters, with the beginnings of a few members.
+    pub examples: Vec<ClusterExample>,
     pub documents_written: u64,
     pub write_seconds: f64,
     pub seconds: f64,
     /// Heap bytes of the pass-1 tables (ids, signatures, counts).
     pub table_bytes: u64,
+}
+
+/// A cluster shown in the report: its root, size, and the first members (id, beginning of
+/// text).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ClusterExample {
+    pub root: String,
+    pub size: usize,
+    pub members: Vec<(String, String)>,
+}
+
+/// Clusters shown in reports, and members shown of each.
+const EXAMPLE_CLUSTERS: usize = 5;
+const EXAMPLE_MEMBERS: usize = 4;
+/// Characters of each shown member's text.
+const SNIPPET_CHARS: usize = 400;
+
+/// The first `n` characters of `text`, with `…` when cut.
+fn snippet(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
 }
 
 /// The whole `neardup dedup` on files: pass 1, clustering, pass 2. Outputs appear only when the
@@ -656,7 +772,41 @@ pub fn run_dedup(
 
     // Pass 2: stream the records out.
     let t_write = Instant::now();
-    let written = write_pass(inputs, &corpus, &clustering, cfg.drop, &mut out, progress)?;
+    // The largest clusters, for the report: their first members' texts are read in pass 2.
+    let groups = clustering.groups(&corpus.ids);
+    let mut largest: Vec<&(u32, Vec<u32>)> = groups.iter().collect();
+    largest.sort_by_key(|g| std::cmp::Reverse(g.1.len()));
+    largest.truncate(EXAMPLE_CLUSTERS);
+    let wanted: std::collections::HashSet<u32> = largest
+        .iter()
+        .flat_map(|(_, m)| m.iter().take(EXAMPLE_MEMBERS).copied())
+        .collect();
+    let mut snippets = HashMap::new();
+    let pass_two = PassTwo {
+        inputs,
+        fields,
+        corpus: &corpus,
+        clustering: &clustering,
+        drop: cfg.drop,
+    };
+    let written = write_pass(&pass_two, &mut out, progress, &wanted, &mut snippets)?;
+    let examples = largest
+        .iter()
+        .map(|(root, members)| ClusterExample {
+            root: corpus.ids.get(*root as usize).to_string(),
+            size: members.len(),
+            members: members
+                .iter()
+                .take(EXAMPLE_MEMBERS)
+                .map(|&m| {
+                    (
+                        corpus.ids.get(m as usize).to_string(),
+                        snippets.get(&m).cloned().unwrap_or_default(),
+                    )
+                })
+                .collect(),
+        })
+        .collect();
     if let Some(o) = clusters_out.as_mut() {
         for (root, members) in clustering.groups(&corpus.ids) {
             let line = serde_json::json!({
@@ -691,6 +841,8 @@ pub fn run_dedup(
         table_bytes: corpus.heap_bytes() as u64,
         scan: scan_stats,
         cluster: clustering.stats,
+        similarity_buckets: clustering.similarity_buckets,
+        examples,
         documents_written: written,
         write_seconds: t_write.elapsed().as_secs_f64(),
         seconds: t0.elapsed().as_secs_f64(),
@@ -756,14 +908,31 @@ fn load_shingle_sets(
 }
 
 /// Pass 2: re-read every record and write the kept ones with `meta.minhash_cluster`.
-fn write_pass(
-    inputs: &Inputs,
-    corpus: &SignedCorpus,
-    clustering: &Clustering,
+/// What pass 2 reads from: the inputs again, and pass 1's results.
+struct PassTwo<'a> {
+    inputs: &'a Inputs,
+    fields: &'a Fields,
+    corpus: &'a SignedCorpus,
+    clustering: &'a Clustering,
     drop: bool,
+}
+
+/// Pass 2: every kept record out, tagged; the beginnings of the `wanted` documents into
+/// `snippets` (for the report).
+fn write_pass(
+    p2: &PassTwo,
     out: &mut Output,
     progress: &ProgressFactory,
+    wanted: &std::collections::HashSet<u32>,
+    snippets: &mut HashMap<u32, String>,
 ) -> Result<u64, Error> {
+    let PassTwo {
+        inputs,
+        fields,
+        corpus,
+        clustering,
+        drop,
+    } = *p2;
     let bar = progress.pass("writing", inputs.total_bytes());
     let next_doc = std::sync::atomic::AtomicUsize::new(0);
     let mut written = 0u64;
@@ -804,14 +973,24 @@ fn write_pass(
                     Ok((buf, n))
                 })
                 .collect();
-            Ok((pieces, chunk.len()))
+            // The beginnings of the documents the report shows.
+            let mut found = Vec::new();
+            for i in 0..chunk.len() {
+                let d = (base + i) as u32;
+                if wanted.contains(&d) {
+                    let rec = parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;
+                    found.push((d, snippet(&rec.text, SNIPPET_CHARS)));
+                }
+            }
+            Ok((pieces, chunk.len(), found))
         },
-        |(pieces, lines)| {
+        |(pieces, lines, found)| {
             for p in pieces {
                 let (buf, n) = p?;
                 out.write_all(&buf)?;
                 written += n;
             }
+            snippets.extend(found);
             bar.add_docs(lines as u64);
             Ok(())
         },
@@ -823,4 +1002,55 @@ fn write_pass(
         ));
     }
     Ok(written)
+}
+
+/// Everything `neardup inspect` says about a pair of documents.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PairReport {
+    pub words: [usize; 2],
+    /// Distinct shingles of each.
+    pub shingles: [usize; 2],
+    pub shared_shingles: usize,
+    /// Exact Jaccard of the shingle sets (SPEC §3).
+    pub jaccard: f64,
+    /// MinHash estimate from the signatures.
+    pub estimate: f64,
+    /// Bands whose rows are all equal (any one makes the pair an LSH candidate).
+    pub colliding_bands: Vec<usize>,
+    pub candidate: bool,
+    /// Shared shingles, sorted, at most `show`.
+    pub shared: Vec<String>,
+}
+
+/// Explain why two texts are, or are not, near duplicates.
+pub fn inspect_pair(a: &str, b: &str, cfg: &DedupConfig, show: usize) -> Result<PairReport, Error> {
+    cfg.validate()?;
+    let k = cfg.params.k;
+    let (sa, sb) = (crate::text::shingles(a, k), crate::text::shingles(b, k));
+    let mut shared: Vec<String> = sa.intersection(&sb).cloned().collect();
+    shared.sort();
+    let perms = cfg.params.perms();
+    let (ga, gb) = (
+        crate::minhash::minhash(&sa, &perms),
+        crate::minhash::minhash(&sb, &perms),
+    );
+    let r = cfg.lsh.rows;
+    let empty = |s: &[u32]| crate::minhash::is_empty_signature(s);
+    let colliding_bands: Vec<usize> = if empty(&ga) || empty(&gb) {
+        Vec::new()
+    } else {
+        (0..cfg.lsh.bands)
+            .filter(|&j| ga[j * r..(j + 1) * r] == gb[j * r..(j + 1) * r])
+            .collect()
+    };
+    Ok(PairReport {
+        words: [crate::text::words(a).len(), crate::text::words(b).len()],
+        shingles: [sa.len(), sb.len()],
+        shared_shingles: shared.len(),
+        jaccard: crate::text::jaccard(&sa, &sb),
+        estimate: crate::minhash::estimate(&ga, &gb)?,
+        candidate: !colliding_bands.is_empty(),
+        colliding_bands,
+        shared: shared.into_iter().take(show).collect(),
+    })
 }

@@ -127,16 +127,9 @@ impl Inputs {
         } else {
             Box::new(File::open(path).map_err(|e| Error::io(name, e))?)
         };
-        let counted = CountingReader::new(raw);
-        let counter = counted.counter();
-        let reader = decompress(counted, name)?;
-        Ok(LineReader {
-            name: name.clone(),
-            file_index: i,
-            reader,
-            line_no: 0,
-            raw_bytes: counter,
-        })
+        let mut r = LineReader::from_read(name, raw)?;
+        r.file_index = i;
+        Ok(r)
     }
 }
 
@@ -242,6 +235,20 @@ pub struct LineReader {
 }
 
 impl LineReader {
+    /// A line reader over any byte source named `name` (gzip and zstd detected by content).
+    pub fn from_read(name: &str, raw: impl Read + Send + 'static) -> Result<Self, Error> {
+        let counted = CountingReader::new(raw);
+        let counter = counted.counter();
+        let reader = decompress(counted, name)?;
+        Ok(LineReader {
+            name: name.to_string(),
+            file_index: 0,
+            reader,
+            line_no: 0,
+            raw_bytes: counter,
+        })
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

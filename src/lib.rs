@@ -16,6 +16,7 @@ pub mod decontam;
 pub mod dedup;
 pub mod engine;
 pub mod hash;
+pub mod html;
 pub mod io;
 pub mod kernel;
 pub mod lsh;

@@ -10,8 +10,8 @@ use clap::Parser;
 use serde_json::json;
 
 use neardup::cli::{
-    BenchArgs, Cli, Command, CompareArgs, DecontamArgs, DedupArgs, DevicesArgs, RunArgs,
-    ScurveArgs, SignaturesArgs, SynthArgs, VerifyArgs,
+    BenchArgs, Cli, Command, CompareArgs, DecontamArgs, DedupArgs, DevicesArgs, InspectArgs,
+    RunArgs, ScurveArgs, SignaturesArgs, SynthArgs, TuneArgs, VerifyArgs,
 };
 use neardup::engine::gpu::{list_adapters, GpuOptions};
 use neardup::engine::{build_engine, CpuEngine, Engine, GpuEngine};
@@ -69,6 +69,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Devices(a) => cmd_devices(a),
         Command::Synth(a) => cmd_synth(a),
         Command::Compare(a) => cmd_compare(a),
+        Command::Tune(a) => cmd_tune(a),
+        Command::Inspect(a) => cmd_inspect(a),
     }
 }
 
@@ -85,6 +87,12 @@ fn say(run: &RunArgs, line: impl AsRef<str>) {
     if !run.quiet {
         eprintln!("{}", line.as_ref());
     }
+}
+
+/// Reports named `*.html` / `*.htm` are pages; anything else is JSON.
+fn is_html(path: &str) -> bool {
+    let p = path.to_ascii_lowercase();
+    p.ends_with(".html") || p.ends_with(".htm")
 }
 
 fn per_second(n: f64, secs: f64) -> f64 {
@@ -121,7 +129,7 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
     )?;
     let secs = t0.elapsed().as_secs_f64();
     let docs = s.scan.documents as f64;
-    if let Some(path) = &a.report {
+    if !a.report.is_empty() {
         let report = json!({
             "command": "dedup",
             "contract": CONTRACT_VERSION,
@@ -170,8 +178,20 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
             "documents_per_second": per_second(docs, secs),
             "peak_rss_bytes": peak_rss_bytes(),
             "table_bytes": s.table_bytes,
+            "similarity_buckets": s.similarity_buckets,
+            "largest_clusters": s.examples,
         });
-        neardup::io::write_file_atomic(path, format!("{report:#}\n").as_bytes())?;
+        let names: Vec<String> = (0..inputs.len())
+            .map(|i| inputs.name(i).to_string())
+            .collect();
+        for path in &a.report {
+            let body = if is_html(path) {
+                neardup::html::dedup_page(&s, &cfg, &names, &info.to_string())
+            } else {
+                format!("{report:#}\n")
+            };
+            neardup::io::write_file_atomic(path, body.as_bytes())?;
+        }
     }
     let (ex, near) = if cfg.drop {
         (s.cluster.exact_duplicates, s.cluster.near_duplicates)
@@ -208,7 +228,7 @@ fn cmd_decontam(a: DecontamArgs) -> Result<ExitCode> {
     let mut s = decontam::run_decontam(&inputs, &fields, &grams, &a.output, &progress)?;
     s.load_seconds = load;
     let secs = t0.elapsed().as_secs_f64();
-    if let Some(path) = &a.report {
+    if !a.report.is_empty() {
         let report = json!({
             "command": "decontam",
             "contract": CONTRACT_VERSION,
@@ -229,7 +249,17 @@ fn cmd_decontam(a: DecontamArgs) -> Result<ExitCode> {
             "documents_per_second": per_second(s.documents as f64, secs),
             "peak_rss_bytes": peak_rss_bytes(),
         });
-        neardup::io::write_file_atomic(path, format!("{report:#}\n").as_bytes())?;
+        let names: Vec<String> = (0..inputs.len())
+            .map(|i| inputs.name(i).to_string())
+            .collect();
+        for path in &a.report {
+            let body = if is_html(path) {
+                neardup::html::decontam_page(&s, &names)
+            } else {
+                format!("{report:#}\n")
+            };
+            neardup::io::write_file_atomic(path, body.as_bytes())?;
+        }
     }
     say(
         &a.run,
@@ -301,6 +331,10 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
 
 fn cmd_scurve(a: ScurveArgs) -> Result<ExitCode> {
     let curves = a.params()?;
+    if let Some(path) = &a.svg {
+        let svg = neardup::html::scurve_svg(&curves, None, &[]);
+        neardup::io::write_file_atomic(path, svg.as_bytes())?;
+    }
     for (i, p) in curves.iter().enumerate() {
         if i > 0 {
             println!();
@@ -475,4 +509,152 @@ fn cmd_compare(a: CompareArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+fn cmd_tune(a: TuneArgs) -> Result<ExitCode> {
+    if !(a.threshold > 0.0 && a.threshold < 1.0) {
+        anyhow::bail!("--threshold {} is outside (0, 1)", a.threshold);
+    }
+    if a.num_perm == 0 || a.fp_weight < 0.0 || a.fn_weight < 0.0 || a.fp_weight + a.fn_weight <= 0.0
+    {
+        anyhow::bail!("--num-perm must be at least 1 and the weights non-negative, not both 0");
+    }
+    let choices = neardup::report::tune(a.threshold, a.num_perm, a.fp_weight, a.fn_weight);
+    let best = choices[0];
+    println!(
+        "threshold {}, {} permutations, weights fp {} / fn {}:\nbest: --bands {} --rows {}  (false-positive area {:.4}, false-negative area {:.4})\n",
+        a.threshold, a.num_perm, a.fp_weight, a.fn_weight, best.bands, best.rows,
+        best.false_positive_area, best.false_negative_area
+    );
+    println!(
+        "{:>6} {:>5} {:>10} {:>10} {:>10} {:>10}",
+        "bands", "rows", "fp area", "fn area", "cost", "(1/b)^(1/r)"
+    );
+    for c in choices.iter().take(8) {
+        let p = neardup::LshParams {
+            bands: c.bands,
+            rows: c.rows,
+        };
+        println!(
+            "{:>6} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4}",
+            c.bands,
+            c.rows,
+            c.false_positive_area,
+            c.false_negative_area,
+            c.cost,
+            p.threshold()
+        );
+    }
+    let p = neardup::LshParams {
+        bands: best.bands,
+        rows: best.rows,
+    };
+    println!();
+    print!("{}", neardup::report::scurve_table(p));
+    if let Some(path) = &a.svg {
+        let svg = neardup::html::scurve_svg(&[p], Some(a.threshold), &[]);
+        neardup::io::write_file_atomic(path, svg.as_bytes())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_inspect(a: InspectArgs) -> Result<ExitCode> {
+    let fields = neardup::io::Fields {
+        id: a.id_field.clone(),
+        text: a.text_field.clone(),
+        numeric_ids: a.numeric_ids,
+    };
+    let cfg = dedup::DedupConfig {
+        params: a.hash.params()?,
+        lsh: neardup::LshParams::new(a.bands, a.rows)?,
+        ..Default::default()
+    };
+    cfg.validate()?;
+    let specs: Vec<neardup::io::InputSpec> = a
+        .inputs
+        .iter()
+        .map(|s| neardup::io::InputSpec::parse(s))
+        .collect();
+    let inputs = Inputs::new(&specs, false)?;
+    let (mut ta, mut tb): (Option<String>, Option<String>) = (None, None);
+    'files: for i in 0..inputs.len() {
+        let mut r = inputs.open(i)?;
+        while let Some(chunk) = r.next_chunk(pipeline::DEFAULT_CHUNK_BYTES)? {
+            for l in 0..chunk.len() {
+                let rec = neardup::io::parse_record(
+                    chunk.line(l),
+                    &fields,
+                    inputs.name(i),
+                    chunk.line_no(l),
+                )?;
+                if rec.id == a.a && ta.is_none() {
+                    ta = Some(rec.text.into_owned());
+                } else if rec.id == a.b && tb.is_none() {
+                    tb = Some(rec.text.into_owned());
+                }
+                if ta.is_some() && tb.is_some() {
+                    break 'files;
+                }
+            }
+        }
+    }
+    let missing: Vec<&str> = [(&a.a, ta.is_none()), (&a.b, tb.is_none())]
+        .iter()
+        .filter(|(_, m)| *m)
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let (Some(ta), Some(tb)) = (ta, tb) else {
+        anyhow::bail!("no document with id {} in the inputs", missing.join(" or "));
+    };
+    let r = dedup::inspect_pair(&ta, &tb, &cfg, a.show)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{:<22} {:>12} {:>12}", "", a.a, a.b);
+    println!("{:<22} {:>12} {:>12}", "words", r.words[0], r.words[1]);
+    println!(
+        "{:<22} {:>12} {:>12}",
+        format!("shingles (k={})", cfg.params.k),
+        r.shingles[0],
+        r.shingles[1]
+    );
+    println!("shared shingles        {}", r.shared_shingles);
+    println!(
+        "exact Jaccard          {:.4}  ({} threshold {})",
+        r.jaccard,
+        if r.jaccard >= cfg.threshold {
+            "at or above"
+        } else {
+            "below"
+        },
+        cfg.threshold
+    );
+    println!(
+        "MinHash estimate       {:.4}  ({} permutations)",
+        r.estimate, cfg.params.num_perm
+    );
+    println!(
+        "colliding bands        {} of {} ({} x {}): {}",
+        r.colliding_bands.len(),
+        cfg.lsh.bands,
+        cfg.lsh.bands,
+        cfg.lsh.rows,
+        if r.colliding_bands.is_empty() {
+            "none: not an LSH candidate".to_string()
+        } else {
+            format!("{:?}: an LSH candidate", r.colliding_bands)
+        }
+    );
+    println!(
+        "p(candidate) at this Jaccard: {:.4}",
+        cfg.lsh.probability(r.jaccard)
+    );
+    if !r.shared.is_empty() {
+        println!("shared shingles (first {}):", r.shared.len());
+        for s in &r.shared {
+            println!("  {s}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -23,21 +23,84 @@ pub enum ProgressMode {
 #[derive(Debug, Clone, Copy)]
 pub struct ProgressFactory {
     enabled: bool,
+    /// Stderr is not a terminal but progress was asked for: plain lines, once a second.
+    as_lines: bool,
+}
+
+/// A "terminal" for `--progress always` into a file or pipe: each redraw becomes one plain
+/// line on stderr (cursor movements and clearing are dropped), at most once a second.
+#[derive(Debug, Default)]
+struct LineLog {
+    last: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl indicatif::TermLike for LineLog {
+    fn width(&self) -> u16 {
+        100
+    }
+    fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        if s.trim().is_empty() {
+            return Ok(());
+        }
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            return Ok(());
+        }
+        *last = Some(std::time::Instant::now());
+        use std::io::Write;
+        writeln!(std::io::stderr(), "{s}")
+    }
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        self.write_line(s)
+    }
+    fn clear_line(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl ProgressFactory {
     pub fn new(mode: ProgressMode, quiet: bool) -> Self {
+        let tty = std::io::stderr().is_terminal();
         let enabled = !quiet
             && match mode {
-                ProgressMode::Auto => std::io::stderr().is_terminal(),
+                ProgressMode::Auto => tty,
                 ProgressMode::Always => true,
                 ProgressMode::Never => false,
             };
-        ProgressFactory { enabled }
+        ProgressFactory {
+            enabled,
+            as_lines: enabled && !tty,
+        }
     }
 
     pub fn hidden() -> Self {
-        ProgressFactory { enabled: false }
+        ProgressFactory {
+            enabled: false,
+            as_lines: false,
+        }
+    }
+
+    fn target(&self) -> ProgressDrawTarget {
+        if self.as_lines {
+            ProgressDrawTarget::term_like(Box::<LineLog>::default())
+        } else {
+            ProgressDrawTarget::stderr()
+        }
     }
 
     pub fn enabled(&self) -> bool {
@@ -51,7 +114,7 @@ impl ProgressFactory {
         }
         let bar = match total_bytes {
             Some(t) => {
-                let b = ProgressBar::with_draw_target(Some(t), ProgressDrawTarget::stderr());
+                let b = ProgressBar::with_draw_target(Some(t), self.target());
                 b.set_style(
                     ProgressStyle::with_template(
                         "{prefix:>12} [{bar:30}] {bytes}/{total_bytes} {msg} ETA {eta}",
@@ -62,7 +125,7 @@ impl ProgressFactory {
                 b
             }
             None => {
-                let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+                let b = ProgressBar::with_draw_target(None, self.target());
                 b.set_style(
                     ProgressStyle::with_template("{prefix:>12} {spinner} {bytes} {msg}")
                         .expect("valid template"),
@@ -83,7 +146,7 @@ impl ProgressFactory {
         if !self.enabled {
             return Progress::hidden();
         }
-        let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        let b = ProgressBar::with_draw_target(None, self.target());
         b.set_style(
             ProgressStyle::with_template("{prefix:>12} {spinner} {msg} {elapsed}")
                 .expect("valid template"),

@@ -88,3 +88,52 @@ pub fn scurve_table(p: LshParams) -> String {
     }
     s
 }
+
+/// The area `∫ f(s) ds` over `[a, b]` by Simpson's rule.
+fn integrate(f: impl Fn(f64) -> f64, a: f64, b: f64) -> f64 {
+    let n = 1000;
+    let h = (b - a) / n as f64;
+    let mut s = f(a) + f(b);
+    for i in 1..n {
+        s += f(a + i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
+    }
+    s * h / 3.0
+}
+
+/// One banding's error areas at a threshold.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct TuneChoice {
+    pub bands: usize,
+    pub rows: usize,
+    /// `∫_0^t p(s) ds`: pairs below the threshold that become candidates.
+    pub false_positive_area: f64,
+    /// `∫_t^1 (1 - p(s)) ds`: pairs above it that do not.
+    pub false_negative_area: f64,
+    /// The weighted sum that is minimised.
+    pub cost: f64,
+}
+
+/// Every split `bands x rows = num_perm`, best first, by weighted false-positive and
+/// false-negative area (as datasketch's optimal parameters, but keeping `b * r = num_perm`).
+pub fn tune(threshold: f64, num_perm: usize, fp_weight: f64, fn_weight: f64) -> Vec<TuneChoice> {
+    let mut v: Vec<TuneChoice> = (1..=num_perm)
+        .filter(|&b| num_perm.is_multiple_of(b))
+        .map(|b| {
+            let p = LshParams {
+                bands: b,
+                rows: num_perm / b,
+            };
+            let fp = integrate(|s| p.probability(s), 0.0, threshold);
+            let fne = integrate(|s| 1.0 - p.probability(s), threshold, 1.0);
+            TuneChoice {
+                bands: p.bands,
+                rows: p.rows,
+                false_positive_area: fp,
+                false_negative_area: fne,
+                cost: fp * fp_weight + fne * fn_weight,
+            }
+        })
+        .collect();
+    v.sort_by(|a, b| a.cost.total_cmp(&b.cost));
+    v
+}

@@ -496,3 +496,40 @@ mod simd_tests {
         }
     }
 }
+
+/// The byte range, in the original `text`, of each SPEC word (same count and order as
+/// [`words`]): a word spans from the first to the last original character that contributed to
+/// it. For highlighting matches in reports.
+pub fn word_spans(text: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut cur: Option<(usize, usize)> = None;
+    for (o, c) in text.char_indices() {
+        for lc in c.to_lowercase() {
+            if is_word_char(lc) {
+                let end = o + c.len_utf8();
+                cur = Some(match cur {
+                    Some((s, _)) => (s, end),
+                    None => (o, end),
+                });
+            } else if let Some(span) = cur.take() {
+                spans.push(span);
+            }
+        }
+    }
+    spans.extend(cur);
+    spans
+}
+
+/// Where the word n-gram `gram` (words joined by one space, as the tokenizer writes them)
+/// first occurs in `text`: its byte range in the original text.
+pub fn locate_ngram(text: &str, gram: &str) -> Option<(usize, usize)> {
+    let w = Words::new(text);
+    let n = gram.split(' ').count();
+    let spans = word_spans(text);
+    if spans.len() != w.len() || n == 0 || w.len() < n {
+        return None;
+    }
+    (0..=w.len() - n)
+        .find(|&i| w.span(i, i + n) == gram.as_bytes())
+        .map(|i| (spans[i].0, spans[i + n - 1].1))
+}
