@@ -117,6 +117,25 @@ pub fn pipelined<T, P, C>(
     chunk_bytes: usize,
     progress: &Progress,
     prepare: P,
+    consume: C,
+) -> Result<Duration, Error>
+where
+    T: Send,
+    P: Fn(Chunk, &str) -> Result<T, Error> + Sync,
+    C: FnMut(T) -> Result<(), Error>,
+{
+    pipelined_n(inputs, chunk_bytes, progress, 1, prepare, consume)
+}
+
+/// [`pipelined`] with up to `in_flight` chunks prepared at once on the rayon pool (results are
+/// put back in order before `consume` sees them), so that workers never wait at the end of one
+/// chunk for the stragglers of the next.
+pub fn pipelined_n<T, P, C>(
+    inputs: &Inputs,
+    chunk_bytes: usize,
+    progress: &Progress,
+    in_flight: usize,
+    prepare: P,
     mut consume: C,
 ) -> Result<Duration, Error>
 where
@@ -124,39 +143,21 @@ where
     P: Fn(Chunk, &str) -> Result<T, Error> + Sync,
     C: FnMut(T) -> Result<(), Error>,
 {
+    if in_flight > 1 {
+        return pipelined_concurrent(
+            inputs,
+            chunk_bytes,
+            progress,
+            in_flight,
+            &prepare,
+            &mut consume,
+        );
+    }
     std::thread::scope(|s| {
         let (raw_tx, raw_rx) = sync_channel::<Result<Chunk, Error>>(2);
         let (done_tx, done_rx) = sync_channel::<Result<T, Error>>(1);
         // Reader: sequential over files.
-        s.spawn(move || {
-            for i in 0..inputs.len() {
-                let mut r = match inputs.open(i) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let _ = raw_tx.send(Err(e));
-                        return;
-                    }
-                };
-                let mut base = 0u64;
-                loop {
-                    match r.next_chunk(chunk_bytes) {
-                        Ok(Some(c)) => {
-                            let now = r.raw_bytes_read();
-                            progress.add_bytes(now - base);
-                            base = now;
-                            if raw_tx.send(Ok(c)).is_err() {
-                                return;
-                            }
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            let _ = raw_tx.send(Err(e));
-                            return;
-                        }
-                    }
-                }
-            }
-        });
+        s.spawn(move || read_chunks(inputs, chunk_bytes, progress, raw_tx));
         // Preparer: parse, tokenize, whatever the caller needs.
         let prepare = &prepare;
         s.spawn(move || {
@@ -173,6 +174,96 @@ where
         });
         consume_all(done_rx, &mut consume)
     })
+}
+
+fn pipelined_concurrent<T, P, C>(
+    inputs: &Inputs,
+    chunk_bytes: usize,
+    progress: &Progress,
+    in_flight: usize,
+    prepare: &P,
+    consume: &mut C,
+) -> Result<Duration, Error>
+where
+    T: Send,
+    P: Fn(Chunk, &str) -> Result<T, Error> + Sync,
+    C: FnMut(T) -> Result<(), Error>,
+{
+    std::thread::scope(|s| {
+        let (raw_tx, raw_rx) = sync_channel::<Result<Chunk, Error>>(2);
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<(usize, Result<T, Error>)>();
+        // One token per chunk being prepared: the consumer hands them back in order.
+        let (token_tx, token_rx) = sync_channel::<()>(in_flight);
+        s.spawn(move || read_chunks(inputs, chunk_bytes, progress, raw_tx));
+        s.spawn(move || {
+            rayon::in_place_scope(|rs| {
+                for (seq, c) in raw_rx.into_iter().enumerate() {
+                    if token_tx.send(()).is_err() {
+                        return;
+                    }
+                    let done_tx = done_tx.clone();
+                    rs.spawn(move |_| {
+                        let r = c.and_then(|c| {
+                            let name = inputs.name(c.file_index).to_string();
+                            prepare(c, &name)
+                        });
+                        let _ = done_tx.send((seq, r));
+                    });
+                }
+            });
+        });
+        let mut waited = Duration::ZERO;
+        let mut next = 0usize;
+        let mut ready: std::collections::BTreeMap<usize, Result<T, Error>> = Default::default();
+        loop {
+            while let Some(r) = ready.remove(&next) {
+                consume(r?)?;
+                next += 1;
+                let _ = token_rx.recv();
+            }
+            let t = Instant::now();
+            let Ok((seq, r)) = done_rx.recv() else { break };
+            waited += t.elapsed();
+            ready.insert(seq, r);
+        }
+        Ok(waited)
+    })
+}
+
+/// The reader of [`pipelined`]: every input in order, as chunks, into `tx`.
+fn read_chunks(
+    inputs: &Inputs,
+    chunk_bytes: usize,
+    progress: &Progress,
+    tx: std::sync::mpsc::SyncSender<Result<Chunk, Error>>,
+) {
+    for i in 0..inputs.len() {
+        let mut r = match inputs.open(i) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return;
+            }
+        };
+        let mut base = 0u64;
+        loop {
+            match r.next_chunk(chunk_bytes) {
+                Ok(Some(c)) => {
+                    let now = r.raw_bytes_read();
+                    progress.add_bytes(now - base);
+                    base = now;
+                    if tx.send(Ok(c)).is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            }
+        }
+    }
 }
 
 fn consume_all<T>(
@@ -276,16 +367,12 @@ impl ScannedChunk {
     }
 }
 
-/// What the preparing thread hands on: for engines that parse as they sign (the CPU engine),
-/// the chunk already signed, in pieces, so that writing one chunk overlaps signing the next;
-/// for the others, the chunk parsed and tokenized, so that tokenizing overlaps their work.
-enum Prepared {
-    Signed(Vec<ScannedChunk>, f64),
-    Parsed(ParsedChunk),
-}
-
-/// Pass 1: read every input, tokenize, sign with `engine`, and hand each chunk (or piece of a
-/// chunk) to `on_chunk` in input order.
+/// Pass 1: read every input, tokenize, sign with `engine`, and hand each chunk to `on_chunk`
+/// in input order.
+///
+/// An engine that signs records itself (the CPU engine) gets several chunks at once on the
+/// rayon pool; any other gets chunks parsed ahead on a second thread while it signs the
+/// previous one.
 pub fn scan(
     inputs: &Inputs,
     fields: &Fields,
@@ -298,55 +385,65 @@ pub fn scan(
     let num_perm = engine.params().num_perm;
     let k = engine.params().k;
     let chunk_bytes = engine.preferred_chunk_bytes();
-    let fused = engine.fuses_parsing();
-    // Used by one stage only: the preparing one when fused, the consuming one otherwise.
-    let engine = std::sync::Mutex::new(engine);
     let mut stats = ScanStats::default();
     let parse_total = std::sync::Mutex::new(0f64);
-    let waited = pipelined(
-        inputs,
-        chunk_bytes,
-        progress,
-        |chunk, name| {
-            let t = Instant::now();
-            if fused {
-                let mut e = engine.lock().expect("not poisoned");
-                let pieces = e.sign_records(&chunk, fields, name, want_exact_keys)?;
-                return Ok(Prepared::Signed(pieces, t.elapsed().as_secs_f64()));
-            }
-            let parsed = parse_chunk(&chunk, fields, name)?;
-            *parse_total.lock().expect("not poisoned") += t.elapsed().as_secs_f64();
-            Ok(Prepared::Parsed(parsed))
-        },
-        |prepared| {
-            let pieces = match prepared {
-                Prepared::Signed(pieces, secs) => {
-                    stats.sign_seconds += secs;
-                    pieces
-                }
-                Prepared::Parsed(p) => {
-                    let t = Instant::now();
-                    let mut sigs = vec![0u32; p.batch.num_docs() * num_perm];
-                    engine
-                        .lock()
-                        .expect("not poisoned")
-                        .sign(&p.batch, &mut sigs)?;
-                    stats.sign_seconds += t.elapsed().as_secs_f64();
-                    vec![ScannedChunk::from_parsed(p, sigs, k, want_exact_keys)]
-                }
-            };
-            for sc in &pieces {
-                stats.documents += sc.len() as u64;
-                stats.words += sc.words.iter().map(|&w| w as u64).sum::<u64>();
-                stats.shingles += sc.shingles;
-                stats.text_bytes += sc.text_bytes;
-                stats.jsonl_bytes += sc.raw_bytes;
-                progress.add_docs(sc.len() as u64);
-                on_chunk(sc)?;
-            }
-            Ok(())
-        },
-    )?;
+    let mut account = |sc: &ScannedChunk, stats: &mut ScanStats| -> Result<(), Error> {
+        stats.documents += sc.len() as u64;
+        stats.words += sc.words.iter().map(|&w| w as u64).sum::<u64>();
+        stats.shingles += sc.shingles;
+        stats.text_bytes += sc.text_bytes;
+        stats.jsonl_bytes += sc.raw_bytes;
+        progress.add_docs(sc.len() as u64);
+        on_chunk(sc)
+    };
+    let waited = if let Some(signer) = engine.record_signer() {
+        let in_flight = rayon::current_num_threads() * 2;
+        let sign_total = std::sync::Mutex::new(0f64);
+        let w = pipelined_n(
+            inputs,
+            chunk_bytes,
+            progress,
+            in_flight,
+            |chunk, name| {
+                let t = Instant::now();
+                let sc = signer.sign_chunk(&chunk, fields, name, want_exact_keys)?;
+                *sign_total.lock().expect("not poisoned") += t.elapsed().as_secs_f64();
+                Ok(sc)
+            },
+            |sc| account(&sc, &mut stats),
+        )?;
+        stats.sign_seconds = sign_total.into_inner().expect("not poisoned");
+        w
+    } else {
+        let engine = std::sync::Mutex::new(engine);
+        let mut sign_seconds = 0.0;
+        let w = pipelined(
+            inputs,
+            chunk_bytes,
+            progress,
+            |chunk, name| {
+                let t = Instant::now();
+                let parsed = parse_chunk(&chunk, fields, name)?;
+                *parse_total.lock().expect("not poisoned") += t.elapsed().as_secs_f64();
+                Ok(parsed)
+            },
+            |p| {
+                let t = Instant::now();
+                let mut sigs = vec![0u32; p.batch.num_docs() * num_perm];
+                engine
+                    .lock()
+                    .expect("not poisoned")
+                    .sign(&p.batch, &mut sigs)?;
+                sign_seconds += t.elapsed().as_secs_f64();
+                account(
+                    &ScannedChunk::from_parsed(p, sigs, k, want_exact_keys),
+                    &mut stats,
+                )
+            },
+        )?;
+        stats.sign_seconds = sign_seconds;
+        w
+    };
     stats.parse_seconds = parse_total.into_inner().expect("not poisoned");
     stats.wait_seconds = waited.as_secs_f64();
     stats.seconds = t0.elapsed().as_secs_f64();

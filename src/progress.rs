@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// `--progress`: when to draw bars.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -19,12 +19,11 @@ pub enum ProgressMode {
     Never,
 }
 
-/// Makes the bars for each pass of one run.
-#[derive(Debug, Clone, Copy)]
+/// Makes the bars for each pass of one run. Bars live in one `MultiProgress`, so a step's
+/// spinner and a pass started inside it stack instead of overwriting each other.
+#[derive(Debug, Clone)]
 pub struct ProgressFactory {
-    enabled: bool,
-    /// Stderr is not a terminal but progress was asked for: plain lines, once a second.
-    as_lines: bool,
+    multi: Option<MultiProgress>,
 }
 
 /// A "terminal" for `--progress always` into a file or pipe: each redraw becomes one plain
@@ -82,39 +81,42 @@ impl ProgressFactory {
                 ProgressMode::Always => true,
                 ProgressMode::Never => false,
             };
-        ProgressFactory {
-            enabled,
-            as_lines: enabled && !tty,
-        }
+        let multi = enabled.then(|| {
+            // Stderr is not a terminal but progress was asked for: plain lines, once a second.
+            let target = if tty {
+                ProgressDrawTarget::stderr()
+            } else {
+                ProgressDrawTarget::term_like(Box::<LineLog>::default())
+            };
+            MultiProgress::with_draw_target(target)
+        });
+        ProgressFactory { multi }
     }
 
     pub fn hidden() -> Self {
-        ProgressFactory {
-            enabled: false,
-            as_lines: false,
-        }
+        ProgressFactory { multi: None }
     }
 
-    fn target(&self) -> ProgressDrawTarget {
-        if self.as_lines {
-            ProgressDrawTarget::term_like(Box::<LineLog>::default())
-        } else {
-            ProgressDrawTarget::stderr()
-        }
+    fn add(&self, total: Option<u64>) -> Option<ProgressBar> {
+        self.multi.as_ref().map(|m| {
+            m.add(ProgressBar::with_draw_target(
+                total,
+                ProgressDrawTarget::hidden(),
+            ))
+        })
     }
 
     pub fn enabled(&self) -> bool {
-        self.enabled
+        self.multi.is_some()
     }
 
     /// A bar for a pass over the inputs, advanced by raw bytes read (`total` when known).
     pub fn pass(&self, label: &str, total_bytes: Option<u64>) -> Progress {
-        if !self.enabled {
+        let Some(b) = self.add(total_bytes) else {
             return Progress::hidden();
-        }
+        };
         let bar = match total_bytes {
-            Some(t) => {
-                let b = ProgressBar::with_draw_target(Some(t), self.target());
+            Some(_) => {
                 b.set_style(
                     ProgressStyle::with_template(
                         "{prefix:>12} [{bar:30}] {bytes}/{total_bytes} {msg} ETA {eta}",
@@ -125,7 +127,6 @@ impl ProgressFactory {
                 b
             }
             None => {
-                let b = ProgressBar::with_draw_target(None, self.target());
                 b.set_style(
                     ProgressStyle::with_template("{prefix:>12} {spinner} {bytes} {msg}")
                         .expect("valid template"),
@@ -143,10 +144,9 @@ impl ProgressFactory {
 
     /// A spinner for a step with no natural size (LSH, clustering).
     pub fn step(&self, label: &str) -> Progress {
-        if !self.enabled {
+        let Some(b) = self.add(None) else {
             return Progress::hidden();
-        }
-        let b = ProgressBar::with_draw_target(None, self.target());
+        };
         b.set_style(
             ProgressStyle::with_template("{prefix:>12} {spinner} {msg} {elapsed}")
                 .expect("valid template"),

@@ -547,3 +547,32 @@ fn the_memory_guard_stops_before_writing() {
     ]));
     assert!(Path::new(&out).exists());
 }
+
+#[test]
+fn the_first_bad_line_is_reported_even_with_chunks_in_flight() {
+    let c = Case::new();
+    let big = c.path("big.jsonl");
+    ok(&neardup(&[
+        "synth",
+        "30000",
+        "-o",
+        big.to_str().unwrap(),
+        "--words",
+        "120",
+    ]));
+    let mut lines: Vec<String> = std::fs::read_to_string(&big)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines[12345] = "{broken".into();
+    lines[25000] = "[also broken]".into();
+    let p = c.write("in.jsonl", (lines.join("\n") + "\n").as_bytes());
+    std::fs::remove_file(&big).unwrap();
+    c.dedup_fails(&p, &["in.jsonl:12346", "not valid JSON"]);
+    let sig = c.path("s.npy").to_str().unwrap().to_string();
+    c.fails(
+        &["signatures", &p, "-o", &sig, "--engine", "cpu"],
+        &["in.jsonl:12346"],
+    );
+}

@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::{check_output, Engine, EngineError, EngineInfo};
+use super::{check_output, Engine, EngineError, EngineInfo, RecordSigner};
 use crate::batch::PackedBatch;
 use crate::hash::{PermParams, P};
 use crate::io::{parse_record, Chunk, Fields};
@@ -76,19 +76,40 @@ impl Engine for CpuEngine {
         }
     }
 
-    fn fuses_parsing(&self) -> bool {
-        true
+    fn record_signer(&self) -> Option<&dyn RecordSigner> {
+        Some(self)
     }
 
+    fn sign(&mut self, batch: &PackedBatch, out: &mut [u32]) -> Result<(), EngineError> {
+        let n = self.params.num_perm;
+        check_output(batch, n, out)?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        let k = self.params.k;
+        let perms = &self.perms;
+        self.install(|| {
+            out.par_chunks_mut(n)
+                .enumerate()
+                .with_min_len(4)
+                .for_each_init(Vec::new, |xs, (d, row)| {
+                    sign_doc(batch, d, k, perms, xs, row);
+                });
+        });
+        Ok(())
+    }
+}
+
+impl RecordSigner for CpuEngine {
     /// Cut the chunk's lines into pieces and, per piece on its own thread, parse each record,
-    /// tokenize it into a piece-local batch and sign it while the text is still in cache.
-    fn sign_records(
-        &mut self,
+    /// tokenize it into a reused per-thread batch and sign it while the text is still in cache.
+    fn sign_chunk(
+        &self,
         chunk: &Chunk,
         fields: &Fields,
         name: &str,
         want_exact_keys: bool,
-    ) -> Result<Vec<ScannedChunk>, crate::Error> {
+    ) -> Result<ScannedChunk, crate::Error> {
         let (k, np) = (self.params.k, self.params.num_perm);
         let perms = &self.perms;
         let n = chunk.len();
@@ -150,27 +171,8 @@ impl Engine for CpuEngine {
                 out.shingles += part.shingles;
                 out.text_bytes += part.text_bytes;
             }
-            Ok(vec![out])
+            Ok(out)
         })
-    }
-
-    fn sign(&mut self, batch: &PackedBatch, out: &mut [u32]) -> Result<(), EngineError> {
-        let n = self.params.num_perm;
-        check_output(batch, n, out)?;
-        if out.is_empty() {
-            return Ok(());
-        }
-        let k = self.params.k;
-        let perms = &self.perms;
-        self.install(|| {
-            out.par_chunks_mut(n)
-                .enumerate()
-                .with_min_len(4)
-                .for_each_init(Vec::new, |xs, (d, row)| {
-                    sign_doc(batch, d, k, perms, xs, row);
-                });
-        });
-        Ok(())
     }
 }
 

@@ -62,31 +62,12 @@ pub trait Engine: Send {
         crate::pipeline::DEFAULT_CHUNK_BYTES
     }
 
-    /// Does this engine parse, tokenize and sign each chunk of records in one step
-    /// ([`Engine::sign_records`])? The CPU engine does: the text stays in cache and no batch is
-    /// copied. Others get batches parsed ahead on another thread.
-    fn fuses_parsing(&self) -> bool {
-        false
-    }
-
-    /// Parse, tokenize and sign a chunk of JSONL records in one step, returning it as pieces in
-    /// order (joining them would only copy). The default parses the chunk, then signs the batch.
-    fn sign_records(
-        &mut self,
-        chunk: &crate::io::Chunk,
-        fields: &crate::io::Fields,
-        name: &str,
-        want_exact_keys: bool,
-    ) -> Result<Vec<crate::pipeline::ScannedChunk>, crate::Error> {
-        let p = crate::pipeline::parse_chunk(chunk, fields, name)?;
-        let mut sigs = vec![0u32; p.batch.num_docs() * self.params().num_perm];
-        self.sign(&p.batch, &mut sigs)?;
-        Ok(vec![crate::pipeline::ScannedChunk::from_parsed(
-            p,
-            sigs,
-            self.params().k,
-            want_exact_keys,
-        )])
+    /// An engine that can parse, tokenize and sign whole chunks of records, several at once
+    /// from different threads, returns itself here. The CPU engine does: the text stays in
+    /// cache, no batch is copied, and workers never wait between chunks. Others (the GPU) get
+    /// batches parsed ahead on another thread and sign them one at a time.
+    fn record_signer(&self) -> Option<&dyn RecordSigner> {
+        None
     }
 
     /// Convenience: sign into a fresh matrix.
@@ -95,6 +76,18 @@ pub trait Engine: Send {
         self.sign(batch, &mut out)?;
         Ok(out)
     }
+}
+
+/// Parses, tokenizes and signs chunks of JSONL records; callable from many threads at once.
+pub trait RecordSigner: Sync {
+    /// One chunk's documents, signed, in line order.
+    fn sign_chunk(
+        &self,
+        chunk: &crate::io::Chunk,
+        fields: &crate::io::Fields,
+        name: &str,
+        want_exact_keys: bool,
+    ) -> Result<crate::pipeline::ScannedChunk, crate::Error>;
 }
 
 /// Check `out` has room for exactly the batch's signatures.
