@@ -364,6 +364,7 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
         &|_| "<bench>".to_string(),
         |_| Ok(Default::default()),
         &ProgressFactory::hidden(),
+        false,
     )?;
     let cs = &clustering.stats;
     push(&mut stages, "LSH", "host", cs.lsh_seconds, &facts);

@@ -287,13 +287,15 @@ pub type ShingleSets = HashMap<u32, Vec<u64>>;
 
 /// Cluster a signed corpus. `name_of(file)` names inputs in error messages; `load_sets` is
 /// called (once, only for `jaccard` confirmation and only when some bucket exists) with a mask of
-/// the documents whose shingle sets are needed.
+/// the documents whose shingle sets are needed. With `measure`, the S-curve is also measured
+/// on a sample (for reports; about a tenth of a second).
 pub fn cluster_corpus(
     corpus: &SignedCorpus,
     cfg: &DedupConfig,
     name_of: &dyn Fn(u32) -> String,
     load_sets: impl FnOnce(&[bool]) -> Result<ShingleSets, Error>,
     progress: &ProgressFactory,
+    measure: bool,
 ) -> Result<Clustering, Error> {
     cfg.validate()?;
     let n = corpus.len();
@@ -400,7 +402,7 @@ pub fn cluster_corpus(
             }
         }
     }
-    let similarity_buckets = if sets.is_empty() {
+    let similarity_buckets = if sets.is_empty() || !measure {
         Vec::new()
     } else {
         similarity_sample(corpus, cfg.lsh, &sets)
@@ -547,6 +549,7 @@ pub fn clusters<I: AsRef<str>, T: AsRef<str>>(
         &|_| "<memory>".to_string(),
         |needed| Ok(sets_from_batch(&batch, k, needed)),
         &ProgressFactory::hidden(),
+        false,
     )
 }
 
@@ -659,6 +662,8 @@ pub struct DedupOutputs {
     pub output: String,
     pub clusters: Option<String>,
     pub pairs: Option<String>,
+    /// A report will be written: measure the S-curve on a sample.
+    pub measure: bool,
 }
 
 /// Everything a `dedup` run reports.
@@ -768,6 +773,7 @@ pub fn run_dedup(
         &name_of,
         |needed| load_shingle_sets(inputs, fields, k, needed, progress, sets_budget),
         progress,
+        outs.measure,
     )?;
 
     // Pass 2: stream the records out.

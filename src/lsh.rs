@@ -117,15 +117,19 @@ pub fn band_buckets(
         let off = d * num_perm + j * params.rows;
         &sigs[off..off + params.rows]
     };
-    let mut out = Buckets::default();
-    let mut keys: Vec<(u64, u32)> = Vec::with_capacity(docs);
-    for j in 0..params.bands {
-        keys.clear();
-        keys.par_extend((0..docs).into_par_iter().filter(|&d| eligible(d)).map(|d| {
-            let band: &[u8] = bytemuck::cast_slice(band_of(d, j));
-            (xxh3_64_with_seed(band, j as u64), d as u32)
-        }));
-        keys.par_sort_unstable();
+    // One band per task, as many bands at a time as there are threads (each holds 16 bytes per
+    // document while it sorts); their buckets are joined in band order, so the result does not
+    // depend on the thread count.
+    let one_band = |j: usize| -> Buckets {
+        let mut out = Buckets::default();
+        let mut keys: Vec<(u64, u32)> = (0..docs)
+            .filter(|&d| eligible(d))
+            .map(|d| {
+                let band: &[u8] = bytemuck::cast_slice(band_of(d, j));
+                (xxh3_64_with_seed(band, j as u64), d as u32)
+            })
+            .collect();
+        keys.sort_unstable();
         let mut i = 0;
         while i < keys.len() {
             let mut e = i + 1;
@@ -152,6 +156,20 @@ pub fn band_buckets(
                 }
             }
             i = e;
+        }
+        out
+    };
+    let mut out = Buckets::default();
+    let step = rayon::current_num_threads().max(1);
+    for first in (0..params.bands).step_by(step) {
+        let group: Vec<Buckets> = (first..(first + step).min(params.bands))
+            .into_par_iter()
+            .map(one_band)
+            .collect();
+        for g in group {
+            for i in 0..g.len() {
+                out.push(g.get(i).iter().copied());
+            }
         }
     }
     if out.offsets.is_empty() {

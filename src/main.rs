@@ -115,6 +115,7 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
         output: a.output.clone(),
         clusters: a.clusters.clone(),
         pairs: a.pairs.clone(),
+        measure: !a.report.is_empty(),
     };
     let s = dedup::run_dedup(
         &inputs,
