@@ -55,10 +55,14 @@ fn mod_p_u64(v: vec2<u32>) -> u32 {
     return s;
 }
 
-// (a*x + b) mod P for a, x, b < 2^31: the 62-bit product plus b, with the carry, then mod P.
+// (a*x + b) mod P for a, x, b < P: the 62-bit product plus b, with the carry, then mod P.
+// Since a, x, b <= P - 1, v = a*x + b < 2^62 - 3*2^31 + 3, so its top two bits are zero and
+// f = (v >> 31) + (v & P) = ((hi << 1) | (lo >> 31)) + (lo & P) is below 2P: v mod P is the
+// smaller of f and f - P (which wraps around when f < P). Cheaper than mod_p_u64.
 fn permute(a: u32, b: u32, x: u32) -> u32 {
     let prod = mul32x32(a, x);
     let lo = prod.x + b;
-    let carry = select(0u, 1u, lo < b);
-    return mod_p_u64(vec2<u32>(lo, prod.y + carry));
+    let hi = prod.y + select(0u, 1u, lo < b);
+    let f = ((hi << 1u) | (lo >> 31u)) + (lo & P);
+    return min(f, f - P);
 }

@@ -313,18 +313,24 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
         let opts = GpuOptions {
             backend: a.backend,
             allow_software: true,
+            profile: true,
             ..GpuOptions::default()
         };
         match GpuEngine::new(params, &opts) {
             Ok(mut gpu) => {
                 let (secs, s) = time_engine(&mut gpu, &batches, a.repeat)?;
-                push(
-                    &mut stages,
-                    "sign (hash+permute+min)",
-                    &gpu.info().to_string(),
-                    secs,
-                    &facts,
-                );
+                let name = gpu.info().to_string();
+                push(&mut stages, "sign (hash+permute+min)", &name, secs, &facts);
+                if gpu.profiling() {
+                    // GPU timestamps: the kernels alone, without uploads, readback or the host.
+                    let runs = a.repeat.max(1) as f64;
+                    let [init, hash, min] = gpu.kernel_seconds.map(|s| s / runs);
+                    push(&mut stages, "  kernel: init", &name, init, &facts);
+                    push(&mut stages, "  kernel: hash", &name, hash, &facts);
+                    push(&mut stages, "  kernel: permute+min", &name, min, &facts);
+                } else {
+                    skipped.push("gpu kernel times: the adapter has no timestamp queries".into());
+                }
                 if !sigs.is_empty() && sigs != s {
                     return Err(Error::Engine(crate::engine::EngineError::Gpu(
                         "the GPU signatures differ from the CPU's: run `neardup verify`".into(),

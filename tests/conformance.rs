@@ -321,3 +321,30 @@ fn gpu_engine_reports_host_fallback_for_giant_shingles() {
     assert_eq!(got, want);
     assert_eq!(e.host_docs, 1);
 }
+
+#[test]
+fn gpu_engine_with_kernel_timestamps_conforms() {
+    // Profiling splits the work into one pass per stage, each with timestamps: same bits.
+    let opts = GpuOptions {
+        profile: true,
+        ..GpuOptions::default()
+    };
+    gpu_suite("gpu/profiled", opts.clone());
+    let Some(mut e) = gpu(p(5, 128, 0), &opts) else {
+        return;
+    };
+    let texts: Vec<String> = (0..200).map(|i| n_words(100 + i, i)).collect();
+    e.sign_vec(&PackedBatch::from_texts(&texts)).unwrap();
+    if e.profiling() {
+        assert!(
+            e.kernel_seconds[1] > 0.0 && e.kernel_seconds[2] > 0.0,
+            "{:?}",
+            e.kernel_seconds
+        );
+    } else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "this adapter has no timestamp queries: kernel times not checked"
+        );
+    }
+}

@@ -107,6 +107,8 @@ pub struct GpuOptions {
     pub allow_software: bool,
     /// Cap on the word bytes of one sub-batch (default 32 MiB, or the device's binding limit).
     pub batch_bytes: usize,
+    /// Time each kernel with GPU timestamps, when the adapter supports them (`bench`).
+    pub profile: bool,
 }
 
 impl Default for GpuOptions {
@@ -115,6 +117,7 @@ impl Default for GpuOptions {
             backend: None,
             allow_software: true,
             batch_bytes: 32 << 20,
+            profile: false,
         }
     }
 }
@@ -269,11 +272,25 @@ pub struct GpuEngine {
     sigs_buf: wgpu::Buffer,
     readback: wgpu::Buffer,
     errors: Arc<Mutex<Option<String>>>,
+    timing: Option<Timing>,
     /// Documents signed on the host because one of their shingles outgrew a sub-batch.
     pub host_docs: u64,
     /// Sub-batches dispatched.
     pub sub_batches: u64,
+    /// With profiling: GPU seconds spent in `init_signatures`, `hash_shingles` and `minhash`.
+    pub kernel_seconds: [f64; 3],
 }
+
+/// GPU timestamps around each of the three passes.
+struct Timing {
+    queries: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    readback: wgpu::Buffer,
+    /// Nanoseconds per timestamp tick.
+    period: f64,
+}
+
+const TIMESTAMPS: u32 = 6;
 
 impl GpuEngine {
     /// Find an adapter, build the pipelines and buffers.
@@ -282,9 +299,14 @@ impl GpuEngine {
         let (_instance, adapter) = pick_adapter(opts)?;
         let summary = summarize(&adapter);
         let alimits = adapter.limits();
+        let profile = opts.profile && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("neardup"),
-            required_features: wgpu::Features::empty(),
+            required_features: if profile {
+                wgpu::Features::TIMESTAMP_QUERY
+            } else {
+                wgpu::Features::empty()
+            },
             required_limits: alimits.clone(),
             experimental_features: wgpu::ExperimentalFeatures::disabled(),
             memory_hints: wgpu::MemoryHints::Performance,
@@ -422,6 +444,24 @@ impl GpuEngine {
                 resource: b.as_entire_binding(),
             }),
         });
+        let timing = profile.then(|| Timing {
+            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("kernel timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: TIMESTAMPS,
+            }),
+            resolve: buffer(
+                "timestamps",
+                TIMESTAMPS as usize * 8,
+                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            ),
+            readback: buffer(
+                "timestamps readback",
+                TIMESTAMPS as usize * 8,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            ),
+            period: queue.get_timestamp_period() as f64,
+        });
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(EngineError::Gpu(format!(
                 "building the pipelines on {} failed: {e}",
@@ -448,14 +488,21 @@ impl GpuEngine {
             sigs_buf,
             readback,
             errors,
+            timing,
             host_docs: 0,
             sub_batches: 0,
+            kernel_seconds: [0.0; 3],
         })
     }
 
     /// The adapter in use.
     pub fn adapter(&self) -> &AdapterSummary {
         &self.adapter
+    }
+
+    /// Whether kernel times are being measured (profiling asked for and supported).
+    pub fn profiling(&self) -> bool {
+        self.timing.is_some()
     }
 
     /// The sub-batch limits derived from the device.
@@ -492,30 +539,54 @@ impl GpuEngine {
         let mut enc = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        {
+        let init = grid((sb.num_docs() as u32 * np as u32).div_ceil(HASH_WG));
+        let hash = grid(sb.num_shingles.div_ceil(HASH_WG));
+        let chunks = grid(sb.chunks.len() as u32);
+        let dispatches = [
+            (&self.init_pipeline, (init.0, init.1, 1)),
+            (&self.hash_pipeline, (hash.0, hash.1, 1)),
+            (
+                &self.min_pipeline,
+                (chunks.0, chunks.1, (np as u32).div_ceil(PERM_WG)),
+            ),
+        ];
+        // One pass per stage when profiling (each with its own timestamps), else one for all.
+        if let Some(t) = &self.timing {
+            for (i, (pipeline, (x, y, z))) in dispatches.iter().enumerate() {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("neardup stage"),
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: &t.queries,
+                        beginning_of_pass_write_index: Some(2 * i as u32),
+                        end_of_pass_write_index: Some(2 * i as u32 + 1),
+                    }),
+                });
+                pass.set_bind_group(0, &self.bind_group, &[]);
+                if *x > 0 {
+                    pass.set_pipeline(pipeline);
+                    pass.dispatch_workgroups(*x, *y, *z);
+                }
+            }
+            enc.resolve_query_set(&t.queries, 0..TIMESTAMPS, &t.resolve, 0);
+            enc.copy_buffer_to_buffer(&t.resolve, 0, &t.readback, 0, TIMESTAMPS as u64 * 8);
+        } else {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("neardup signatures"),
                 timestamp_writes: None,
             });
             pass.set_bind_group(0, &self.bind_group, &[]);
-            let init = grid((sb.num_docs() as u32 * np as u32).div_ceil(HASH_WG));
-            if init.0 > 0 {
-                pass.set_pipeline(&self.init_pipeline);
-                pass.dispatch_workgroups(init.0, init.1, 1);
-            }
-            let hash = grid(sb.num_shingles.div_ceil(HASH_WG));
-            if hash.0 > 0 {
-                pass.set_pipeline(&self.hash_pipeline);
-                pass.dispatch_workgroups(hash.0, hash.1, 1);
-            }
-            let chunks = grid(sb.chunks.len() as u32);
-            if chunks.0 > 0 {
-                pass.set_pipeline(&self.min_pipeline);
-                pass.dispatch_workgroups(chunks.0, chunks.1, (np as u32).div_ceil(PERM_WG));
+            for (pipeline, (x, y, z)) in dispatches {
+                if x > 0 {
+                    pass.set_pipeline(pipeline);
+                    pass.dispatch_workgroups(x, y, z);
+                }
             }
         }
         enc.copy_buffer_to_buffer(&self.sigs_buf, 0, &self.readback, 0, out_bytes);
         q.submit([enc.finish()]);
+        if let Some(t) = &self.timing {
+            t.readback.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        }
         let slice = self.readback.slice(..out_bytes);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
@@ -535,6 +606,20 @@ impl GpuEngine {
             rows.extend_from_slice(bytemuck::cast_slice(&view));
         }
         self.readback.unmap();
+        if let Some(t) = &self.timing {
+            {
+                let view = t
+                    .readback
+                    .slice(..)
+                    .get_mapped_range()
+                    .map_err(|e| EngineError::Gpu(format!("reading timestamps: {e}")))?;
+                let ts: &[u64] = bytemuck::cast_slice(&view);
+                for (i, k) in self.kernel_seconds.iter_mut().enumerate() {
+                    *k += ts[2 * i + 1].saturating_sub(ts[2 * i]) as f64 * t.period * 1e-9;
+                }
+            }
+            t.readback.unmap();
+        }
         self.sub_batches += 1;
         self.check_errors()
     }

@@ -60,12 +60,13 @@ pub fn mod_p_u64(v: U64) -> u32 {
     s
 }
 
-/// `u64.wgsl: permute`.
+/// `u64.wgsl: permute` (valid for `a, b, x < P`, as every permutation parameter and `x` is).
 pub fn permute(a: u32, b: u32, x: u32) -> u32 {
     let prod = mul32x32(a, x);
     let lo = prod.0.wrapping_add(b);
-    let carry = u32::from(lo < b);
-    mod_p_u64((lo, prod.1 + carry))
+    let hi = prod.1 + u32::from(lo < b);
+    let f = ((hi << 1) | (lo >> 31)) + (lo & P);
+    f.min(f.wrapping_sub(P))
 }
 
 /// FNV-1a 64 of a byte string, reduced mod P, the way `hash.wgsl` computes it.
