@@ -344,15 +344,9 @@ pub struct InspectArgs {
     pub a: String,
     /// Second document's id.
     pub b: String,
-    /// JSONL inputs holding them.
-    #[arg(required = true, value_name = "IN")]
-    pub inputs: Vec<String>,
-    #[arg(long = "id-field", default_value = "id")]
-    pub id_field: String,
-    #[arg(long = "text-field", default_value = "text")]
-    pub text_field: String,
-    #[arg(long = "numeric-ids")]
-    pub numeric_ids: bool,
+    /// JSONL inputs holding them, and their fields.
+    #[command(flatten)]
+    pub input: InputArgs,
     #[command(flatten)]
     pub hash: HashArgs,
     /// LSH bands.

@@ -227,6 +227,27 @@ mod x86 {
     pub const FNV_SIMD_LANES: usize = 32;
     const GROUPS: usize = FNV_SIMD_LANES / 8;
 
+    /// The shared loop of the SIMD kernels: the row in blocks of `$lanes` permutations, up to
+    /// four blocks per pass over `xs` (each pass keeps its accumulators in registers), then the
+    /// scalar tail. A macro, not a function, so the group call stays inside the caller's
+    /// `target_feature` context and inlines.
+    macro_rules! by_groups {
+        ($group:ident, $lanes:expr, $xs:ident, $a:ident, $b:ident, $row:ident) => {{
+            let full = $row.len() / $lanes;
+            let mut blk = 0;
+            while blk < full {
+                match full - blk {
+                    1 => $group::<1>($xs, $a, $b, $row, blk * $lanes),
+                    2 => $group::<2>($xs, $a, $b, $row, blk * $lanes),
+                    3 => $group::<3>($xs, $a, $b, $row, blk * $lanes),
+                    _ => $group::<4>($xs, $a, $b, $row, blk * $lanes),
+                }
+                blk += (full - blk).min(4);
+            }
+            tail($xs, $a, $b, $row, full * $lanes);
+        }};
+    }
+
     /// AVX-512 F + DQ (64-bit multiply), unless `NEARDUP_KERNEL=scalar`.
     pub fn fnv_available() -> bool {
         static OK: OnceLock<bool> = OnceLock::new();
@@ -302,19 +323,7 @@ mod x86 {
     /// broadcast `x` feeds 64 independent chains.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn permute_min_avx512(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
-        let n = row.len();
-        let full = n / 16;
-        let mut blk = 0;
-        while blk < full {
-            match full - blk {
-                1 => group512::<1>(xs, a, b, row, blk * 16),
-                2 => group512::<2>(xs, a, b, row, blk * 16),
-                3 => group512::<3>(xs, a, b, row, blk * 16),
-                _ => group512::<4>(xs, a, b, row, blk * 16),
-            }
-            blk += (full - blk).min(4);
-        }
-        tail(xs, a, b, row, full * 16);
+        by_groups!(group512, 16, xs, a, b, row);
     }
 
     #[target_feature(enable = "avx512f")]
@@ -371,19 +380,7 @@ mod x86 {
     /// `(H << 1) | (L >> 31)`. Twelve instructions per 16 permutations instead of fourteen.
     #[target_feature(enable = "avx512f,avx512vbmi2")]
     pub unsafe fn permute_min_avx512vbmi2(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
-        let n = row.len();
-        let full = n / 16;
-        let mut blk = 0;
-        while blk < full {
-            match full - blk {
-                1 => group512v::<1>(xs, a, b, row, blk * 16),
-                2 => group512v::<2>(xs, a, b, row, blk * 16),
-                3 => group512v::<3>(xs, a, b, row, blk * 16),
-                _ => group512v::<4>(xs, a, b, row, blk * 16),
-            }
-            blk += (full - blk).min(4);
-        }
-        tail(xs, a, b, row, full * 16);
+        by_groups!(group512v, 16, xs, a, b, row);
     }
 
     #[target_feature(enable = "avx512f,avx512vbmi2")]
@@ -436,19 +433,7 @@ mod x86 {
     /// `[0, 1, 4, 5, 2, 3, 6, 7]` (what `shuffle_ps` leaves); it is undone at the store.
     #[target_feature(enable = "avx2")]
     pub unsafe fn permute_min_avx2(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
-        let n = row.len();
-        let full = n / 8;
-        let mut blk = 0;
-        while blk < full {
-            match full - blk {
-                1 => group256::<1>(xs, a, b, row, blk * 8),
-                2 => group256::<2>(xs, a, b, row, blk * 8),
-                3 => group256::<3>(xs, a, b, row, blk * 8),
-                _ => group256::<4>(xs, a, b, row, blk * 8),
-            }
-            blk += (full - blk).min(4);
-        }
-        tail(xs, a, b, row, full * 8);
+        by_groups!(group256, 8, xs, a, b, row);
     }
 
     #[target_feature(enable = "avx2")]

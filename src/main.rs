@@ -560,23 +560,14 @@ fn cmd_tune(a: TuneArgs) -> Result<ExitCode> {
 }
 
 fn cmd_inspect(a: InspectArgs) -> Result<ExitCode> {
-    let fields = neardup::io::Fields {
-        id: a.id_field.clone(),
-        text: a.text_field.clone(),
-        numeric_ids: a.numeric_ids,
-    };
+    let fields = a.input.fields()?;
     let cfg = dedup::DedupConfig {
         params: a.hash.params()?,
         lsh: neardup::LshParams::new(a.bands, a.rows)?,
         ..Default::default()
     };
     cfg.validate()?;
-    let specs: Vec<neardup::io::InputSpec> = a
-        .inputs
-        .iter()
-        .map(|s| neardup::io::InputSpec::parse(s))
-        .collect();
-    let inputs = Inputs::new(&specs, false)?;
+    let inputs = Inputs::new(&a.input.specs(), false)?;
     let (mut ta, mut tb): (Option<String>, Option<String>) = (None, None);
     'files: for i in 0..inputs.len() {
         let mut r = inputs.open(i)?;

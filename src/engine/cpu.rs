@@ -162,14 +162,9 @@ impl RecordSigner for CpuEngine {
                     })
                 })
                 .collect();
+            // The parts' signatures are already in place in `out.sigs` (theirs are empty).
             for part in parts {
-                let part = part?;
-                out.ids.extend_from(&part.ids);
-                out.lines.extend_from_slice(&part.lines);
-                out.words.extend_from_slice(&part.words);
-                out.exact_keys.extend_from_slice(&part.exact_keys);
-                out.shingles += part.shingles;
-                out.text_bytes += part.text_bytes;
+                out.append(part?);
             }
             Ok(out)
         })
