@@ -958,7 +958,9 @@ fn write_pass(
                 .collect::<Vec<_>>()
                 .par_chunks(256)
                 .map(|idx| {
-                    let mut buf = Vec::new();
+                    // Room for the lines and their tags, so the buffer never grows.
+                    let bytes: usize = idx.iter().map(|&i| chunk.line(i).len() + 1).sum();
+                    let mut buf = crate::io::spare_buffer(bytes + idx.len() * 96);
                     let mut n = 0;
                     for &i in idx {
                         let d = base + i;
@@ -994,6 +996,7 @@ fn write_pass(
             for p in pieces {
                 let (buf, n) = p?;
                 out.write_all(&buf)?;
+                crate::io::recycle_buffer(buf);
                 written += n;
             }
             snippets.extend(found);

@@ -205,6 +205,49 @@ pub struct Chunk {
     pub lines: Vec<(usize, usize, u64)>,
 }
 
+/// Byte buffers of the streaming passes (chunks read, pieces of output) come back here when
+/// done, and the next chunk or piece takes one: a run cycles through a handful of warm buffers
+/// instead of faulting in fresh pages (and copying on growth) for each one.
+static SPARE_BUFFERS: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+/// More than a pipeline holds at once (reader, channel, chunks in flight, their output pieces).
+const SPARE_BUFFERS_MAX: usize = 16;
+/// Larger buffers (a chunk holding one huge document) are freed, not kept.
+const SPARE_BUFFER_MAX_BYTES: usize = 64 << 20;
+
+/// An empty buffer of at least `capacity` bytes, a spare one when there is one.
+pub fn spare_buffer(capacity: usize) -> Vec<u8> {
+    let spare = SPARE_BUFFERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .pop();
+    match spare {
+        Some(mut b) => {
+            b.reserve(capacity);
+            b
+        }
+        None => Vec::with_capacity(capacity),
+    }
+}
+
+/// Hand a buffer back for [`spare_buffer`] to reuse (dropped if the spares are full or it is
+/// huge).
+pub fn recycle_buffer(mut b: Vec<u8>) {
+    if b.capacity() == 0 || b.capacity() > SPARE_BUFFER_MAX_BYTES {
+        return;
+    }
+    b.clear();
+    let mut spare = SPARE_BUFFERS.lock().unwrap_or_else(|e| e.into_inner());
+    if spare.len() < SPARE_BUFFERS_MAX {
+        spare.push(b);
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        recycle_buffer(std::mem::take(&mut self.data));
+    }
+}
+
 impl Chunk {
     pub fn line(&self, i: usize) -> &[u8] {
         let (s, e, _) = self.lines[i];
@@ -263,7 +306,7 @@ impl LineReader {
     pub fn next_chunk(&mut self, target_bytes: usize) -> Result<Option<Chunk>, Error> {
         let mut chunk = Chunk {
             file_index: self.file_index,
-            data: Vec::with_capacity(target_bytes.min(64 << 20) + 4096),
+            data: spare_buffer(target_bytes.min(64 << 20) + 4096),
             lines: Vec::new(),
         };
         loop {
@@ -992,4 +1035,31 @@ pub fn write_file_atomic(path: &str, bytes: &[u8]) -> Result<(), Error> {
     let mut out = Output::create(path)?;
     out.write_all(bytes)?;
     out.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spare_buffers_come_back_empty_and_big_enough_and_huge_ones_are_not_kept() {
+        // Other tests in this binary share the spares, so only what holds whatever they do
+        // is asserted.
+        let mut b = spare_buffer(1000);
+        assert!(b.is_empty() && b.capacity() >= 1000);
+        b.extend_from_slice(b"leftover bytes");
+        recycle_buffer(b);
+        for _ in 0..SPARE_BUFFERS_MAX + 1 {
+            let b = spare_buffer(5000);
+            assert!(b.is_empty(), "a recycled buffer comes back cleared");
+            assert!(b.capacity() >= 5000);
+        }
+        let huge = Vec::<u8>::with_capacity(SPARE_BUFFER_MAX_BYTES + 1);
+        recycle_buffer(huge);
+        let spares = SPARE_BUFFERS.lock().unwrap();
+        assert!(spares.len() <= SPARE_BUFFERS_MAX);
+        assert!(spares
+            .iter()
+            .all(|s| s.capacity() <= SPARE_BUFFER_MAX_BYTES));
+    }
 }
