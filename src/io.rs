@@ -211,8 +211,9 @@ pub struct Chunk {
 static SPARE_BUFFERS: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
 /// More than a pipeline holds at once (reader, channel, chunks in flight, their output pieces).
 const SPARE_BUFFERS_MAX: usize = 16;
-/// Larger buffers (a chunk holding one huge document) are freed, not kept.
-const SPARE_BUFFER_MAX_BYTES: usize = 64 << 20;
+/// The spares together hold at most this much, so that what they keep between passes never
+/// weighs on peak memory (a GPU engine's 64 MiB chunks are simply freed, as before).
+const SPARE_BYTES_MAX: usize = 32 << 20;
 
 /// An empty buffer of at least `capacity` bytes, a spare one when there is one.
 pub fn spare_buffer(capacity: usize) -> Vec<u8> {
@@ -229,15 +230,15 @@ pub fn spare_buffer(capacity: usize) -> Vec<u8> {
     }
 }
 
-/// Hand a buffer back for [`spare_buffer`] to reuse (dropped if the spares are full or it is
-/// huge).
+/// Hand a buffer back for [`spare_buffer`] to reuse (freed instead when the spares are full).
 pub fn recycle_buffer(mut b: Vec<u8>) {
-    if b.capacity() == 0 || b.capacity() > SPARE_BUFFER_MAX_BYTES {
+    if b.capacity() == 0 {
         return;
     }
     b.clear();
     let mut spare = SPARE_BUFFERS.lock().unwrap_or_else(|e| e.into_inner());
-    if spare.len() < SPARE_BUFFERS_MAX {
+    let held: usize = spare.iter().map(|s| s.capacity()).sum();
+    if spare.len() < SPARE_BUFFERS_MAX && held + b.capacity() <= SPARE_BYTES_MAX {
         spare.push(b);
     }
 }
@@ -1042,7 +1043,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn spare_buffers_come_back_empty_and_big_enough_and_huge_ones_are_not_kept() {
+    fn spare_buffers_come_back_empty_and_big_enough_and_hold_little() {
         // Other tests in this binary share the spares, so only what holds whatever they do
         // is asserted.
         let mut b = spare_buffer(1000);
@@ -1054,12 +1055,13 @@ mod tests {
             assert!(b.is_empty(), "a recycled buffer comes back cleared");
             assert!(b.capacity() >= 5000);
         }
-        let huge = Vec::<u8>::with_capacity(SPARE_BUFFER_MAX_BYTES + 1);
-        recycle_buffer(huge);
+        recycle_buffer(Vec::with_capacity(SPARE_BYTES_MAX + 1));
+        for _ in 0..SPARE_BUFFERS_MAX + 4 {
+            recycle_buffer(Vec::with_capacity(4 << 20));
+        }
         let spares = SPARE_BUFFERS.lock().unwrap();
         assert!(spares.len() <= SPARE_BUFFERS_MAX);
-        assert!(spares
-            .iter()
-            .all(|s| s.capacity() <= SPARE_BUFFER_MAX_BYTES));
+        let held: usize = spares.iter().map(|s| s.capacity()).sum();
+        assert!(held <= SPARE_BYTES_MAX, "the spares hold {held} bytes");
     }
 }
