@@ -319,6 +319,59 @@ mod x86 {
         }
     }
 
+    /// `G` blocks of 16 permutations from `off`: `a` and `b` widened to u64 lanes (permutations
+    /// 0-7 of a block in `*lo`, 8-15 in `*hi`) and the running minima. Both AVX-512 kernels
+    /// start from these and differ only in how they fold the products.
+    struct Blocks512<const G: usize> {
+        alo: [__m512i; G],
+        ahi: [__m512i; G],
+        blo: [__m512i; G],
+        bhi: [__m512i; G],
+        acc: [__m512i; G],
+    }
+
+    /// Load [`Blocks512`]. Callers guarantee `off + 16 * G <= row.len() <= a.len(), b.len()`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn load512<const G: usize>(
+        a: &[u32],
+        b: &[u32],
+        row: &[u32],
+        off: usize,
+    ) -> Blocks512<G> {
+        let load64 = |s: &[u32], i: usize| -> __m512i {
+            // SAFETY: i + 8 <= s.len() for every call below.
+            _mm512_cvtepu32_epi64(unsafe {
+                _mm256_loadu_si256(s.as_ptr().add(i) as *const __m256i)
+            })
+        };
+        let mut k = Blocks512 {
+            alo: [_mm512_setzero_si512(); G],
+            ahi: [_mm512_setzero_si512(); G],
+            blo: [_mm512_setzero_si512(); G],
+            bhi: [_mm512_setzero_si512(); G],
+            acc: [_mm512_setzero_si512(); G],
+        };
+        for g in 0..G {
+            let i = off + 16 * g;
+            k.alo[g] = load64(a, i);
+            k.ahi[g] = load64(a, i + 8);
+            k.blo[g] = load64(b, i);
+            k.bhi[g] = load64(b, i + 8);
+            k.acc[g] = _mm512_loadu_si512(row.as_ptr().add(i) as *const __m512i);
+        }
+        k
+    }
+
+    /// Store the running minima of [`load512`]'s blocks back into `row`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn store512<const G: usize>(acc: &[__m512i; G], row: &mut [u32], off: usize) {
+        for (g, v) in acc.iter().enumerate() {
+            _mm512_storeu_si512(row.as_mut_ptr().add(off + 16 * g) as *mut __m512i, *v);
+        }
+    }
+
     /// 16 permutations a vector, four vectors (64 permutations) per pass over `xs`, so each
     /// broadcast `x` feeds 64 independent chains.
     #[target_feature(enable = "avx512f")]
@@ -338,25 +391,13 @@ mod x86 {
         let p32 = _mm512_set1_epi32(P as i32);
         // Even dwords of two u64x8 vectors, in lane order: their low halves.
         let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        let load64 = |s: &[u32], i: usize| -> __m512i {
-            // SAFETY: i + 8 <= s.len() for every call below.
-            _mm512_cvtepu32_epi64(unsafe {
-                _mm256_loadu_si256(s.as_ptr().add(i) as *const __m256i)
-            })
-        };
-        let mut alo = [_mm512_setzero_si512(); G];
-        let mut ahi = [_mm512_setzero_si512(); G];
-        let mut blo = [_mm512_setzero_si512(); G];
-        let mut bhi = [_mm512_setzero_si512(); G];
-        let mut acc = [_mm512_setzero_si512(); G];
-        for g in 0..G {
-            let i = off + 16 * g;
-            alo[g] = load64(a, i);
-            ahi[g] = load64(a, i + 8);
-            blo[g] = load64(b, i);
-            bhi[g] = load64(b, i + 8);
-            acc[g] = _mm512_loadu_si512(row.as_ptr().add(i) as *const __m512i);
-        }
+        let Blocks512 {
+            alo,
+            ahi,
+            blo,
+            bhi,
+            mut acc,
+        } = load512::<G>(a, b, row, off);
         for &x in xs {
             let xv = _mm512_set1_epi64(x as i64);
             for g in 0..G {
@@ -370,9 +411,7 @@ mod x86 {
                 acc[g] = _mm512_min_epu32(acc[g], _mm512_min_epu32(f, _mm512_sub_epi32(f, p32)));
             }
         }
-        for (g, v) in acc.iter().enumerate() {
-            _mm512_storeu_si512(row.as_mut_ptr().add(off + 16 * g) as *mut __m512i, *v);
-        }
+        store512(&acc, row, off);
     }
 
     /// As [`permute_min_avx512`], but the 64-bit fold is done in 32-bit lanes: the low and high
@@ -394,25 +433,13 @@ mod x86 {
         let p32 = _mm512_set1_epi32(P as i32);
         let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
         let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-        let load64 = |s: &[u32], i: usize| -> __m512i {
-            // SAFETY: i + 8 <= s.len() for every call below.
-            _mm512_cvtepu32_epi64(unsafe {
-                _mm256_loadu_si256(s.as_ptr().add(i) as *const __m256i)
-            })
-        };
-        let mut alo = [_mm512_setzero_si512(); G];
-        let mut ahi = [_mm512_setzero_si512(); G];
-        let mut blo = [_mm512_setzero_si512(); G];
-        let mut bhi = [_mm512_setzero_si512(); G];
-        let mut acc = [_mm512_setzero_si512(); G];
-        for g in 0..G {
-            let i = off + 16 * g;
-            alo[g] = load64(a, i);
-            ahi[g] = load64(a, i + 8);
-            blo[g] = load64(b, i);
-            bhi[g] = load64(b, i + 8);
-            acc[g] = _mm512_loadu_si512(row.as_ptr().add(i) as *const __m512i);
-        }
+        let Blocks512 {
+            alo,
+            ahi,
+            blo,
+            bhi,
+            mut acc,
+        } = load512::<G>(a, b, row, off);
         for &x in xs {
             let xv = _mm512_set1_epi64(x as i64);
             for g in 0..G {
@@ -424,9 +451,7 @@ mod x86 {
                 acc[g] = _mm512_min_epu32(acc[g], _mm512_min_epu32(f, _mm512_sub_epi32(f, p32)));
             }
         }
-        for (g, v) in acc.iter().enumerate() {
-            _mm512_storeu_si512(row.as_mut_ptr().add(off + 16 * g) as *mut __m512i, *v);
-        }
+        store512(&acc, row, off);
     }
 
     /// 8 permutations a vector, four vectors per pass over `xs`. The packed order of a vector is
