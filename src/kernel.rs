@@ -102,15 +102,18 @@ pub fn hash_shingles(batch: &PackedBatch, d: usize, k: usize, xs: &mut Vec<u32>)
             }
             // The vector loads read whole 8-byte words, up to 7 bytes past a shingle's end:
             // fine inside the batch, not past its end (the last shingles go the scalar way).
-            let last = x86::FNV_SIMD_LANES - 1;
-            if (start[last] + len[last].next_multiple_of(8)) as usize > bytes.len() {
+            // Every lane is checked: an earlier shingle can round up further than the last one.
+            let reach = (0..x86::FNV_SIMD_LANES)
+                .map(|l| start[l] + len[l].next_multiple_of(8))
+                .max()
+                .expect("lanes");
+            if reach as usize > bytes.len() {
                 break;
             }
             let mut out = [0u32; x86::FNV_SIMD_LANES];
             // SAFETY: AVX-512 F+DQ present (fnv_available); every 8-byte read at
-            // start[l] + 8i for 8i < len[l] lies inside `bytes`: starts grow with l, shingles of
-            // a document share one width, so the last lane's rounded end bounds them all.
-            unsafe { x86::fnv_lanes(bytes.as_ptr(), &start, &len, &mut out) };
+            // start[l] + 8i for 8i < len[l] ends at or before `reach`, inside `bytes`.
+            unsafe { x86::fnv_lanes(bytes, &start, &len, &mut out) };
             xs.extend_from_slice(&out);
             j += x86::FNV_SIMD_LANES;
         }
@@ -264,15 +267,21 @@ mod x86 {
     /// masked and keeps its value.
     ///
     /// # Safety
-    /// AVX-512 F and DQ must be present, and `base + start[l] + 8i` must be readable for 8 bytes
-    /// whenever `8i < len[l]`.
+    /// AVX-512 F and DQ must be present, and `bytes[start[l] + 8i..][..8]` must be in bounds
+    /// whenever `8i < len[l]` (checked in debug builds).
     #[target_feature(enable = "avx512f,avx512dq")]
     pub unsafe fn fnv_lanes(
-        base: *const u8,
+        bytes: &[u8],
         start: &[u64; FNV_SIMD_LANES],
         len: &[u64; FNV_SIMD_LANES],
         out: &mut [u32; FNV_SIMD_LANES],
     ) {
+        debug_assert!(
+            (0..FNV_SIMD_LANES)
+                .all(|l| (start[l] + len[l].next_multiple_of(8)) as usize <= bytes.len()),
+            "a lane's 8-byte loads would pass the end of the batch"
+        );
+        let base = bytes.as_ptr();
         let prime = _mm512_set1_epi64(FNV_PRIME as i64);
         let ff = _mm512_set1_epi64(0xff);
         let eight = _mm512_set1_epi64(8);

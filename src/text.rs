@@ -215,13 +215,17 @@ pub(crate) mod simd {
     use std::arch::x86_64::*;
     use std::sync::OnceLock;
 
-    /// AVX-512 F + BW (byte compares) + VBMI2 (byte compress).
+    /// AVX-512 F + BW (byte compares) + VBMI2 (byte compress), and the bit instructions the
+    /// kernel enables (every CPU with VBMI2 has them, but the kernel's contract is checked).
     pub fn available() -> bool {
         static OK: OnceLock<bool> = OnceLock::new();
         *OK.get_or_init(|| {
             std::arch::is_x86_feature_detected!("avx512f")
                 && std::arch::is_x86_feature_detected!("avx512bw")
                 && std::arch::is_x86_feature_detected!("avx512vbmi2")
+                && std::arch::is_x86_feature_detected!("popcnt")
+                && std::arch::is_x86_feature_detected!("bmi1")
+                && std::arch::is_x86_feature_detected!("bmi2")
                 && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
         })
     }

@@ -106,3 +106,18 @@ fn shingle_hashing_across_lane_groups_and_the_batch_end() {
         }
     }
 }
+
+#[test]
+fn an_earlier_lane_that_rounds_up_further_than_the_last_stays_inside_the_batch() {
+    // k = 2, 32 shingles, the document last in its batch: lane 30 is "aa bbbbbb" (9 bytes, its
+    // loads reach 16 bytes on), lane 31 "bbbbbb c" (8 bytes, exactly 8). Checking only the last
+    // lane let lane 30 read past the end of the bytes (caught by fnv_lanes' debug assertion).
+    let filler: Vec<String> = (0..30).map(|i| format!("f{i}")).collect();
+    let text = format!("{} aa bbbbbb c", filler.join(" "));
+    let batch = PackedBatch::from_texts(&[text]);
+    let mut xs = Vec::new();
+    hash_shingles(&batch, 0, 2, &mut xs);
+    assert_eq!(xs.len(), 32);
+    let want: Vec<u32> = batch.shingles(0, 2).map(shingle_hash).collect();
+    assert_eq!(xs, want);
+}
