@@ -75,10 +75,14 @@ impl Inputs {
                             .prefix("neardup-stdin-")
                             .tempfile()
                             .map_err(|e| Error::io("<temporary spool file>", e))?;
-                        io::copy(&mut io::stdin().lock(), tmp.as_file_mut())
-                            .map_err(|e| Error::io("<stdin>", e))?;
+                        // Registered before the copy, so an interrupt during it removes the
+                        // spool too.
+                        register_partial(tmp.path());
+                        if let Err(e) = io::copy(&mut io::stdin().lock(), tmp.as_file_mut()) {
+                            unregister_partial(tmp.path());
+                            return Err(Error::io("<stdin>", e));
+                        }
                         let path = tmp.into_temp_path();
-                        register_partial(&path);
                         files.push(("<stdin>".to_string(), path.to_path_buf()));
                         spool = Some(path);
                     } else {

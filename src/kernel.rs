@@ -42,8 +42,10 @@ impl Kernel {
         v
     }
 
-    /// The fastest available variant, or the one `NEARDUP_KERNEL=scalar|avx2|avx512` names
-    /// (for benchmarks; an unavailable name falls back to the fastest).
+    /// The fastest available variant, or the one `NEARDUP_KERNEL=scalar|avx2|avx512|avx512vbmi2`
+    /// names (for benchmarks; an unavailable name falls back to the fastest). It picks the
+    /// permutation kernel; `scalar` also turns off the SIMD hasher and tokenizer, any other
+    /// name leaves them on.
     pub fn detect() -> Kernel {
         static K: OnceLock<Kernel> = OnceLock::new();
         *K.get_or_init(|| {

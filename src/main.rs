@@ -199,6 +199,8 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
     } else {
         (0, 0)
     };
+    // The bars' last state (written when they go) comes before the summary.
+    drop(progress);
     say(
         &a.run,
         format!(
@@ -262,6 +264,8 @@ fn cmd_decontam(a: DecontamArgs) -> Result<ExitCode> {
             neardup::io::write_file_atomic(path, body.as_bytes())?;
         }
     }
+    // The bars' last state (written when they go) comes before the summary.
+    drop(progress);
     say(
         &a.run,
         format!(
@@ -313,6 +317,8 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
         eprintln!("{stats:?}");
     }
     let secs = t0.elapsed().as_secs_f64();
+    // The bars' last state (written when they go) comes before the summary.
+    drop(progress);
     say(
         &a.run,
         format!(
@@ -579,9 +585,11 @@ fn cmd_inspect(a: InspectArgs) -> Result<ExitCode> {
                     inputs.name(i),
                     chunk.line_no(l),
                 )?;
+                // Independent checks: `inspect X X` (a document against itself) is allowed.
                 if rec.id == a.a && ta.is_none() {
-                    ta = Some(rec.text.into_owned());
-                } else if rec.id == a.b && tb.is_none() {
+                    ta = Some(rec.text.to_string());
+                }
+                if rec.id == a.b && tb.is_none() {
                     tb = Some(rec.text.into_owned());
                 }
                 if ta.is_some() && tb.is_some() {

@@ -26,11 +26,31 @@ pub struct ProgressFactory {
     multi: Option<MultiProgress>,
 }
 
-/// A "terminal" for `--progress always` into a file or pipe: each redraw becomes one plain
-/// line on stderr (cursor movements and clearing are dropped), at most once a second.
+/// A "terminal" for `--progress always` into a file or pipe: each redraw (every bar's line)
+/// becomes plain lines on stderr (cursor movements and clearing are dropped), at most one
+/// redraw a second; the last redraw held back is written when the bars go away, so the final
+/// state always shows.
 #[derive(Debug, Default)]
 struct LineLog {
-    last: std::sync::Mutex<Option<std::time::Instant>>,
+    state: std::sync::Mutex<LineLogState>,
+}
+
+#[derive(Debug, Default)]
+struct LineLogState {
+    last: Option<std::time::Instant>,
+    /// The redraw being written (indicatif writes a line per bar, then flushes).
+    frame: Vec<String>,
+    /// The latest redraw not written because it came too soon.
+    held: Vec<String>,
+}
+
+fn write_lines(lines: &[String]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut e = std::io::stderr().lock();
+    for l in lines {
+        writeln!(e, "{l}")?;
+    }
+    Ok(())
 }
 
 impl indicatif::TermLike for LineLog {
@@ -50,16 +70,11 @@ impl indicatif::TermLike for LineLog {
         Ok(())
     }
     fn write_line(&self, s: &str) -> std::io::Result<()> {
-        if s.trim().is_empty() {
-            return Ok(());
+        if !s.trim().is_empty() {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.frame.push(s.to_string());
         }
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
-            return Ok(());
-        }
-        *last = Some(std::time::Instant::now());
-        use std::io::Write;
-        writeln!(std::io::stderr(), "{s}")
+        Ok(())
     }
     fn write_str(&self, s: &str) -> std::io::Result<()> {
         self.write_line(s)
@@ -68,7 +83,28 @@ impl indicatif::TermLike for LineLog {
         Ok(())
     }
     fn flush(&self) -> std::io::Result<()> {
-        Ok(())
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.frame.is_empty() {
+            return Ok(());
+        }
+        let frame = std::mem::take(&mut st.frame);
+        if st
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            st.held = frame;
+            return Ok(());
+        }
+        st.last = Some(std::time::Instant::now());
+        st.held.clear();
+        write_lines(&frame)
+    }
+}
+
+impl Drop for LineLog {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let _ = write_lines(&st.held);
     }
 }
 

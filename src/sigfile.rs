@@ -399,6 +399,18 @@ pub fn read_signatures(path: &str) -> Result<SigFile, Error> {
             file.meta.contract, CONTRACT_VERSION
         )));
     }
+    // One id per row, each once: `compare` pairs rows by id.
+    if file.ids.len() as u64 != file.meta.documents {
+        return Err(err(format!(
+            "{} ids for {} rows of signatures",
+            file.ids.len(),
+            file.meta.documents
+        )));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(file.ids.len());
+    if let Some(dup) = file.ids.iter().find(|id| !seen.insert(id.as_str())) {
+        return Err(err(format!("the id {dup:?} appears more than once")));
+    }
     Ok(file)
 }
 

@@ -239,10 +239,23 @@ fn progress_goes_to_stderr_only_when_asked_or_on_a_terminal() {
         stderr(&o)
     };
     let always = run(&["--progress", "always"]);
+    // Bar lines (only bars have "ETA"; the summary also says docs/s): the first pass's, and the
+    // last pass's final state, written before the summary.
+    let bar_lines: Vec<&str> = always.lines().filter(|l| l.contains("ETA")).collect();
     assert!(
-        always.contains("signatures") && always.contains("docs/s") && always.contains("MiB"),
+        bar_lines
+            .iter()
+            .any(|l| l.contains("signatures") && l.contains("MiB")),
         "{always}"
     );
+    assert!(
+        bar_lines
+            .iter()
+            .any(|l| l.contains("writing") && l.contains("docs/s")),
+        "{always}"
+    );
+    let summary = always.find("documents read").expect("a summary");
+    assert!(always.rfind("writing").unwrap() < summary, "{always}");
     // Not a terminal here: auto draws nothing, never draws nothing; the summary always prints.
     for mode in ["auto", "never"] {
         let e = run(&["--progress", mode]);
@@ -347,4 +360,10 @@ fn inspect_explains_a_pair() {
     let o = neardup(&["inspect", "a", "zzz", inp.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("zzz"));
+    // A document against itself: identical, every band collides.
+    let o = neardup(&["inspect", "b", "b", inp.to_str().unwrap(), "--json"]);
+    ok(&o);
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(r["jaccard"].as_f64().unwrap(), 1.0);
+    assert_eq!(r["colliding_bands"].as_array().unwrap().len(), 16);
 }

@@ -263,6 +263,26 @@ fn signatures_from_other_parameters_are_refused() {
     let o = neardup(&["compare", &b, changed.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("mismatch: id"), "{}", stdout(&o));
+    // A row repeated under the same id, or an ids file that does not match its rows: an error
+    // naming the file, not a miscount (or a panic) in the comparison.
+    let t = std::fs::read_to_string(&b).unwrap();
+    let first_row = t.lines().nth(1).unwrap();
+    let repeated = dir.path().join("repeated.tsv");
+    std::fs::write(&repeated, format!("{t}{first_row}\n")).unwrap();
+    let o = neardup(&["compare", &b, repeated.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("repeated.tsv") && stderr(&o).contains("more than once"),
+        "{}",
+        stderr(&o)
+    );
+    let ids = format!("{a}.ids");
+    let mut extra = std::fs::read_to_string(&ids).unwrap();
+    extra.push_str("\"one-more\"\n");
+    std::fs::write(&ids, extra).unwrap();
+    let o = neardup(&["compare", &a, &b]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("ids for"), "{}", stderr(&o));
 }
 
 #[test]

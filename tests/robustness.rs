@@ -391,9 +391,13 @@ fn a_50_mb_document_and_a_10_mb_word_work() {
     let o = neardup(&["dedup", &p, "-o", &out, "--engine", "cpu", "--tag-only"]);
     ok(&o);
     assert!(stderr(&o).contains("3 documents read"), "{}", stderr(&o));
-    // The two one-word documents are one cluster (same single shingle); the huge one alone.
+    // Three singletons: "word" is the one shingle `x..x`, "word2" (two words, fewer than k) the
+    // one different shingle `x..x x..x`, and the huge document has no twin.
     let out_text = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(out_text.matches("\"minhash_cluster\":\"word\"").count(), 1);
+    for id in ["huge", "word", "word2"] {
+        let tag = format!("\"minhash_cluster\":\"{id}\"");
+        assert_eq!(out_text.matches(&tag).count(), 1, "{id}");
+    }
 }
 
 fn big_corpus(c: &Case) -> String {
@@ -430,34 +434,52 @@ fn an_interrupted_run_leaves_no_output() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(400));
-        let still_running = child.try_wait().unwrap().is_none();
+        // Signal the run in its write pass, once the hidden partial output has bytes in it:
+        // the moment a half-written file could be left behind.
+        let partial_has_bytes = || {
+            dir_entries(c.dir.path()).iter().any(|n| {
+                n.starts_with(&format!(".out-{signal}"))
+                    && n.ends_with(".partial")
+                    && std::fs::metadata(c.dir.path().join(n)).is_ok_and(|m| m.len() > 0)
+            })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !partial_has_bytes() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{signal}: the run ended before its output had any bytes"
+            );
+            assert!(std::time::Instant::now() < deadline, "{signal}: no output");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{signal}: the run must still be running when it is signalled"
+        );
         let _ = Command::new("kill")
             .args([&format!("-{signal}"), &child.id().to_string()])
             .status();
         let status = child.wait().unwrap();
         assert!(!out.exists(), "{signal}: {} must not exist", out.display());
-        if still_running {
-            assert!(!status.success(), "{signal}: the run was interrupted");
-            let leftovers: Vec<String> = dir_entries(c.dir.path())
-                .into_iter()
-                .filter(|n| n.contains(&format!("out-{signal}")))
-                .collect();
-            if signal != "KILL" {
-                assert!(
-                    leftovers.is_empty(),
-                    "{signal}: temporary files left: {leftovers:?}"
-                );
-                assert_eq!(status.code(), Some(130), "{signal}");
-            } else {
-                // SIGKILL cannot be caught: a hidden partial file may remain, never the output.
-                assert!(
-                    leftovers
-                        .iter()
-                        .all(|n| n.starts_with('.') && n.ends_with(".partial")),
-                    "{leftovers:?}"
-                );
-            }
+        assert!(!status.success(), "{signal}: the run was interrupted");
+        let leftovers: Vec<String> = dir_entries(c.dir.path())
+            .into_iter()
+            .filter(|n| n.contains(&format!("out-{signal}")))
+            .collect();
+        if signal != "KILL" {
+            assert!(
+                leftovers.is_empty(),
+                "{signal}: temporary files left: {leftovers:?}"
+            );
+            assert_eq!(status.code(), Some(130), "{signal}");
+        } else {
+            // SIGKILL cannot be caught: a hidden partial file may remain, never the output.
+            assert!(
+                leftovers
+                    .iter()
+                    .all(|n| n.starts_with('.') && n.ends_with(".partial")),
+                "{leftovers:?}"
+            );
         }
     }
 }
