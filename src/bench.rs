@@ -14,7 +14,6 @@ use crate::dedup::{cluster_corpus, Confirm, DedupConfig, DocLoc, SignedCorpus};
 use crate::engine::gpu::GpuOptions;
 use crate::engine::{CpuEngine, Engine, GpuEngine};
 use crate::io::{parse_record, write_tagged, Chunk, Fields, InputSpec, Inputs};
-use crate::lsh::LshParams;
 use crate::pipeline::{IdArena, DEFAULT_CHUNK_BYTES};
 use crate::progress::ProgressFactory;
 use crate::Error;
@@ -152,7 +151,7 @@ pub fn machine_description() -> String {
 /// Run the benchmark.
 pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Error> {
     let params = a.hash.params()?;
-    let lsh = LshParams::new(a.bands, a.rows)?;
+    let lsh = a.lsh.params()?;
     lsh.check_num_perm(params.num_perm)?;
     let fields = Fields {
         id: a.id_field.clone(),

@@ -124,6 +124,23 @@ impl HashArgs {
     }
 }
 
+/// The LSH banding.
+#[derive(Debug, Clone, Args)]
+pub struct LshArgs {
+    /// LSH bands.
+    #[arg(long, default_value_t = 16)]
+    pub bands: usize,
+    /// Rows per band (bands x rows must equal --num-perm).
+    #[arg(long, default_value_t = 8)]
+    pub rows: usize,
+}
+
+impl LshArgs {
+    pub fn params(&self) -> Result<LshParams, Error> {
+        LshParams::new(self.bands, self.rows)
+    }
+}
+
 /// Which inputs and which fields.
 #[derive(Debug, Clone, Args)]
 pub struct InputArgs {
@@ -211,12 +228,8 @@ pub struct DedupArgs {
     pub output: String,
     #[command(flatten)]
     pub hash: HashArgs,
-    /// LSH bands.
-    #[arg(long, default_value_t = 16)]
-    pub bands: usize,
-    /// Rows per band (bands x rows must equal --num-perm).
-    #[arg(long, default_value_t = 8)]
-    pub rows: usize,
+    #[command(flatten)]
+    pub lsh: LshArgs,
     /// Similarity at or above which a candidate pair is a duplicate.
     #[arg(long, default_value_t = 0.8)]
     pub threshold: f64,
@@ -256,7 +269,7 @@ impl DedupArgs {
     pub fn config(&self) -> Result<DedupConfig, Error> {
         let cfg = DedupConfig {
             params: self.hash.params()?,
-            lsh: LshParams::new(self.bands, self.rows)?,
+            lsh: self.lsh.params()?,
             threshold: self.threshold,
             confirm: self.confirm,
             exact: self.exact,
@@ -349,12 +362,8 @@ pub struct InspectArgs {
     pub input: InputArgs,
     #[command(flatten)]
     pub hash: HashArgs,
-    /// LSH bands.
-    #[arg(long, default_value_t = 16)]
-    pub bands: usize,
-    /// Rows per band.
-    #[arg(long, default_value_t = 8)]
-    pub rows: usize,
+    #[command(flatten)]
+    pub lsh: LshArgs,
     /// Shared shingles to list.
     #[arg(long, default_value_t = 20)]
     pub show: usize,
@@ -421,12 +430,8 @@ pub struct BenchArgs {
     pub text_field: String,
     #[command(flatten)]
     pub hash: HashArgs,
-    /// LSH bands.
-    #[arg(long, default_value_t = 16)]
-    pub bands: usize,
-    /// Rows per band.
-    #[arg(long, default_value_t = 8)]
-    pub rows: usize,
+    #[command(flatten)]
+    pub lsh: LshArgs,
     /// Engines to measure.
     #[arg(long, value_enum, default_value_t = BenchEngine::All)]
     pub engine: BenchEngine,

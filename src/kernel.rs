@@ -482,7 +482,8 @@ mod x86 {
     ) {
         let p64 = _mm256_set1_epi64x(P as i64);
         let p32 = _mm256_set1_epi32(P as i32);
-        // Lane j of the packed vector holds permutation PACKED[j]; TO_ROW puts it back.
+        // Lane j of the packed vector holds permutation `packed[j]`; the order is its own inverse
+        // (it swaps lanes 2-3 with 4-5), so the same permute puts a vector back in row order.
         let packed = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
         let load64 = |s: &[u32], i: usize| -> __m256i {
             // SAFETY: i + 4 <= s.len() for every call below.
@@ -500,7 +501,7 @@ mod x86 {
             blo[g] = load64(b, i);
             bhi[g] = load64(b, i + 4);
             let r = _mm256_loadu_si256(row.as_ptr().add(i) as *const __m256i);
-            // Into packed order: lane j takes row[PACKED[j]].
+            // Into packed order: lane j takes `row[packed[j]]`.
             acc[g] = _mm256_permutevar8x32_epi32(r, packed);
         }
         for &x in xs {

@@ -569,7 +569,7 @@ fn cmd_inspect(a: InspectArgs) -> Result<ExitCode> {
     let fields = a.input.fields()?;
     let cfg = dedup::DedupConfig {
         params: a.hash.params()?,
-        lsh: neardup::LshParams::new(a.bands, a.rows)?,
+        lsh: a.lsh.params()?,
         ..Default::default()
     };
     cfg.validate()?;
