@@ -12,8 +12,9 @@ use crate::io::{parse_record, Chunk, Fields, Inputs};
 use crate::progress::Progress;
 use crate::Error;
 
-/// Raw bytes per chunk handed to the parser. Large enough to amortise the hand-offs and feed a
-/// GPU batch, small enough that three chunks in flight stay a few tens of MiB.
+/// Raw bytes per chunk handed to the parser (the CPU engine's; a GPU engine asks for larger
+/// ones). Large enough to amortise the hand-offs, small enough that the chunks in flight (two
+/// per worker thread, plus the reader's) stay a few tens of MiB.
 pub const DEFAULT_CHUNK_BYTES: usize = 2 << 20;
 
 /// Ids of a whole corpus in one arena (no allocation per id).
