@@ -12,14 +12,6 @@ fn truth(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap()
 }
 
-fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[test]
 fn dedup_on_the_planted_corpus_drops_exactly_the_planted_duplicates() {
     let dir = tempfile::tempdir().unwrap();

@@ -215,14 +215,7 @@ fn reports_escape_what_the_corpus_says() {
 fn progress_goes_to_stderr_only_when_asked_or_on_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big.jsonl");
-    ok(&neardup(&[
-        "synth",
-        "40000",
-        "-o",
-        big.to_str().unwrap(),
-        "--words",
-        "150",
-    ]));
+    synth(&big, 40000, 150);
     let out = dir.path().join("o.jsonl");
     let run = |extra: &[&str]| {
         let mut args = vec![

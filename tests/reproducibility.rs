@@ -8,14 +8,6 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 
-fn lines_of(p: &Path) -> Vec<String> {
-    std::fs::read_to_string(p)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 /// Run dedup (with clusters) and signatures (npy and tsv); return the sha256 of every output.
 fn run_all(dir: &Path, tag: &str, inputs: &[&Path], extra: &[&str]) -> Vec<(String, String)> {
     run_with(dir, tag, inputs, extra, &[])
@@ -137,10 +129,9 @@ fn shuffled_input_keeps_survivors_and_roots_and_follows_input_order() {
     );
     // Every record keeps its root; the output follows the input's order.
     let parse = |p: &Path| -> Vec<(String, String)> {
-        lines_of(p)
+        read_jsonl(p)
             .iter()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            .map(|v| {
                 (
                     v["id"].as_str().unwrap().to_string(),
                     v["meta"]["minhash_cluster"].as_str().unwrap().to_string(),
@@ -291,14 +282,7 @@ fn many_chunks_in_flight_keep_input_order() {
     // input, byte for byte the same as one thread's.
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big.jsonl");
-    ok(&neardup(&[
-        "synth",
-        "30000",
-        "-o",
-        big.to_str().unwrap(),
-        "--words",
-        "120",
-    ]));
+    synth(&big, 30000, 120);
     assert!(
         std::fs::metadata(&big).unwrap().len() > 8 << 20,
         "several chunks"

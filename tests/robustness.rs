@@ -402,15 +402,7 @@ fn a_50_mb_document_and_a_10_mb_word_work() {
 
 fn big_corpus(c: &Case) -> String {
     let p = c.path("big.jsonl");
-    let o = neardup(&[
-        "synth",
-        "60000",
-        "-o",
-        p.to_str().unwrap(),
-        "--words",
-        "200",
-    ]);
-    ok(&o);
+    synth(&p, 60000, 200);
     p.to_str().unwrap().to_string()
 }
 
@@ -574,19 +566,8 @@ fn the_memory_guard_stops_before_writing() {
 fn the_first_bad_line_is_reported_even_with_chunks_in_flight() {
     let c = Case::new();
     let big = c.path("big.jsonl");
-    ok(&neardup(&[
-        "synth",
-        "30000",
-        "-o",
-        big.to_str().unwrap(),
-        "--words",
-        "120",
-    ]));
-    let mut lines: Vec<String> = std::fs::read_to_string(&big)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    synth(&big, 30000, 120);
+    let mut lines = lines_of(&big);
     lines[12345] = "{broken".into();
     lines[25000] = "[also broken]".into();
     let p = c.write("in.jsonl", (lines.join("\n") + "\n").as_bytes());

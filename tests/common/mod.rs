@@ -72,3 +72,32 @@ pub fn dir_entries(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// The lines of a text file.
+pub fn lines_of(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The records of a JSONL file.
+pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
+    lines_of(path)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `neardup synth DOCS -o PATH --words WORDS` (the seeded synthetic corpus), which must succeed.
+pub fn synth(path: &Path, docs: usize, words: usize) {
+    ok(&neardup(&[
+        "synth",
+        &docs.to_string(),
+        "-o",
+        path.to_str().unwrap(),
+        "--words",
+        &words.to_string(),
+    ]));
+}
