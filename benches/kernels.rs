@@ -8,7 +8,7 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use neardup::batch::PackedBatch;
 use neardup::hash::P;
-use neardup::kernel::{hash_shingles, permute_min_with, Kernel};
+use neardup::kernel::{hash_docs, hash_shingles, permute_min_with, Kernel};
 use neardup::lsh::{band_buckets, LshParams};
 use neardup::synth::SyntheticDocs;
 use neardup::UnionFind;
@@ -49,6 +49,16 @@ fn hashing(c: &mut Criterion) {
     let shingles = batch.total_shingles(5);
     let mut g = c.benchmark_group("fnv1a shingles");
     g.throughput(Throughput::Elements(shingles as u64));
+    // As the engine hashes: a whole batch at once, the lockstep blocks across documents.
+    g.bench_function("hash_docs k=5", |b| {
+        let mut xs = Vec::with_capacity(shingles);
+        b.iter(|| {
+            xs.clear();
+            hash_docs(&batch, 0..batch.num_docs(), 5, &mut xs);
+            xs.len()
+        })
+    });
+    // One document at a time: each document's last block is partial.
     g.bench_function("hash_shingles k=5", |b| {
         let mut xs = Vec::with_capacity(shingles);
         b.iter(|| {

@@ -461,11 +461,13 @@ pub fn id_order(
 ) -> Result<Vec<u32>, Error> {
     let mut order: Vec<u32> = (0..ids.len() as u32).collect();
     order.par_sort_unstable_by(|&a, &b| {
-        ids.get(a as usize).cmp(ids.get(b as usize)).then(a.cmp(&b))
+        ids.get_bytes(a as usize)
+            .cmp(ids.get_bytes(b as usize))
+            .then(a.cmp(&b))
     });
     for w in order.windows(2) {
         let (a, b) = (w[0] as usize, w[1] as usize);
-        if ids.get(a) == ids.get(b) {
+        if ids.get_bytes(a) == ids.get_bytes(b) {
             let loc = |d: usize| {
                 let l = locs[d];
                 format!("{}:{}", name_of(l.file), l.line)
@@ -478,6 +480,52 @@ pub fn id_order(
         }
     }
     Ok(order)
+}
+
+/// Refuse a repeated id, as [`id_order`] does, when no order is needed (`signatures`): the ids
+/// are sorted by a 64-bit hash, not compared as strings, and only ids with equal hashes are
+/// compared. Of several repeats, the one met first in input order is named, with the earlier
+/// document that had its id.
+pub fn check_unique_ids(
+    ids: &IdArena,
+    locs: &[DocLoc],
+    name_of: &dyn Fn(u32) -> String,
+) -> Result<(), Error> {
+    let mut keyed: Vec<(u64, u32)> = (0..ids.len())
+        .into_par_iter()
+        .map(|i| (xxhash_rust::xxh3::xxh3_64(ids.get_bytes(i)), i as u32))
+        .collect();
+    keyed.par_sort_unstable();
+    // (first, repeat) with the smallest repeat; runs of one hash are tiny, so pairs are fine.
+    let mut found: Option<(usize, usize)> = None;
+    for run in keyed.chunk_by(|x, y| x.0 == y.0).filter(|r| r.len() > 1) {
+        for (j, &(_, b)) in run.iter().enumerate().skip(1) {
+            let b = b as usize;
+            let first = run[..j]
+                .iter()
+                .map(|&(_, a)| a as usize)
+                .find(|&a| ids.get_bytes(a) == ids.get_bytes(b));
+            if let Some(a) = first {
+                if found.is_none_or(|(_, r)| b < r) {
+                    found = Some((a, b));
+                }
+            }
+        }
+    }
+    match found {
+        None => Ok(()),
+        Some((a, b)) => {
+            let loc = |d: usize| {
+                let l = locs[d];
+                format!("{}:{}", name_of(l.file), l.line)
+            };
+            Err(Error::DuplicateId {
+                id: ids.get(a).to_string(),
+                first: loc(a),
+                second: loc(b),
+            })
+        }
+    }
 }
 
 /// Sign in-memory documents `(id, text)` with the CPU engine (on the current rayon pool).

@@ -311,7 +311,7 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
         Ok(())
     })?;
     drop(bar);
-    dedup::id_order(&ids, &locs, &|f| inputs.name(f as usize).to_string())?;
+    dedup::check_unique_ids(&ids, &locs, &|f| inputs.name(f as usize).to_string())?;
     w.finish()?;
     if std::env::var_os("NEARDUP_DEBUG_STAGES").is_some() {
         eprintln!("{stats:?}");

@@ -39,9 +39,15 @@ impl IdArena {
     }
 
     pub fn get(&self, i: usize) -> &str {
-        let s = if i == 0 { 0 } else { self.ends[i - 1] };
         // Only whole `&str`s are pushed, so every range is valid UTF-8.
-        std::str::from_utf8(&self.bytes[s..self.ends[i]]).expect("ids are UTF-8")
+        std::str::from_utf8(self.get_bytes(i)).expect("ids are UTF-8")
+    }
+
+    /// Id `i` as bytes, without the UTF-8 check of [`IdArena::get`]: for hashing and ordering
+    /// (byte order is `str` order) in hot loops.
+    pub fn get_bytes(&self, i: usize) -> &[u8] {
+        let s = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[s..self.ends[i]]
     }
 
     pub fn extend_from(&mut self, other: &IdArena) {

@@ -334,13 +334,26 @@ fn gpu_engine_with_kernel_timestamps_conforms() {
         return;
     };
     let texts: Vec<String> = (0..200).map(|i| n_words(100 + i, i)).collect();
-    e.sign_vec(&PackedBatch::from_texts(&texts)).unwrap();
+    let batch = PackedBatch::from_texts(&texts);
+    let want = e.sign_vec(&batch).unwrap();
     if e.profiling() {
         assert!(
             e.kernel_seconds[1] > 0.0 && e.kernel_seconds[2] > 0.0,
             "{:?}",
             e.kernel_seconds
         );
+        // Timing turned off (as `bench` times its sign row): no timestamps, same bits.
+        e.set_profiling(false);
+        assert!(!e.profiling());
+        let before = e.kernel_seconds;
+        assert_eq!(e.sign_vec(&batch).unwrap(), want);
+        assert_eq!(
+            e.kernel_seconds, before,
+            "no kernel time is taken with timing off"
+        );
+        e.set_profiling(true);
+        assert_eq!(e.sign_vec(&batch).unwrap(), want);
+        assert!(e.kernel_seconds[2] > before[2], "{:?}", e.kernel_seconds);
     } else {
         let _ = writeln!(
             std::io::stderr(),

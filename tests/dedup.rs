@@ -375,3 +375,45 @@ fn exact_then_near_drops_exactly_the_planted_duplicates_and_counts_add_up() {
         assert_eq!(root_of(&p.docs, &c, drop), root_of(&p.docs, &c, keep));
     }
 }
+
+#[test]
+fn repeated_ids_are_found_by_hash_and_the_first_repeat_in_input_order_is_named() {
+    use neardup::dedup::{check_unique_ids, id_order, DocLoc};
+    use neardup::pipeline::IdArena;
+    let names = |f: u32| format!("f{f}");
+    let arena = |ids: &[&str]| {
+        let mut a = IdArena::default();
+        ids.iter().for_each(|i| a.push(i));
+        a
+    };
+    let locs = |n: usize| -> Vec<DocLoc> {
+        (0..n)
+            .map(|i| DocLoc {
+                file: 0,
+                line: i as u64 + 1,
+            })
+            .collect()
+    };
+    // No repeats, many ids (some equal prefixes, the empty-ish and the long).
+    let many: Vec<String> = (0..5000)
+        .map(|i| format!("doc-{i}"))
+        .chain(["x".repeat(300)])
+        .collect();
+    let refs: Vec<&str> = many.iter().map(|s| s.as_str()).collect();
+    check_unique_ids(&arena(&refs), &locs(refs.len()), &names).unwrap();
+    // "b" repeats at line 4 and "a" at line 5: line 4 is met first, though "a" sorts first
+    // (id_order names the smallest id instead).
+    let ids = ["b", "a", "c", "b", "a", "a"];
+    let e = check_unique_ids(&arena(&ids), &locs(6), &names).unwrap_err();
+    match &e {
+        neardup::Error::DuplicateId { id, first, second } => {
+            assert_eq!(
+                (id.as_str(), first.as_str(), second.as_str()),
+                ("b", "f0:1", "f0:4")
+            )
+        }
+        other => panic!("{other}"),
+    }
+    let e = id_order(&arena(&ids), &locs(6), &names).unwrap_err();
+    assert!(e.to_string().contains("\"a\""), "{e}");
+}

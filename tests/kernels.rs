@@ -1,4 +1,4 @@
-//! Every CPU kernel variant this machine can run (scalar, AVX2, AVX-512, AVX-512 VBMI2) gives
+//! Every CPU kernel variant this machine can run (scalar, AVX2, AVX-512) gives
 //! the scalar reference's bits, and the SIMD shingle hasher gives `fnv1a64 mod P` for every
 //! shingle, across the lane-group boundaries (8 and 32 shingles) and at the end of a batch.
 

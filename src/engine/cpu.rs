@@ -89,11 +89,11 @@ impl Engine for CpuEngine {
         let k = self.params.k;
         let perms = &self.perms;
         self.install(|| {
-            out.par_chunks_mut(n)
+            out.par_chunks_mut(n * DOCS_PER_TASK)
                 .enumerate()
-                .with_min_len(4)
-                .for_each_init(Vec::new, |xs, (d, row)| {
-                    sign_doc(batch, d, k, perms, xs, row);
+                .for_each_init(Vec::new, |xs, (i, rows)| {
+                    let d0 = i * DOCS_PER_TASK;
+                    sign_docs(batch, d0..d0 + rows.len() / n, k, perms, xs, rows);
                 });
         });
         Ok(())
@@ -147,10 +147,8 @@ impl RecordSigner for CpuEngine {
                             part.lines.push(chunk.line_no(i));
                             part.text_bytes += rec.text.len() as u64;
                         }
-                        for (d, row) in sigs.chunks_exact_mut(np).enumerate() {
-                            sign_doc(batch, d, k, perms, xs, row);
-                        }
                         let docs = batch.num_docs();
+                        sign_docs(batch, 0..docs, k, perms, xs, sigs);
                         part.words = (0..docs).map(|d| batch.doc_words(d).len() as u32).collect();
                         part.shingles = batch.total_shingles(k) as u64;
                         if want_exact_keys {
@@ -201,19 +199,33 @@ thread_local! {
         std::cell::RefCell::new((PackedBatch::new(), Vec::new()));
 }
 
-/// One document's signature into `row`, with `xs` as scratch for its shingle hashes.
-pub(crate) fn sign_doc(
+/// Documents per rayon task of [`CpuEngine::sign`]: enough that the hasher's lockstep blocks
+/// are seldom partial, few enough that the tasks balance.
+const DOCS_PER_TASK: usize = 16;
+
+/// The signatures of documents `docs` into `rows` (one row each, in order), with `xs` as
+/// scratch for their shingle hashes. The documents' shingles are hashed in one go (the
+/// hasher's lockstep blocks run across documents), then each document's slice is permuted.
+pub(crate) fn sign_docs(
     batch: &PackedBatch,
-    d: usize,
+    docs: std::ops::Range<usize>,
     k: usize,
     perms: &PermParams,
     xs: &mut Vec<u32>,
-    row: &mut [u32],
+    rows: &mut [u32],
 ) {
-    row.fill(P);
+    let np = perms.len();
+    debug_assert_eq!(rows.len(), docs.len() * np);
     xs.clear();
-    kernel::hash_shingles(batch, d, k, xs);
-    // Repeated shingles are permuted again rather than sorted out: in real text they are too
-    // few for a sort to pay for itself.
-    kernel::permute_min(xs, &perms.a, &perms.b, row);
+    kernel::hash_docs(batch, docs.clone(), k, xs);
+    let mut at = 0;
+    for (d, row) in docs.zip(rows.chunks_exact_mut(np)) {
+        let n = batch.shingle_count(d, k);
+        row.fill(P);
+        // Repeated shingles are permuted again rather than sorted out: in real text they are
+        // too few for a sort to pay for itself.
+        kernel::permute_min(&xs[at..at + n], &perms.a, &perms.b, row);
+        at += n;
+    }
+    debug_assert_eq!(at, xs.len());
 }

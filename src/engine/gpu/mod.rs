@@ -273,6 +273,8 @@ pub struct GpuEngine {
     readback: wgpu::Buffer,
     errors: Arc<Mutex<Option<String>>>,
     timing: Option<Timing>,
+    /// Whether `timing` is used now (see [`GpuEngine::set_profiling`]).
+    timing_on: bool,
     /// Documents signed on the host because one of their shingles outgrew a sub-batch.
     pub host_docs: u64,
     /// Sub-batches dispatched.
@@ -489,6 +491,7 @@ impl GpuEngine {
             readback,
             errors,
             timing,
+            timing_on: true,
             host_docs: 0,
             sub_batches: 0,
             kernel_seconds: [0.0; 3],
@@ -500,9 +503,16 @@ impl GpuEngine {
         &self.adapter
     }
 
-    /// Whether kernel times are being measured (profiling asked for and supported).
+    /// Whether kernel times are being measured (profiling asked for, supported, and on).
     pub fn profiling(&self) -> bool {
-        self.timing.is_some()
+        self.timing.is_some() && self.timing_on
+    }
+
+    /// Turn kernel timing off and on again (an engine built with profiling starts with it on).
+    /// With it off, the three passes are one compute pass without timestamps, so a benchmark
+    /// can time the engine as a run uses it, then turn timing on for the per-kernel figures.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.timing_on = on;
     }
 
     /// The sub-batch limits derived from the device.
@@ -551,7 +561,8 @@ impl GpuEngine {
             ),
         ];
         // One pass per stage when profiling (each with its own timestamps), else one for all.
-        if let Some(t) = &self.timing {
+        let timing = self.timing.as_ref().filter(|_| self.timing_on);
+        if let Some(t) = timing {
             for (i, (pipeline, (x, y, z))) in dispatches.iter().enumerate() {
                 let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("neardup stage"),
@@ -584,7 +595,7 @@ impl GpuEngine {
         }
         enc.copy_buffer_to_buffer(&self.sigs_buf, 0, &self.readback, 0, out_bytes);
         q.submit([enc.finish()]);
-        if let Some(t) = &self.timing {
+        if let Some(t) = timing {
             t.readback.slice(..).map_async(wgpu::MapMode::Read, |_| {});
         }
         let slice = self.readback.slice(..out_bytes);
@@ -606,7 +617,7 @@ impl GpuEngine {
             rows.extend_from_slice(bytemuck::cast_slice(&view));
         }
         self.readback.unmap();
-        if let Some(t) = &self.timing {
+        if let Some(t) = timing {
             {
                 let view = t
                     .readback
