@@ -768,11 +768,31 @@ fn unregister_partial(p: &Path) {
     v.retain(|x| x != p);
 }
 
-/// Remove every unfinished temporary output (called by the interrupt handler).
-pub fn remove_partial_outputs() {
+/// Outputs this process has renamed into place (complete), in order.
+static COMPLETED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Remove every unfinished temporary output (called by the interrupt handler), and return
+/// the outputs that were already complete, which stay.
+pub fn remove_partial_outputs() -> Vec<PathBuf> {
     let v = PARTIAL.lock().unwrap_or_else(|e| e.into_inner());
     for p in v.iter() {
         let _ = std::fs::remove_file(p);
+    }
+    COMPLETED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// What an interrupted run tells its user, given the outputs it had already completed (a
+/// `dedup` with `--clusters` or `--report` finishes its files one after another).
+pub fn interrupt_message(completed: &[PathBuf]) -> String {
+    if completed.is_empty() {
+        "neardup: interrupted; no output was written".into()
+    } else {
+        let names: Vec<String> = completed.iter().map(|p| p.display().to_string()).collect();
+        format!(
+            "neardup: interrupted; already complete before the interrupt: {}; no other output \
+             was written",
+            names.join(", ")
+        )
     }
 }
 
@@ -811,6 +831,12 @@ impl Partial {
         f.as_file().sync_all().map_err(|e| Error::io(name, e))?;
         let r = f.persist(target).map_err(|e| Error::io(name, e.error));
         unregister_partial(&self.path);
+        if r.is_ok() {
+            COMPLETED
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(target.to_path_buf());
+        }
         r.map(|_| ())
     }
 }
@@ -1067,5 +1093,32 @@ mod tests {
         assert!(spares.len() <= SPARE_BUFFERS_MAX);
         let held: usize = spares.iter().map(|s| s.capacity()).sum();
         assert!(held <= SPARE_BYTES_MAX, "the spares hold {held} bytes");
+    }
+
+    #[test]
+    fn an_interrupt_names_the_outputs_already_complete() {
+        assert_eq!(
+            interrupt_message(&[]),
+            "neardup: interrupted; no output was written"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let done = dir.path().join("clusters.jsonl");
+        let mut o = Output::create(done.to_str().unwrap()).unwrap();
+        o.write_all(b"{}\n").unwrap();
+        o.finish().unwrap();
+        let unfinished = dir.path().join("out.jsonl");
+        let mut u = Output::create(unfinished.to_str().unwrap()).unwrap();
+        u.write_all(b"half").unwrap();
+        // Other tests in this binary may complete outputs too: only ours are asserted.
+        let completed = remove_partial_outputs();
+        assert!(completed.contains(&done), "{completed:?}");
+        assert!(!completed.contains(&unfinished));
+        let msg = interrupt_message(&completed);
+        assert!(
+            msg.contains("clusters.jsonl") && msg.contains("already complete"),
+            "{msg}"
+        );
+        assert!(done.exists() && !unfinished.exists());
+        drop(u);
     }
 }

@@ -24,8 +24,8 @@ fn main() -> ExitCode {
     // An interrupted run removes its unfinished outputs (they are hidden temporary files;
     // nothing ever appears under an output's name before the run succeeds).
     let _ = ctrlc::set_handler(|| {
-        neardup::io::remove_partial_outputs();
-        eprintln!("neardup: interrupted; no output was written");
+        let done = neardup::io::remove_partial_outputs();
+        eprintln!("{}", neardup::io::interrupt_message(&done));
         std::process::exit(130);
     });
     let cli = Cli::parse();
