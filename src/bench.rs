@@ -256,9 +256,9 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
     let want_gpu = matches!(a.engine, BenchEngine::Gpu | BenchEngine::All);
     if want_cpu {
         let perms = params.perms();
-        // hash: every shingle's x, as the engine hashes them (runs of 16 documents at once),
-        // kept per run with each document's shingle count for the next stage.
-        const RUN: usize = 16;
+        // hash: every shingle's x, as the engine hashes them (runs of documents at once), kept
+        // per run with each document's shingle count for the next stage.
+        const RUN: usize = crate::engine::cpu::DOCS_PER_TASK;
         let t = Instant::now();
         let xs: Vec<(Vec<u32>, Vec<usize>)> = batches
             .iter()

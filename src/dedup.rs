@@ -468,18 +468,29 @@ pub fn id_order(
     for w in order.windows(2) {
         let (a, b) = (w[0] as usize, w[1] as usize);
         if ids.get_bytes(a) == ids.get_bytes(b) {
-            let loc = |d: usize| {
-                let l = locs[d];
-                format!("{}:{}", name_of(l.file), l.line)
-            };
-            return Err(Error::DuplicateId {
-                id: ids.get(a).to_string(),
-                first: loc(a),
-                second: loc(b),
-            });
+            return Err(duplicate_id(ids, locs, name_of, a, b));
         }
     }
     Ok(order)
+}
+
+/// The error for documents `a` and `b` sharing an id, naming where each was read.
+fn duplicate_id(
+    ids: &IdArena,
+    locs: &[DocLoc],
+    name_of: &dyn Fn(u32) -> String,
+    a: usize,
+    b: usize,
+) -> Error {
+    let loc = |d: usize| {
+        let l = locs[d];
+        format!("{}:{}", name_of(l.file), l.line)
+    };
+    Error::DuplicateId {
+        id: ids.get(a).to_string(),
+        first: loc(a),
+        second: loc(b),
+    }
 }
 
 /// Refuse a repeated id, as [`id_order`] does, when no order is needed (`signatures`): the ids
@@ -514,17 +525,7 @@ pub fn check_unique_ids(
     }
     match found {
         None => Ok(()),
-        Some((a, b)) => {
-            let loc = |d: usize| {
-                let l = locs[d];
-                format!("{}:{}", name_of(l.file), l.line)
-            };
-            Err(Error::DuplicateId {
-                id: ids.get(a).to_string(),
-                first: loc(a),
-                second: loc(b),
-            })
-        }
+        Some((a, b)) => Err(duplicate_id(ids, locs, name_of, a, b)),
     }
 }
 

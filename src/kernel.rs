@@ -83,12 +83,12 @@ pub fn hash_shingles(batch: &PackedBatch, d: usize, k: usize, xs: &mut Vec<u32>)
 /// included, text order), to `xs`: document `d`'s are the next `batch.shingle_count(d, k)`.
 ///
 /// FNV-1a is a chain of dependent multiplies per shingle, so shingles are hashed in lockstep
-/// blocks of [`BLOCK`] whose chains interleave and the multiplier never waits. The blocks run
+/// blocks of [`HASH_BLOCK`] whose chains interleave and the multiplier never waits. The blocks run
 /// across document boundaries: only the last block of the range is partial, so short documents
 /// and each document's remainder do not fall back to a slower path.
 pub fn hash_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, xs: &mut Vec<u32>) {
-    let mut start = [0u64; BLOCK];
-    let mut len = [0u64; BLOCK];
+    let mut start = [0u64; HASH_BLOCK];
+    let mut len = [0u64; HASH_BLOCK];
     let mut n = 0;
     for d in docs {
         let r = batch.doc_words(d);
@@ -100,7 +100,7 @@ pub fn hash_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, xs
             start[n] = ws[j] as u64;
             len[n] = (ws[j + width] - 1 - ws[j]) as u64;
             n += 1;
-            if n == BLOCK {
+            if n == HASH_BLOCK {
                 hash_block(&batch.bytes, &start, &len, xs);
                 n = 0;
             }
@@ -114,22 +114,23 @@ pub fn hash_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, xs
     }
 }
 
-/// Shingles per lockstep block of [`hash_docs`].
-const BLOCK: usize = 48;
+/// Shingles per lockstep block of [`hash_docs`] (public so tests can sweep its boundaries).
+pub const HASH_BLOCK: usize = 48;
 
-/// `x` of the [`BLOCK`] byte ranges `bytes[start[l] .. start[l] + len[l]]`, appended to `xs`.
-fn hash_block(bytes: &[u8], start: &[u64; BLOCK], len: &[u64; BLOCK], xs: &mut Vec<u32>) {
+/// `x` of the [`HASH_BLOCK`] byte ranges `bytes[start[l] .. start[l] + len[l]]`, appended to
+/// `xs`.
+fn hash_block(bytes: &[u8], start: &[u64; HASH_BLOCK], len: &[u64; HASH_BLOCK], xs: &mut Vec<u32>) {
     #[cfg(target_arch = "x86_64")]
     if x86::fnv_available() {
         // The vector loads read whole 8-byte words, up to 7 bytes past a shingle's end: fine
         // inside the batch, not past its end (a block that would goes the scalar way). Every
         // lane is checked: an earlier shingle can round up further than the last one.
-        let reach = (0..BLOCK)
+        let reach = (0..HASH_BLOCK)
             .map(|l| start[l] + len[l].next_multiple_of(8))
             .max()
             .expect("lanes");
         if reach as usize <= bytes.len() {
-            let mut out = [0u32; BLOCK];
+            let mut out = [0u32; HASH_BLOCK];
             // SAFETY: AVX-512 F+DQ present (fnv_available); every 8-byte read at
             // start[l] + 8i for 8i < len[l] ends at or before `reach`, inside `bytes`.
             unsafe { x86::fnv_lanes(bytes, start, len, &mut out) };
@@ -137,7 +138,7 @@ fn hash_block(bytes: &[u8], start: &[u64; BLOCK], len: &[u64; BLOCK], xs: &mut V
             return;
         }
     }
-    for g in 0..BLOCK / LANES {
+    for g in 0..HASH_BLOCK / LANES {
         let s: &[u64; LANES] = start[g * LANES..][..LANES].try_into().expect("LANES");
         let l: &[u64; LANES] = len[g * LANES..][..LANES].try_into().expect("LANES");
         hash_lanes_scalar(bytes, s, l, xs);
@@ -240,7 +241,7 @@ mod x86 {
     use super::{fold_min, mod_p, FNV_OFFSET, FNV_PRIME, P};
 
     /// Shingles hashed at once by [`fnv_lanes`]: six vectors of eight.
-    pub const FNV_SIMD_LANES: usize = super::BLOCK;
+    pub const FNV_SIMD_LANES: usize = super::HASH_BLOCK;
     const GROUPS: usize = FNV_SIMD_LANES / 8;
 
     /// The shared loop of the SIMD kernels: the row in blocks of `$lanes` permutations, up to

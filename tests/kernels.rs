@@ -1,10 +1,13 @@
 //! Every CPU kernel variant this machine can run (scalar, AVX2, AVX-512) gives
 //! the scalar reference's bits, and the SIMD shingle hasher gives `fnv1a64 mod P` for every
-//! shingle, across the lane-group boundaries (8 and 32 shingles) and at the end of a batch.
+//! shingle, across the lane-group boundaries (8 and `HASH_BLOCK` shingles), across documents,
+//! and at the end of a batch.
 
 use neardup::batch::PackedBatch;
 use neardup::hash::{shingle_hash, P};
-use neardup::kernel::{hash_shingles, permute_min_scalar, permute_min_with, Kernel};
+use neardup::kernel::{
+    hash_docs, hash_shingles, permute_min_scalar, permute_min_with, Kernel, HASH_BLOCK,
+};
 use proptest::prelude::*;
 
 /// The SIMD kernels this machine runs. Without any, the comparisons below have nothing to
@@ -101,11 +104,39 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// The engine hashes runs of documents at once, its blocks straddling documents: any run
+    /// gives each document's shingle hashes, in order, as if hashed alone.
+    #[test]
+    fn hashing_a_run_of_documents_equals_hashing_each(
+        docs in proptest::collection::vec(proptest::collection::vec("[a-z]{1,9}", 0..70), 1..12),
+        k in 1usize..7,
+        from in 0usize..12,
+    ) {
+        let texts: Vec<String> = docs.iter().map(|w| w.join(" ")).collect();
+        let batch = PackedBatch::from_texts(&texts);
+        let from = from.min(batch.num_docs() - 1);
+        let mut xs = Vec::new();
+        hash_docs(&batch, from..batch.num_docs(), k, &mut xs);
+        let want: Vec<u32> = (from..batch.num_docs())
+            .flat_map(|d| batch.shingles(d, k).map(shingle_hash).collect::<Vec<_>>())
+            .collect();
+        prop_assert_eq!(xs, want);
+    }
+}
+
 #[test]
 fn shingle_hashing_across_lane_groups_and_the_batch_end() {
-    // Word counts that give 31..33, 63..65 and 95..97 shingles at k = 5, each document the
-    // last of its batch (so the vector loads meet the end of the bytes).
-    for words in [35, 36, 37, 67, 68, 69, 99, 100, 101, 300] {
+    // Word counts that give 7..9 shingles at k = 5 and one less than, exactly and one more
+    // than one and two hasher blocks, each document the last of its batch (so the vector loads
+    // meet the end of the bytes).
+    let mut counts = vec![7, 8, 9, 296];
+    for m in 1..=2 {
+        counts.extend([HASH_BLOCK * m - 1, HASH_BLOCK * m, HASH_BLOCK * m + 1]);
+    }
+    for words in counts.into_iter().map(|shingles| shingles + 4) {
         for long in [false, true] {
             let text: Vec<String> = (0..words)
                 .map(|i| {
@@ -127,15 +158,16 @@ fn shingle_hashing_across_lane_groups_and_the_batch_end() {
 
 #[test]
 fn an_earlier_lane_that_rounds_up_further_than_the_last_stays_inside_the_batch() {
-    // k = 2, 32 shingles, the document last in its batch: lane 30 is "aa bbbbbb" (9 bytes, its
-    // loads reach 16 bytes on), lane 31 "bbbbbb c" (8 bytes, exactly 8). Checking only the last
-    // lane let lane 30 read past the end of the bytes (caught by fnv_lanes' debug assertion).
-    let filler: Vec<String> = (0..30).map(|i| format!("f{i}")).collect();
+    // k = 2, one full block of shingles, the document last in its batch: the last lane but one
+    // is "aa bbbbbb" (9 bytes, its loads reach 16 bytes on), the last "bbbbbb c" (8 bytes,
+    // exactly 8). Checking only the last lane let the one before read past the end of the
+    // bytes (caught by fnv_lanes' debug assertion).
+    let filler: Vec<String> = (0..HASH_BLOCK - 2).map(|i| format!("f{i}")).collect();
     let text = format!("{} aa bbbbbb c", filler.join(" "));
     let batch = PackedBatch::from_texts(&[text]);
     let mut xs = Vec::new();
     hash_shingles(&batch, 0, 2, &mut xs);
-    assert_eq!(xs.len(), 32);
+    assert_eq!(xs.len(), HASH_BLOCK);
     let want: Vec<u32> = batch.shingles(0, 2).map(shingle_hash).collect();
     assert_eq!(xs, want);
 }

@@ -201,7 +201,7 @@ thread_local! {
 
 /// Documents per rayon task of [`CpuEngine::sign`]: enough that the hasher's lockstep blocks
 /// are seldom partial, few enough that the tasks balance.
-const DOCS_PER_TASK: usize = 16;
+pub(crate) const DOCS_PER_TASK: usize = 16;
 
 /// The signatures of documents `docs` into `rows` (one row each, in order), with `xs` as
 /// scratch for their shingle hashes. The documents' shingles are hashed in one go (the
