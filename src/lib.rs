@@ -18,6 +18,7 @@ pub mod engine;
 pub mod hash;
 pub mod html;
 pub mod io;
+mod jsonscan;
 pub mod kernel;
 pub mod lsh;
 pub mod minhash;

@@ -80,6 +80,8 @@ pub struct SigWriter {
     main: crate::io::Partial,
     main_buf: Vec<u8>,
     ids: Option<crate::io::Output>,
+    /// The ids file's next lines (npy), written out with `main_buf`.
+    ids_buf: Vec<u8>,
     rows: u64,
 }
 
@@ -152,6 +154,7 @@ impl SigWriter {
             main,
             main_buf: Vec::with_capacity(1 << 20),
             ids,
+            ids_buf: Vec::new(),
             rows: 0,
         })
     }
@@ -161,13 +164,15 @@ impl SigWriter {
         debug_assert_eq!(row.len(), self.meta.num_perm);
         match self.format {
             SigFormat::Npy => {
+                // npy rows are little-endian u32: on little-endian machines, the row's bytes.
+                #[cfg(target_endian = "little")]
+                self.main_buf.extend_from_slice(bytemuck::cast_slice(row));
+                #[cfg(not(target_endian = "little"))]
                 for v in row {
                     self.main_buf.extend_from_slice(&v.to_le_bytes());
                 }
-                let ids = self.ids.as_mut().expect("npy has an ids file");
-                let line = serde_json::to_string(id).expect("a string serializes");
-                ids.write_all(line.as_bytes())?;
-                ids.write_all(b"\n")?;
+                serde_json::to_writer(&mut self.ids_buf, id).expect("writing JSON to memory");
+                self.ids_buf.push(b'\n');
             }
             SigFormat::Tsv => {
                 if needs_json(id) {
@@ -202,6 +207,10 @@ impl SigWriter {
             .write_all(&self.main_buf)
             .map_err(|e| Error::io(&self.path, e))?;
         self.main_buf.clear();
+        if let Some(ids) = self.ids.as_mut() {
+            ids.write_all(&self.ids_buf)?;
+        }
+        self.ids_buf.clear();
         Ok(())
     }
 

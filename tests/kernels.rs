@@ -160,8 +160,9 @@ fn shingle_hashing_across_lane_groups_and_the_batch_end() {
 fn an_earlier_lane_that_rounds_up_further_than_the_last_stays_inside_the_batch() {
     // k = 2, one full block of shingles, the document last in its batch: the last lane but one
     // is "aa bbbbbb" (9 bytes, its loads reach 16 bytes on), the last "bbbbbb c" (8 bytes,
-    // exactly 8). Checking only the last lane let the one before read past the end of the
-    // bytes (caught by fnv_lanes' debug assertion).
+    // exactly 8). Checking only the last lane's rounded-up reach let the one before read past
+    // the end of the bytes (caught by fnv_lanes' debug assertion); the check is now on the
+    // furthest end plus 7, which bounds every lane's loads.
     let filler: Vec<String> = (0..HASH_BLOCK - 2).map(|i| format!("f{i}")).collect();
     let text = format!("{} aa bbbbbb c", filler.join(" "));
     let batch = PackedBatch::from_texts(&[text]);

@@ -108,6 +108,38 @@ pub(crate) fn check_output(
     Ok(())
 }
 
+/// Whether the device directory `dev` holds a node through which a hardware GPU is reached
+/// on Linux: a DRM render or card node (`dri/renderD*`, `dri/card*`: Mesa's and AMD's
+/// drivers), an NVIDIA node (`nvidia*`), or WSL's `dxg`. `None` where that cannot be told
+/// (not Linux, or `dev` unreadable): then the adapters are searched.
+///
+/// Searching loads every installed Vulkan and GL driver (Mesa's software ones pull in LLVM):
+/// 30-40 ms of a quarter-second `signatures` run on a machine that has no GPU at all, where
+/// `auto` could only ever end on the CPU engine.
+pub fn gpu_device_nodes(dev: &std::path::Path) -> Option<bool> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let names = |d: &std::path::Path| -> Option<Vec<String>> {
+        Some(
+            std::fs::read_dir(d)
+                .ok()?
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+        )
+    };
+    let top = names(dev)?;
+    if top.iter().any(|n| n.starts_with("nvidia") || n == "dxg") {
+        return Some(true);
+    }
+    let dri = names(&dev.join("dri")).unwrap_or_default();
+    Some(
+        dri.iter()
+            .any(|n| n.starts_with("renderD") || n.starts_with("card")),
+    )
+}
+
 /// Which engine to use, as chosen on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -121,7 +153,8 @@ pub enum EngineChoice {
 }
 
 /// Build the engine `choice` asks for. `threads` sizes the CPU engine (0: all cores). For
-/// `Auto`, a hardware adapter is taken if present, else the CPU engine.
+/// `Auto`, a hardware adapter is taken if present, else the CPU engine; on Linux, a machine
+/// without any GPU device node skips the search (see [`gpu_device_nodes`]).
 pub fn build_engine(
     choice: EngineChoice,
     params: MinHashParams,
@@ -132,6 +165,9 @@ pub fn build_engine(
         EngineChoice::Cpu => Ok(Box::new(CpuEngine::new(params, threads)?)),
         EngineChoice::Gpu => Ok(Box::new(GpuEngine::new(params, gpu)?)),
         EngineChoice::Auto => {
+            if gpu_device_nodes(std::path::Path::new("/dev")) == Some(false) {
+                return Ok(Box::new(CpuEngine::new(params, threads)?));
+            }
             let opts = GpuOptions {
                 allow_software: false,
                 ..gpu.clone()
@@ -141,5 +177,48 @@ pub fn build_engine(
                 Err(_) => Ok(Box::new(CpuEngine::new(params, threads)?)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gpu_device_nodes;
+
+    #[test]
+    fn gpu_device_nodes_are_told_apart_from_a_machine_without_any() {
+        if !cfg!(target_os = "linux") {
+            assert_eq!(gpu_device_nodes(std::path::Path::new("/dev")), None);
+            return;
+        }
+        let dev = tempfile::tempdir().unwrap();
+        let touch = |p: &str| {
+            let p = dev.path().join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, b"").unwrap();
+        };
+        touch("null");
+        touch("tty0");
+        assert_eq!(
+            gpu_device_nodes(dev.path()),
+            Some(false),
+            "no dri, no nvidia"
+        );
+        std::fs::create_dir(dev.path().join("dri")).unwrap();
+        assert_eq!(gpu_device_nodes(dev.path()), Some(false), "an empty dri");
+        touch("dri/renderD128");
+        assert_eq!(gpu_device_nodes(dev.path()), Some(true));
+        let only = |name: &str| {
+            let d = tempfile::tempdir().unwrap();
+            let p = d.path().join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, b"").unwrap();
+            gpu_device_nodes(d.path())
+        };
+        assert_eq!(only("dri/card0"), Some(true));
+        assert_eq!(only("nvidia0"), Some(true));
+        assert_eq!(only("nvidiactl"), Some(true));
+        assert_eq!(only("dxg"), Some(true));
+        assert_eq!(only("video0"), Some(false));
+        assert_eq!(gpu_device_nodes(&dev.path().join("missing")), None);
     }
 }

@@ -1,0 +1,716 @@
+//! A fast scanner for the common shape of a JSONL record: one flat object whose values are
+//! strings, numbers, `true`, `false` or `null`, keys without escapes. It pulls out the id and
+//! text fields in one pass over the line, eight bytes at a time.
+//!
+//! It is only a shortcut in front of serde_json (`io::parse_record`): it answers `None`
+//! whenever it is not sure, and the full parse then decides, errors and messages included.
+//! When it answers `Some`, the full parse would have accepted the line and read the same two
+//! strings; a differential property test against the full parse holds it to that. Nested
+//! values, escaped keys, surrogate `\u` escapes in the two fields and anything malformed take
+//! the full parse.
+//!
+//! serde_json was 21% of a `signatures` run's profile, mostly finding the end of each string
+//! byte by byte, checking UTF-8, and copying escaped texts twice (into its scratch, then into
+//! an owned string).
+
+use std::borrow::Cow;
+
+/// The values of keys `id_key` and `text_key` of the object on `line`, when the line is of the
+/// shape this module handles and both are strings (the last of repeated keys wins, as in the
+/// full parse; when the two names are the same the key is the id). `None` means "ask serde_json".
+pub fn scan_record<'a>(
+    line: &'a [u8],
+    id_key: &str,
+    text_key: &str,
+) -> Option<(Cow<'a, str>, Cow<'a, str>)> {
+    scan(line, id_key, text_key, simd_available())
+}
+
+/// [`scan_record`], with the AVX-512 string scanner or the portable one (tests run both).
+fn scan<'a>(
+    line: &'a [u8],
+    id_key: &str,
+    text_key: &str,
+    simd: bool,
+) -> Option<(Cow<'a, str>, Cow<'a, str>)> {
+    let mut at = skip_ws(line, 0);
+    if line.get(at) != Some(&b'{') {
+        return None;
+    }
+    at = skip_ws(line, at + 1);
+    let (mut id, mut text) = (None, None);
+    if line.get(at) == Some(&b'}') {
+        at += 1;
+    } else {
+        loop {
+            // A key: no escapes (those take the full parse, which unescapes before comparing).
+            if line.get(at) != Some(&b'"') {
+                return None;
+            }
+            let (key, next) = string(line, at + 1, Keep::KeyWithoutEscapes, simd)?;
+            let key = key.expect("kept");
+            at = skip_ws(line, next);
+            if line.get(at) != Some(&b':') {
+                return None;
+            }
+            at = skip_ws(line, at + 1);
+            let wanted = if key == id_key {
+                Some(&mut id)
+            } else if key == text_key {
+                Some(&mut text)
+            } else {
+                None
+            };
+            match (line.get(at)?, wanted) {
+                (b'"', Some(slot)) => {
+                    let (value, next) = string(line, at + 1, Keep::Value, simd)?;
+                    *slot = value;
+                    at = next;
+                }
+                // Only checked, as the full parse checks an ignored string.
+                (b'"', None) => at = string(line, at + 1, Keep::Nothing, simd)?.1,
+                // A wanted field that is not a string: unless a later repeat of the key
+                // overrides it (the last wins), the full parse explains (or, for
+                // `--numeric-ids`, accepts) it.
+                (_, Some(slot)) => {
+                    *slot = None;
+                    at = skip_scalar(line, at)?;
+                }
+                (_, None) => at = skip_scalar(line, at)?,
+            }
+            at = skip_ws(line, at);
+            match line.get(at)? {
+                b',' => at = skip_ws(line, at + 1),
+                b'}' => {
+                    at += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    if skip_ws(line, at) != line.len() {
+        return None;
+    }
+    Some((id?, text?))
+}
+
+/// JSON's whitespace (exactly these four, as serde_json).
+fn skip_ws(line: &[u8], mut at: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = line.get(at) {
+        at += 1;
+    }
+    at
+}
+
+/// What [`string`] keeps of the string it scans.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Its value, unescaped.
+    Value,
+    /// Its value, which must have no escapes.
+    KeyWithoutEscapes,
+    /// Nothing: it is only checked.
+    Nothing,
+}
+
+/// Scan the string whose content starts at `start`, in one pass: the first quote, backslash
+/// or control byte of each eight bytes, escapes decoded as they come. Returns its value (per
+/// `keep`) and the index after the closing quote; `None` for a raw control character (JSON
+/// forbids them), an unterminated string, invalid UTF-8, an escape the full parse would
+/// reject, a surrogate `\u` escape in a kept value, or an escaped key.
+fn string(
+    line: &[u8],
+    start: usize,
+    keep: Keep,
+    simd: bool,
+) -> Option<(Option<Cow<'_, str>>, usize)> {
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        // SAFETY: `simd` is only true where `simd_available` said AVX-512 F+BW run.
+        return unsafe { x86::string(line, start, keep) };
+    }
+    let _ = simd;
+    string_with::<Swar>(line, start, keep)
+}
+
+/// How [`string_with`] finds the next byte that stops it: a quote, a backslash or a control
+/// byte, at `at` or after.
+trait StopFinder: Default {
+    /// The index of the next stop at or after `at`, or `line.len()` when there is none (or,
+    /// for the portable finder, the start of a tail it leaves to the caller's byte loop).
+    /// Or's the high bits of the bytes it passes (and maybe a few more) into `high`.
+    fn next_stop(&mut self, line: &[u8], at: usize, high: &mut u64) -> usize;
+}
+
+/// Eight bytes at a time in a `u64`.
+#[derive(Default)]
+struct Swar;
+
+impl StopFinder for Swar {
+    #[inline(always)]
+    fn next_stop(&mut self, line: &[u8], mut at: usize, high: &mut u64) -> usize {
+        while at + 8 <= line.len() {
+            let w = u64::from_le_bytes(line[at..at + 8].try_into().expect("8 bytes"));
+            *high |= w;
+            let stop = special_bytes(w);
+            if stop != 0 {
+                return at + (stop.trailing_zeros() / 8) as usize;
+            }
+            at += 8;
+        }
+        at
+    }
+}
+
+/// The body of [`string`], generic over how stops are found so that the AVX-512 version
+/// compiles (and inlines) inside a `target_feature` function.
+#[inline(always)]
+fn string_with<F: StopFinder>(
+    line: &[u8],
+    start: usize,
+    keep: Keep,
+) -> Option<(Option<Cow<'_, str>>, usize)> {
+    let mut finder = F::default();
+    let mut at = start;
+    // Start of the raw bytes not yet copied into `out`, which exists once an escape was kept.
+    let mut seg = start;
+    let mut out: Option<Vec<u8>> = None;
+    // Every raw byte of the content or'ed together (and maybe a few past the quote, which
+    // only costs a UTF-8 check that passes): no high bit means ASCII, so UTF-8.
+    let mut high = 0u64;
+    loop {
+        at = finder.next_stop(line, at, &mut high);
+        // The byte at `at`: the stop found, or (SWAR) the tail one at a time.
+        let &b = line.get(at)?;
+        high |= b as u64;
+        match b {
+            b'"' => {
+                let ascii = high & 0x8080_8080_8080_8080 == 0;
+                let value = match (keep, out) {
+                    (Keep::Nothing, _) => {
+                        if !ascii {
+                            // Escapes are ASCII, so checking the raw bytes whole checks the
+                            // text between them.
+                            std::str::from_utf8(&line[start..at]).ok()?;
+                        }
+                        None
+                    }
+                    (_, None) => Some(Cow::Borrowed(utf8(&line[start..at], ascii)?)),
+                    (_, Some(mut o)) => {
+                        o.extend_from_slice(&line[seg..at]);
+                        // Decoded escapes are whole characters and the raw runs between them
+                        // end on ASCII bytes, so the whole is checked as serde_json checks it.
+                        Some(Cow::Owned(if ascii {
+                            // SAFETY: ASCII runs and `char::encode_utf8` output: UTF-8.
+                            unsafe { String::from_utf8_unchecked(o) }
+                        } else {
+                            String::from_utf8(o).ok()?
+                        }))
+                    }
+                };
+                return Some((value, at + 1));
+            }
+            b'\\' => {
+                if keep == Keep::KeyWithoutEscapes {
+                    return None;
+                }
+                let (c, len) = escape(&line[at..])?;
+                if keep == Keep::Value {
+                    // A surrogate in a kept value: the full parse pairs (or rejects) it.
+                    let c = c?;
+                    let o = out.get_or_insert_with(|| Vec::with_capacity(line.len() - start));
+                    o.extend_from_slice(&line[seg..at]);
+                    o.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes());
+                }
+                at += len;
+                seg = at;
+            }
+            0..=0x1f => return None,
+            _ => at += 1,
+        }
+    }
+}
+
+/// `raw` as a `str`, without looking again when the scan saw only ASCII.
+fn utf8(raw: &[u8], ascii: bool) -> Option<&str> {
+    if ascii {
+        // SAFETY: the scan saw every byte of `raw` below 0x80, and ASCII is UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(raw) })
+    } else {
+        std::str::from_utf8(raw).ok()
+    }
+}
+
+/// The escape at the start of `at` (which starts with a backslash): its character (`None` for
+/// a surrogate `\u`, which only a pair makes a character) and length. `None` for one serde_json
+/// rejects.
+fn escape(at: &[u8]) -> Option<(Option<char>, usize)> {
+    let c = match at.get(1)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            let mut v = 0u32;
+            for &h in at.get(2..6)? {
+                v = v * 16 + (h as char).to_digit(16)?;
+            }
+            return Some((char::from_u32(v), 6));
+        }
+        _ => return None,
+    };
+    Some((Some(c), 2))
+}
+
+/// A word with the high bit set in each byte that is `"`, `\` or below 0x20 (the lowest such
+/// byte exactly; bytes above it may be flagged too, which the callers never look at).
+#[inline]
+fn special_bytes(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let quote = zero(w ^ (ONES * b'"' as u64));
+    let backslash = zero(w ^ (ONES * b'\\' as u64));
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+    quote | backslash | control
+}
+
+/// Skip a number, `true`, `false` or `null` starting at `at` (JSON's grammar exactly; leading
+/// zeros, a bare `-`, `1.` and the like are `None`). Objects and arrays are `None` too.
+fn skip_scalar(line: &[u8], at: usize) -> Option<usize> {
+    for word in [&b"true"[..], b"false", b"null"] {
+        if line[at..].starts_with(word) {
+            return Some(at + word.len());
+        }
+    }
+    let digits = |mut i: usize| {
+        let from = i;
+        while line.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        (i > from).then_some(i)
+    };
+    let mut i = at;
+    if line.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match line.get(i)? {
+        b'0' => i += 1,
+        b'1'..=b'9' => i = digits(i)?,
+        _ => return None,
+    }
+    if line.get(i) == Some(&b'.') {
+        i = digits(i + 1)?;
+    }
+    if let Some(b'e' | b'E') = line.get(i) {
+        i += 1;
+        if let Some(b'+' | b'-') = line.get(i) {
+            i += 1;
+        }
+        i = digits(i)?;
+    }
+    Some(i)
+}
+
+/// Whether [`x86::specials64`] runs here (AVX-512 F+BW), unless `NEARDUP_KERNEL=scalar`.
+fn simd_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *OK.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// [`super::string`] with [`Blocks`].
+    ///
+    /// # Safety
+    /// AVX-512 F and BW must be present.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub unsafe fn string(
+        line: &[u8],
+        start: usize,
+        keep: super::Keep,
+    ) -> Option<(Option<std::borrow::Cow<'_, str>>, usize)> {
+        super::string_with::<Blocks>(line, start, keep)
+    }
+
+    /// 64 bytes at a time, keeping the last block's stops: text with an escape every few
+    /// dozen bytes finds the next one without loading again.
+    #[derive(Default)]
+    pub struct Blocks {
+        /// Where the last block starts, and its stops (bit i: byte `from + i`).
+        from: usize,
+        stops: u64,
+        loaded: bool,
+    }
+
+    impl super::StopFinder for Blocks {
+        #[inline(always)]
+        fn next_stop(&mut self, line: &[u8], at: usize, high: &mut u64) -> usize {
+            if self.loaded && at < self.from + 64 {
+                let rest = self.stops & (!0u64 << (at - self.from));
+                if rest != 0 {
+                    return self.from + rest.trailing_zeros() as usize;
+                }
+                if self.from + 64 >= line.len() {
+                    return line.len();
+                }
+                self.from += 64;
+            } else {
+                self.from = at;
+            }
+            loop {
+                // SAFETY: only called from `string` (AVX-512 F+BW present); from <= len.
+                let (stops, hi) = unsafe { specials64(line, self.from) };
+                self.loaded = true;
+                self.stops = stops;
+                *high |= hi;
+                if stops != 0 {
+                    return self.from + stops.trailing_zeros() as usize;
+                }
+                if self.from + 64 >= line.len() {
+                    return line.len();
+                }
+                self.from += 64;
+            }
+        }
+    }
+
+    /// For the (up to) 64 bytes of `line` from `at`: a mask of those that are `"`, `\` or
+    /// below 0x20 (bit i for byte at + i), and the high bits of all of them or'ed (0x80 when
+    /// any is not ASCII). Past the end nothing is read: the load is masked, and masked bytes
+    /// neither fault nor count.
+    ///
+    /// # Safety
+    /// AVX-512 F and BW must be present; `at <= line.len()`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    pub unsafe fn specials64(line: &[u8], at: usize) -> (u64, u64) {
+        debug_assert!(at <= line.len());
+        let n = (line.len() - at).min(64);
+        let live: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
+        let v = _mm512_maskz_loadu_epi8(live, line.as_ptr().add(at) as *const i8);
+        let quote = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'"' as i8));
+        let backslash = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(b'\\' as i8));
+        let control = _mm512_cmplt_epu8_mask(v, _mm512_set1_epi8(0x20));
+        let high = if _mm512_movepi8_mask(v) != 0 { 0x80 } else { 0 };
+        ((quote | backslash | control) & live, high)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{parse_record_full, Fields, Record};
+    use proptest::prelude::*;
+
+    /// The scanners this machine runs: the portable one always, AVX-512 where present.
+    fn modes() -> Vec<bool> {
+        let mut m = vec![false];
+        if simd_available() {
+            m.push(true);
+        } else {
+            eprintln!("jsonscan: no AVX-512 BW here, only the portable scanner is tested");
+        }
+        m
+    }
+
+    /// The contract: whenever the scanner answers, serde_json would have accepted the line
+    /// and read the same id and text. Returns whether it answered (for coverage counts).
+    fn agrees(line: &[u8], id: &str, text: &str) -> bool {
+        let fields = Fields {
+            id: id.into(),
+            text: text.into(),
+            numeric_ids: false,
+        };
+        let mut answered = false;
+        for simd in modes() {
+            let fast = scan(line, id, text, simd);
+            if let Some((i, t)) = &fast {
+                answered = true;
+                let full = parse_record_full(line, &fields, "f", 1);
+                if i.is_empty() {
+                    assert!(full.is_err(), "an empty id is an error: {:?}", show(line));
+                } else {
+                    let want = Record {
+                        id: i.clone(),
+                        text: t.clone(),
+                    };
+                    assert_eq!(full.ok(), Some(want), "simd {simd}: {:?}", show(line));
+                }
+            }
+            // Both scanners give the same answer.
+            assert_eq!(fast, scan(line, id, text, !simd && simd_available()));
+        }
+        answered
+    }
+
+    fn show(line: &[u8]) -> String {
+        String::from_utf8_lossy(line).into_owned()
+    }
+
+    #[test]
+    fn the_common_shape_is_read_and_everything_else_left_to_serde_json() {
+        let some = |line: &str, id: &str, text: &str| {
+            for simd in modes() {
+                let got = scan(line.as_bytes(), "id", "text", simd);
+                let got = got.as_ref().map(|(i, t)| (i.as_ref(), t.as_ref()));
+                assert_eq!(got, Some((id, text)), "simd {simd}: {line}");
+            }
+            assert!(agrees(line.as_bytes(), "id", "text"));
+        };
+        some(r#"{"id":"a","text":"b c"}"#, "a", "b c");
+        some(" \t{ \"text\" :\"x\" , \"id\": \"7\" }\r\n ", "7", "x");
+        some(
+            r#"{"id":"a","n":-0.5e+3,"t":true,"f":false,"z":null,"text":"x"}"#,
+            "a",
+            "x",
+        );
+        some(r#"{"id":"a","id":"b","text":"x"}"#, "b", "x");
+        some(
+            r#"{"id":"a","text":"l1\nl2\t\"q\" \\ \/ \b\f\r"}"#,
+            "a",
+            "l1\nl2\t\"q\" \\ / \u{8}\u{c}\r",
+        );
+        some(r#"{"id":"a","text":"\u00e9\u4E2D\u0041"}"#, "a", "é中A");
+        some(
+            r#"{"id":"é","text":"naïve café 中文"}"#,
+            "é",
+            "naïve café 中文",
+        );
+        some(r#"{"id":"a","text":""}"#, "a", "");
+        some(
+            r#"{"other":"x\u0000\ud83d\ude00","id":"a","text":"t"}"#,
+            "a",
+            "t",
+        );
+        let none = |line: &[u8]| {
+            for simd in modes() {
+                assert_eq!(scan(line, "id", "text", simd), None, "{:?}", show(line));
+            }
+            agrees(line, "id", "text");
+        };
+        for line in [
+            &br#"{"id":"a"}"#[..],
+            br#"{"id":"a","text":"b"} x"#,
+            br#"{"id":"a","text":"b",}"#,
+            br#"{"id":"a" "text":"b"}"#,
+            br#"{"id":1,"text":"b"}"#,
+            br#"{"id":"a","text":["b"]}"#,
+            br#"{"id":"a","m":{"k":1},"text":"b"}"#,
+            br#"{"id":"a","m":[],"text":"b"}"#,
+            br#"{"i\u0064":"a","text":"b"}"#,
+            br#"{"id":"a","text":"\ud83d\ude00"}"#,
+            br#"{"id":"a","text":"\ud83d"}"#,
+            br#"{"id":"a","text":"\x"}"#,
+            br#"{"id":"a","text":"\u12"}"#,
+            br#"{"id":"a","text":"\u12g4"}"#,
+            br#"{"id":"a","n":01,"text":"b"}"#,
+            br#"{"id":"a","n":-,"text":"b"}"#,
+            br#"{"id":"a","n":1.,"text":"b"}"#,
+            br#"{"id":"a","n":1e,"text":"b"}"#,
+            br#"{"id":"a","n":tru,"text":"b"}"#,
+            br#"{"id":"a","n":nullx,"text":"b"}"#,
+            br#"{"id":"a","text":"b"#,
+            br#"{"id":"a","text":"b\"#,
+            b"{\"id\":\"a\",\"text\":\"tab\there\"}",
+            b"{\"id\":\"a\",\"text\":\"nl\nhere\"}",
+            b"{\"id\":\"a\",\"text\":\"bad \xff utf8\"}",
+            b"{\"id\":\"a\",\"text\":\"cut \xc3\"}",
+            b"{\"id\":\"a\",\"x\xff\":1,\"text\":\"b\"}",
+            b"{\"id\":\"a\",\"x\":\"\xc3\",\"text\":\"b\"}",
+            b"\xef\xbb\xbf{\"id\":\"a\",\"text\":\"b\"}",
+            b"{\"id\":\"a\",\"text\":\"b\"}\x0b",
+            b"[1]",
+            b"",
+            b"{}",
+        ] {
+            none(line);
+        }
+        // The same key for both: it is the id, the text is missing.
+        assert_eq!(scan(br#"{"id":"a"}"#, "id", "id", false), None);
+    }
+
+    #[test]
+    fn strings_across_the_scanners_block_boundaries() {
+        // A stop byte (quote, escape, control) at every offset around 8- and 64-byte blocks,
+        // and lines that end inside a block.
+        for len in [
+            0, 1, 7, 8, 9, 15, 16, 17, 62, 63, 64, 65, 66, 127, 128, 129, 200,
+        ] {
+            for special in ["", "\\n", "\\\"", "é", "\\u00e9"] {
+                let body = "w".repeat(len);
+                let text = format!("{body}{special}{body}");
+                let line = format!(r#"{{"id":"x","text":"{text}"}}"#);
+                assert!(agrees(line.as_bytes(), "id", "text"), "{line}");
+                let want: String = serde_json::from_str(&format!("\"{text}\"")).unwrap();
+                for simd in modes() {
+                    let (_, t) = scan(line.as_bytes(), "id", "text", simd).unwrap();
+                    assert_eq!(t, want);
+                }
+                // Cut short anywhere: never an answer.
+                for cut in 0..line.len() {
+                    let part = &line.as_bytes()[..cut];
+                    for simd in modes() {
+                        assert_eq!(scan(part, "id", "text", simd), None, "{cut}");
+                    }
+                }
+                // A raw control byte at the same place: never an answer.
+                let bad = format!(r#"{{"id":"x","text":"{body}{}{body}"}}"#, '\u{1f}');
+                assert!(!agrees(bad.as_bytes(), "id", "text"));
+            }
+        }
+    }
+
+    /// JSON values as serde_json writes them (any string, escapes where it puts them).
+    fn value() -> impl Strategy<Value = serde_json::Value> {
+        prop_oneof![
+            any::<String>().prop_map(serde_json::Value::from),
+            "[a-z \\n\"\\\\/\\t\u{0}-\u{1f}é中😀]{0,80}".prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(serde_json::Value::from),
+            any::<bool>().prop_map(serde_json::Value::from),
+            Just(serde_json::Value::Null),
+        ]
+    }
+
+    fn record() -> impl Strategy<Value = String> {
+        (
+            prop::collection::vec(("[a-z]{1,3}|id|text", value()), 0..5),
+            "[^\u{0}]{1,20}",
+            "[a-z \\n\"é]{0,300}",
+            any::<bool>(),
+        )
+            .prop_map(|(extra, id, text, spaced)| {
+                let mut m = serde_json::Map::new();
+                for (k, v) in extra {
+                    if k != "id" && k != "text" {
+                        m.insert(k, v);
+                    }
+                }
+                m.insert("id".into(), id.into());
+                m.insert("text".into(), text.into());
+                let v = serde_json::Value::Object(m);
+                if spaced {
+                    serde_json::to_string_pretty(&v).unwrap().replace('\n', " ")
+                } else {
+                    serde_json::to_string(&v).unwrap()
+                }
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Every flat record serde_json writes is answered, with serde_json's own reading.
+        #[test]
+        fn records_serde_json_writes_are_read_as_serde_json_reads_them(line in record()) {
+            prop_assert!(agrees(line.as_bytes(), "id", "text"), "not answered: {}", line);
+        }
+
+        /// Damaged records: whatever the scanner answers, serde_json agrees with.
+        #[test]
+        fn damaged_records_are_answered_only_as_serde_json_would(
+            line in record(),
+            edits in prop::collection::vec(
+                (any::<prop::sample::Index>(), 0u8..3, prop::sample::select(
+                    b"\"\\{}[],: \t\r\nu0109eE.+-tfnaxz\x00\x1f\x7f\x80\xc3\xa9\xff".to_vec())),
+                1..4),
+        ) {
+            let mut b = line.into_bytes();
+            for (at, op, byte) in edits {
+                let i = at.index(b.len() + 1);
+                match op {
+                    0 => b.insert(i, byte),
+                    1 if i < b.len() => { b.remove(i); }
+                    _ if i < b.len() => b[i] = byte,
+                    _ => b.push(byte),
+                }
+            }
+            agrees(&b, "id", "text");
+        }
+
+        /// Random bytes from JSON's alphabet: the scanner answers only what serde_json accepts.
+        #[test]
+        fn arbitrary_lines_are_answered_only_as_serde_json_would(
+            b in prop::collection::vec(prop::sample::select(
+                b"{}\"\"\"::,,\\ \tidtexu0e1.-\x01\xc3\xa9".to_vec()), 0..40),
+        ) {
+            agrees(&b, "id", "text");
+            agrees(&b, "i", "t");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// Records built from members whose keys, values, separators and whitespace are
+        /// drawn from valid and invalid JSON alike (the id and text always there): the scanner
+        /// answers only what serde_json accepts, and it does answer the valid ones.
+        #[test]
+        fn near_records_are_answered_only_as_serde_json_would(
+            members in prop::collection::vec((
+                prop::sample::select(vec![
+                    "\"id\"", "\"text\"", "\"x\"", "\"x\"", "\"x\"", "\"y\"", "\"idx\"", "\"tex\"", "\"\\u0078\"", "x",
+                ]),
+                prop::sample::select(vec![
+                    "\"v\"", "\"a\\nb\"", "\"\\u00e9\"", "\"\\ud800\"", "\"\\q\"", "\"é\"",
+                    "0", "01", "-0", "-", "--1", "1.5", "1.", ".5", "1e5", "1E+5", "1e", "-01", "2e-3",
+                    "true", "tru", "nul", "null", "[]", "{}", "\"",
+                ]),
+                prop::sample::select(vec![":", ":", ":", ":", ":", " : ", "", "::", "\u{b}:"]),
+            ), 0..5),
+            id_at in any::<prop::sample::Index>(),
+            text_at in any::<prop::sample::Index>(),
+            seps in prop::collection::vec(
+                prop::sample::select(vec![
+                    ",", ",", ",", ",", ",", ",", ", ", " ,", "", ",,", " ", "\u{b},", "\u{a0},",
+                ]),
+                8),
+            ends in prop::sample::select(vec![
+                ("{", "}"), ("{", "}"), ("{", "}"), ("{", "}"), ("{", "}"), (" {", "} "), ("\t{\r", "\n}\t"), ("{", ""), ("", "}"),
+                ("{", "}}"), ("{", "},"), ("[{", "}]"), ("\u{c}{", "}"), ("{", "}\u{0}"),
+            ]),
+        ) {
+            let mut m: Vec<String> = members.iter().map(|(k, v, c)| format!("{k}{c}{v}")).collect();
+            m.insert(id_at.index(m.len() + 1), "\"id\":\"the id\"".into());
+            m.insert(text_at.index(m.len() + 1), "\"text\": \"the\\ttext\"".into());
+            let mut line = ends.0.to_string();
+            for (i, member) in m.iter().enumerate() {
+                if i > 0 {
+                    line.push_str(seps[i % seps.len()]);
+                }
+                line.push_str(member);
+            }
+            line.push_str(ends.1);
+            let answered = agrees(line.as_bytes(), "id", "text");
+            // Valid, flat, the last id and text strings, keys unescaped: must be answered.
+            let valid = serde_json::from_str::<serde_json::Value>(&line)
+                .is_ok_and(|v| v["id"].is_string() && v["text"].is_string());
+            if valid
+                && !line.contains('[')
+                && !line.contains("{}")
+                && !line.contains("\\u0078")
+            {
+                prop_assert!(answered, "a valid flat record not answered: {}", line);
+            }
+        }
+    }
+}
