@@ -87,53 +87,80 @@ pub fn hash_shingles(batch: &PackedBatch, d: usize, k: usize, xs: &mut Vec<u32>)
 /// across document boundaries: only the last block of the range is partial, so short documents
 /// and each document's remainder do not fall back to a slower path.
 pub fn hash_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, xs: &mut Vec<u32>) {
+    let lists = docs.map(|d| {
+        let r = batch.doc_words(d);
+        &batch.word_start[r.start..r.end + 1]
+    });
+    hash_blocks(&batch.bytes, lists, k, |h| {
+        xs.extend(h.iter().map(|&v| mod_p(v)))
+    });
+}
+
+/// The full 64-bit FNV-1a of every shingle of one word list (bytes and word starts laid out as
+/// [`PackedBatch`] and [`crate::text::Words`] hold them: words one byte apart, `starts` ending
+/// with the end), repeats included, in text order, appended to `out`: the values exact-Jaccard
+/// confirmation compares, hashed as [`hash_docs`] hashes.
+pub fn fnv64_shingles(bytes: &[u8], starts: &[u32], k: usize, out: &mut Vec<u64>) {
+    hash_blocks(bytes, std::iter::once(starts), k, |h| {
+        out.extend_from_slice(h)
+    });
+}
+
+/// The shingles of each word list of `lists` (word start offsets into `bytes`, the end last)
+/// in lockstep blocks of [`HASH_BLOCK`], the blocks running on from one list into the next.
+/// `emit` gets each block's raw 64-bit FNV-1a values in order (the last block may be short).
+fn hash_blocks<'a>(
+    bytes: &[u8],
+    lists: impl Iterator<Item = &'a [u32]>,
+    k: usize,
+    mut emit: impl FnMut(&[u64]),
+) {
     let mut start = [0u64; HASH_BLOCK];
     let mut len = [0u64; HASH_BLOCK];
     // The furthest shingle end in the block so far (for the vector loads' bounds check).
     let mut far = 0u64;
     let mut n = 0;
-    for d in docs {
-        let r = batch.doc_words(d);
-        let (count, width) = shingle_layout(r.len(), k);
-        // Word offsets of this document; shingle j is bytes[ws[j] .. ws[j + width] - 1].
-        let ws = &batch.word_start[r.start..r.end + 1];
-        xs.reserve(count);
+    for ws in lists {
+        let (count, width) = shingle_layout(ws.len().saturating_sub(1), k);
+        // Shingle j is bytes[ws[j] .. ws[j + width] - 1].
         for j in 0..count {
             start[n] = ws[j] as u64;
             len[n] = (ws[j + width] - 1 - ws[j]) as u64;
             far = far.max(start[n] + len[n]);
             n += 1;
             if n == HASH_BLOCK {
-                hash_block(&batch.bytes, &start, &len, far, xs);
+                emit(&hash_block(bytes, &start, &len, far));
                 n = 0;
                 far = 0;
             }
         }
     }
-    for l in 0..n {
-        let s = start[l] as usize;
-        xs.push(crate::hash::shingle_hash(
-            &batch.bytes[s..s + len[l] as usize],
-        ));
+    if n > 0 {
+        let mut tail = [0u64; HASH_BLOCK];
+        for l in 0..n {
+            let s = start[l] as usize;
+            tail[l] = crate::hash::fnv1a64(&bytes[s..s + len[l] as usize]);
+        }
+        emit(&tail[..n]);
     }
 }
 
 /// Shingles per lockstep block of [`hash_docs`] (public so tests can sweep its boundaries).
 pub const HASH_BLOCK: usize = 48;
 
-/// `x` of the [`HASH_BLOCK`] byte ranges `bytes[start[l] .. start[l] + len[l]]`, appended to
-/// `xs`. `far` is the furthest end of them, `max(start[l] + len[l])`.
+/// FNV-1a 64 of the [`HASH_BLOCK`] byte ranges `bytes[start[l] .. start[l] + len[l]]`. `far`
+/// is the furthest end of them, `max(start[l] + len[l])`.
 fn hash_block(
     bytes: &[u8],
     start: &[u64; HASH_BLOCK],
     len: &[u64; HASH_BLOCK],
     far: u64,
-    xs: &mut Vec<u32>,
-) {
+) -> [u64; HASH_BLOCK] {
     debug_assert_eq!(
         far,
         (0..HASH_BLOCK).map(|l| start[l] + len[l]).max().unwrap()
     );
+    let mut out = [0u64; HASH_BLOCK];
     #[cfg(target_arch = "x86_64")]
     if x86::fnv_available() {
         // The vector loads read whole 8-byte words, up to 7 bytes past a shingle's end: fine
@@ -142,24 +169,29 @@ fn hash_block(
         // round up further than the last one. (Computing each lane's exact reach here took 5%
         // of a run: SSE2 has no 64-bit compare.)
         if far as usize + 7 <= bytes.len() {
-            let mut out = [0u32; HASH_BLOCK];
             // SAFETY: AVX-512 F+DQ present (fnv_available); an 8-byte read at start[l] + 8i
             // with 8i <= len[l] - 1 ends at or before start[l] + len[l] + 7 <= far + 7, inside
             // `bytes`.
             unsafe { x86::fnv_lanes(bytes, start, len, &mut out) };
-            xs.extend_from_slice(&out);
-            return;
+            return out;
         }
     }
     for g in 0..HASH_BLOCK / LANES {
         let s: &[u64; LANES] = start[g * LANES..][..LANES].try_into().expect("LANES");
         let l: &[u64; LANES] = len[g * LANES..][..LANES].try_into().expect("LANES");
-        hash_lanes_scalar(bytes, s, l, xs);
+        let o: &mut [u64; LANES] = (&mut out[g * LANES..][..LANES]).try_into().expect("LANES");
+        hash_lanes_scalar(bytes, s, l, o);
     }
+    out
 }
 
-/// FNV-1a of [`LANES`] byte ranges in lockstep (scalar), reduced mod P, appended to `xs`.
-fn hash_lanes_scalar(bytes: &[u8], start: &[u64; LANES], len: &[u64; LANES], xs: &mut Vec<u32>) {
+/// FNV-1a 64 of [`LANES`] byte ranges in lockstep (scalar), into `out`.
+fn hash_lanes_scalar(
+    bytes: &[u8],
+    start: &[u64; LANES],
+    len: &[u64; LANES],
+    out: &mut [u64; LANES],
+) {
     let ranges: [&[u8]; LANES] =
         std::array::from_fn(|l| &bytes[start[l] as usize..(start[l] + len[l]) as usize]);
     let common = ranges.iter().map(|r| r.len()).min().expect("LANES > 0");
@@ -177,7 +209,7 @@ fn hash_lanes_scalar(bytes: &[u8], start: &[u64; LANES], len: &[u64; LANES], xs:
             h[l] = (h[l] ^ b as u64).wrapping_mul(FNV_PRIME);
         }
     }
-    xs.extend(h.iter().map(|&v| mod_p(v)));
+    *out = h;
 }
 
 /// Shingles hashed in lockstep.
@@ -251,7 +283,7 @@ mod x86 {
     use std::arch::x86_64::*;
     use std::sync::OnceLock;
 
-    use super::{fold_min, mod_p, FNV_OFFSET, FNV_PRIME, P};
+    use super::{fold_min, FNV_OFFSET, FNV_PRIME, P};
 
     /// Shingles hashed at once by [`fnv_lanes`]: six vectors of eight.
     pub const FNV_SIMD_LANES: usize = super::HASH_BLOCK;
@@ -288,7 +320,7 @@ mod x86 {
         })
     }
 
-    /// FNV-1a 64 of 48 byte ranges at once, reduced mod P: eight ranges a vector, six vectors
+    /// FNV-1a 64 of 48 byte ranges at once: eight ranges a vector, six vectors
     /// interleaved so the multiplies' latency (15 cycles for `vpmullq`) overlaps: with four the
     /// loop waited on it, with six it is bound by the multiplies' issue (48 shingles: 5% faster
     /// than 32 in the `fnv1a` benchmark; 64 gained 4% more there but nothing end to end). Each step loads eight bytes of every
@@ -303,7 +335,7 @@ mod x86 {
         bytes: &[u8],
         start: &[u64; FNV_SIMD_LANES],
         len: &[u64; FNV_SIMD_LANES],
-        out: &mut [u32; FNV_SIMD_LANES],
+        out: &mut [u64; FNV_SIMD_LANES],
     ) {
         debug_assert!(
             (0..FNV_SIMD_LANES)
@@ -348,12 +380,8 @@ mod x86 {
             }
             t += 8;
         }
-        let mut hv = [0u64; FNV_SIMD_LANES];
         for (g, v) in h.iter().enumerate() {
-            _mm512_storeu_si512(hv.as_mut_ptr().add(8 * g) as *mut __m512i, *v);
-        }
-        for (o, &v) in out.iter_mut().zip(&hv) {
-            *o = mod_p(v);
+            _mm512_storeu_si512(out.as_mut_ptr().add(8 * g) as *mut __m512i, *v);
         }
     }
 

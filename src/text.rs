@@ -400,7 +400,8 @@ pub fn jaccard<T: Eq + Hash>(a: &HashSet<T>, b: &HashSet<T>) -> f64 {
 /// The set a document's exact Jaccard is computed over (SPEC §3): each shingle's full 64-bit
 /// FNV-1a value, sorted and without repeats.
 pub fn shingle_fnv_set(words: &Words, k: usize) -> Vec<u64> {
-    let mut v: Vec<u64> = words.shingle_slices(k).map(crate::hash::fnv1a64).collect();
+    let mut v: Vec<u64> = Vec::with_capacity(words.len());
+    crate::kernel::fnv64_shingles(&words.bytes, &words.starts, k, &mut v);
     v.sort_unstable();
     v.dedup();
     v

@@ -4,10 +4,13 @@
 //! and at the end of a batch.
 
 use neardup::batch::PackedBatch;
+use neardup::hash::fnv1a64;
 use neardup::hash::{shingle_hash, P};
 use neardup::kernel::{
-    hash_docs, hash_shingles, permute_min_scalar, permute_min_with, Kernel, HASH_BLOCK,
+    fnv64_shingles, hash_docs, hash_shingles, permute_min_scalar, permute_min_with, Kernel,
+    HASH_BLOCK,
 };
+use neardup::text::Words;
 use proptest::prelude::*;
 
 /// The SIMD kernels this machine runs. Without any, the comparisons below have nothing to
@@ -101,6 +104,14 @@ proptest! {
             let want: Vec<u32> = batch.shingles(d, k).map(shingle_hash).collect();
             prop_assert_eq!(xs, want);
         }
+        // The full 64-bit values of each text alone (exact-Jaccard sets), from the same blocks.
+        for t in &texts {
+            let w = Words::new(t);
+            let mut full = Vec::new();
+            fnv64_shingles(&w.bytes, &w.starts, k, &mut full);
+            let want: Vec<u64> = w.shingle_slices(k).map(fnv1a64).collect();
+            prop_assert_eq!(full, want);
+        }
     }
 }
 
@@ -152,6 +163,16 @@ fn shingle_hashing_across_lane_groups_and_the_batch_end() {
             hash_shingles(&batch, 0, 5, &mut xs);
             let want: Vec<u32> = batch.shingles(0, 5).map(shingle_hash).collect();
             assert_eq!(xs, want, "{words} words, long = {long}");
+            // The full 64-bit values (exact-Jaccard confirmation), from the same blocks.
+            let w = Words::new(&text.join(" "));
+            let mut full = Vec::new();
+            fnv64_shingles(&w.bytes, &w.starts, 5, &mut full);
+            let want: Vec<u64> = w.shingle_slices(5).map(fnv1a64).collect();
+            assert_eq!(full, want, "{words} words, long = {long}");
+            assert!(full
+                .iter()
+                .zip(&xs)
+                .all(|(&f, &x)| (f % P as u64) as u32 == x));
         }
     }
 }
