@@ -67,15 +67,18 @@ fn scan<'a>(
                     *slot = value;
                     at = next;
                 }
-                // Only checked, as the full parse checks an ignored string.
+                // Only checked (more strictly than the full parse, which does not check an
+                // ignored string's UTF-8: such a line merely takes the full parse).
                 (b'"', None) => at = string(line, at + 1, Keep::Nothing, simd)?.1,
-                // A wanted field that is not a string: unless a later repeat of the key
-                // overrides it (the last wins), the full parse explains (or, for
-                // `--numeric-ids`, accepts) it.
-                (_, Some(slot)) => {
+                // A wanted field that is `true`, `false` or `null`: unless a later repeat of
+                // the key overrides it (the last wins), the full parse explains it. A number
+                // goes to the full parse at once: it reads a wanted field's number for its
+                // value, and rejects one out of range (`1e400`) even when a repeat follows.
+                (b't' | b'f' | b'n', Some(slot)) => {
                     *slot = None;
                     at = skip_scalar(line, at)?;
                 }
+                (_, Some(_)) => return None,
                 (_, None) => at = skip_scalar(line, at)?,
             }
             at = skip_ws(line, at);
@@ -126,8 +129,9 @@ fn string(
     simd: bool,
 ) -> Option<(Option<Cow<'_, str>>, usize)> {
     #[cfg(target_arch = "x86_64")]
-    if simd {
-        // SAFETY: `simd` is only true where `simd_available` said AVX-512 F+BW run.
+    if simd && simd_available() {
+        // SAFETY: `simd_available` said AVX-512 F+BW run here (asked again, so that a caller
+        // passing `simd` wrongly cannot reach the intrinsics).
         return unsafe { x86::string(line, start, keep) };
     }
     let _ = simd;
@@ -219,7 +223,11 @@ fn string_with<F: StopFinder>(
                 if keep == Keep::Value {
                     // A surrogate in a kept value: the full parse pairs (or rejects) it.
                     let c = c?;
-                    let o = out.get_or_insert_with(|| Vec::with_capacity(line.len() - start));
+                    // Room for the rest of the line, up to 64 KiB (an escaped id on a long
+                    // line should not reserve the line).
+                    let o = out.get_or_insert_with(|| {
+                        Vec::with_capacity((line.len() - start).min(64 << 10))
+                    });
                     o.extend_from_slice(&line[seg..at]);
                     o.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes());
                 }
@@ -360,6 +368,8 @@ mod x86 {
     }
 
     impl super::StopFinder for Blocks {
+        /// Only reached through [`string`] (a `target_feature` function the caller checked
+        /// for): `Blocks` is private to this module and built nowhere else.
         #[inline(always)]
         fn next_stop(&mut self, line: &[u8], at: usize, high: &mut u64) -> usize {
             if self.loaded && at < self.from + 64 {
@@ -511,6 +521,10 @@ mod tests {
             br#"{"id":"a","text":"b",}"#,
             br#"{"id":"a" "text":"b"}"#,
             br#"{"id":1,"text":"b"}"#,
+            // serde_json reads a wanted field's number, and rejects one out of range even when
+            // a repeat of the key follows (found in review).
+            br#"{"id":1e400,"id":"a","text":"b"}"#,
+            br#"{"text":-1.5E+999,"id":"a","text":"b"}"#,
             br#"{"id":"a","text":["b"]}"#,
             br#"{"id":"a","m":{"k":1},"text":"b"}"#,
             br#"{"id":"a","m":[],"text":"b"}"#,
@@ -672,7 +686,7 @@ mod tests {
                 ]),
                 prop::sample::select(vec![
                     "\"v\"", "\"a\\nb\"", "\"\\u00e9\"", "\"\\ud800\"", "\"\\q\"", "\"é\"",
-                    "0", "01", "-0", "-", "--1", "1.5", "1.", ".5", "1e5", "1E+5", "1e", "-01", "2e-3",
+                    "0", "01", "-0", "-", "--1", "1e400", "-1.5E+999", "0e999", "1.5", "1.", ".5", "1e5", "1E+5", "1e", "-01", "2e-3",
                     "true", "tru", "nul", "null", "[]", "{}", "\"",
                 ]),
                 prop::sample::select(vec![":", ":", ":", ":", ":", " : ", "", "::", "\u{b}:"]),
@@ -704,7 +718,14 @@ mod tests {
             // Valid, flat, the last id and text strings, keys unescaped: must be answered.
             let valid = serde_json::from_str::<serde_json::Value>(&line)
                 .is_ok_and(|v| v["id"].is_string() && v["text"].is_string());
+            // A number under the id or text key, even one a repeat overrides, takes the full
+            // parse (it may be out of range).
+            let numeric_field = members.iter().any(|(k, v, _)| {
+                (*k == "\"id\"" || *k == "\"text\"")
+                    && v.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+            });
             if valid
+                && !numeric_field
                 && !line.contains('[')
                 && !line.contains("{}")
                 && !line.contains("\\u0078")

@@ -39,8 +39,8 @@ impl Kernel {
 
     /// The fastest available variant, or the one `NEARDUP_KERNEL=scalar|avx2|avx512`
     /// names (for benchmarks; an unavailable name falls back to the fastest). It picks the
-    /// permutation kernel; `scalar` also turns off the SIMD hasher and tokenizer, any other
-    /// name leaves them on.
+    /// permutation kernel; `scalar` also turns off the SIMD hasher, tokenizer and record
+    /// scanner, any other name leaves them on.
     pub fn detect() -> Kernel {
         static K: OnceLock<Kernel> = OnceLock::new();
         *K.get_or_init(|| {
