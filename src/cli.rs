@@ -364,6 +364,9 @@ pub struct InspectArgs {
     pub hash: HashArgs,
     #[command(flatten)]
     pub lsh: LshArgs,
+    /// The similarity `dedup` would hold the pair to (said beside the exact Jaccard).
+    #[arg(long, default_value_t = 0.8)]
+    pub threshold: f64,
     /// Shared shingles to list.
     #[arg(long, default_value_t = 20)]
     pub show: usize,

@@ -152,8 +152,14 @@ pub struct ClusterStats {
     pub documents_in_clusters: u64,
     /// Cluster size -> how many clusters have it (sizes 2 and up).
     pub cluster_sizes: std::collections::BTreeMap<u64, u64>,
+    /// Ranking the documents by id, and the exact-duplicate pre-pass (`--exact`).
+    pub order_seconds: f64,
+    /// LSH banding alone.
     pub lsh_seconds: f64,
+    /// Confirmation as a whole, `sets_seconds` included.
     pub confirm_seconds: f64,
+    /// Of that, loading the shingle sets (`jaccard`: re-reading the input).
+    pub sets_seconds: f64,
     pub cluster_seconds: f64,
 }
 
@@ -300,7 +306,7 @@ pub fn cluster_corpus(
     cfg.validate()?;
     let n = corpus.len();
     let mut stats = ClusterStats::default();
-    let t_lsh = Instant::now();
+    let t_order = Instant::now();
     let step = progress.step("clustering");
 
     // Rank documents by id: union-find over ranks makes the root the smallest id.
@@ -339,6 +345,8 @@ pub fn cluster_corpus(
         stats.exact_duplicates = exact_duplicate.iter().filter(|&&x| x).count() as u64;
     }
 
+    stats.order_seconds = t_order.elapsed().as_secs_f64();
+    let t_lsh = Instant::now();
     step.set_message("LSH buckets");
     let buckets = band_buckets(&corpus.sigs, corpus.num_perm, cfg.lsh, |d| {
         corpus.words[d] > 0 && !exact_duplicate[d]
@@ -355,6 +363,7 @@ pub fn cluster_corpus(
         step.set_message("loading shingle sets");
         let s = load_sets(&needed)?;
         stats.sets_loaded = s.len() as u64;
+        stats.sets_seconds = t_confirm.elapsed().as_secs_f64();
         s
     } else {
         ShingleSets::new()

@@ -286,8 +286,13 @@ pub fn dedup_page(s: &DedupSummary, cfg: &DedupConfig, inputs: &[String], engine
     b.push_str("<h2>Stages</h2><table><tr><th>stage</th><th>seconds</th></tr>");
     for (k, v) in [
         ("signatures (read, tokenize, hash, permute)", s.scan.seconds),
+        ("rank by id, exact duplicates", s.cluster.order_seconds),
         ("LSH", s.cluster.lsh_seconds),
-        ("confirm", s.cluster.confirm_seconds),
+        ("confirm (all)", s.cluster.confirm_seconds),
+        (
+            "of which loading shingle sets (re-reading the input)",
+            s.cluster.sets_seconds,
+        ),
         ("cluster", s.cluster.cluster_seconds),
         ("write", s.write_seconds),
     ] {

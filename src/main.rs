@@ -170,8 +170,10 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
                 "signatures": { "seconds": s.scan.seconds, "parse_seconds": s.scan.parse_seconds,
                     "sign_seconds": s.scan.sign_seconds,
                     "shingles_per_second": per_second(s.scan.shingles as f64, s.scan.seconds) },
+                "order": { "seconds": s.cluster.order_seconds },
                 "lsh": { "seconds": s.cluster.lsh_seconds },
-                "confirm": { "seconds": s.cluster.confirm_seconds },
+                "confirm": { "seconds": s.cluster.confirm_seconds,
+                    "load_sets_seconds": s.cluster.sets_seconds },
                 "cluster": { "seconds": s.cluster.cluster_seconds },
                 "write": { "seconds": s.write_seconds },
             },
@@ -570,6 +572,7 @@ fn cmd_inspect(a: InspectArgs) -> Result<ExitCode> {
     let cfg = dedup::DedupConfig {
         params: a.hash.params()?,
         lsh: a.lsh.params()?,
+        threshold: a.threshold,
         ..Default::default()
     };
     cfg.validate()?;

@@ -86,6 +86,20 @@ fn dedup_on_the_planted_corpus_drops_exactly_the_planted_duplicates() {
     assert_eq!(r["counts"]["exact_duplicates_dropped"], planted_exact);
     assert_eq!(r["counts"]["near_duplicates_dropped"], planted_near);
     assert!(r["peak_rss_bytes"].as_u64().unwrap() > 0);
+    // Every stage timed on its own; loading the sets is part of confirming.
+    let st = &r["stages"];
+    let secs = |k: &str| {
+        st[k]["seconds"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("stage {k}"))
+    };
+    let parts: f64 = ["signatures", "order", "lsh", "confirm", "cluster", "write"]
+        .iter()
+        .map(|k| secs(k))
+        .sum();
+    assert!(parts <= r["seconds"].as_f64().unwrap() + 1e-3, "{st}");
+    let load = st["confirm"]["load_sets_seconds"].as_f64().unwrap();
+    assert!(load > 0.0 && load <= secs("confirm"), "{st}");
     let err = stderr(&o);
     for part in [
         format!("{} documents read", input.len()),

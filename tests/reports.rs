@@ -350,6 +350,27 @@ fn inspect_explains_a_pair() {
     assert_eq!(r["estimate"].as_f64().unwrap(), 0.65625);
     assert_eq!(r["colliding_bands"].as_array().unwrap().len(), 84);
     assert_eq!(r["shared"][0], "cat sat on");
+    // The text form says where the exact Jaccard (4/6) stands against the threshold asked for.
+    let text = |extra: &[&str]| {
+        let mut args = vec!["inspect", "a", "b", inp.to_str().unwrap(), "--k", "3"];
+        args.extend_from_slice(extra);
+        let o = neardup(&args);
+        ok(&o);
+        stdout(&o)
+    };
+    assert!(text(&[]).contains("(below threshold 0.8)"), "{}", text(&[]));
+    let at = text(&["--threshold", "0.6"]);
+    assert!(at.contains("(at or above threshold 0.6)"), "{at}");
+    let o = neardup(&[
+        "inspect",
+        "a",
+        "b",
+        inp.to_str().unwrap(),
+        "--threshold",
+        "1.5",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("threshold 1.5 is outside"));
     let o = neardup(&["inspect", "a", "zzz", inp.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("zzz"));
