@@ -589,16 +589,7 @@ fn sets_from_batch(batch: &PackedBatch, k: usize, needed: &[bool]) -> ShingleSet
 
 fn batch_shingle_set(batch: &PackedBatch, d: usize, k: usize) -> Vec<u64> {
     let r = batch.doc_words(d);
-    let mut v: Vec<u64> = Vec::with_capacity(r.len());
-    crate::kernel::fnv64_shingles(
-        &batch.bytes,
-        &batch.word_start[r.start..r.end + 1],
-        k,
-        &mut v,
-    );
-    v.sort_unstable();
-    v.dedup();
-    v
+    crate::text::fnv_set(&batch.bytes, &batch.word_start[r.start..r.end + 1], k)
 }
 
 /// Cluster in-memory documents `(id, text)`: the library form of `neardup dedup`.

@@ -320,12 +320,12 @@ mod x86 {
         })
     }
 
-    /// FNV-1a 64 of 48 byte ranges at once: eight ranges a vector, six vectors
-    /// interleaved so the multiplies' latency (15 cycles for `vpmullq`) overlaps: with four the
-    /// loop waited on it, with six it is bound by the multiplies' issue (48 shingles: 5% faster
-    /// than 32 in the `fnv1a` benchmark; 64 gained 4% more there but nothing end to end). Each step loads eight bytes of every
-    /// range (one gather), then feeds them in one at a time; a lane whose range has ended is
-    /// masked and keeps its value.
+    /// FNV-1a 64 of 48 byte ranges at once: eight ranges a vector, six vectors interleaved so
+    /// the multiplies' latency (15 cycles for `vpmullq`) overlaps: with four the loop waited on
+    /// it, with six it is bound by the multiplies' issue (48 shingles: 5% faster than 32 in the
+    /// `fnv1a` benchmark; 64 gained 4% more there but nothing end to end). Each step loads eight
+    /// bytes of every range (one gather), then feeds them in one at a time; a lane whose range
+    /// has ended is masked and keeps its value.
     ///
     /// # Safety
     /// AVX-512 F and DQ must be present, and `bytes[start[l] + 8i..][..8]` must be in bounds

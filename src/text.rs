@@ -400,8 +400,15 @@ pub fn jaccard<T: Eq + Hash>(a: &HashSet<T>, b: &HashSet<T>) -> f64 {
 /// The set a document's exact Jaccard is computed over (SPEC §3): each shingle's full 64-bit
 /// FNV-1a value, sorted and without repeats.
 pub fn shingle_fnv_set(words: &Words, k: usize) -> Vec<u64> {
-    let mut v: Vec<u64> = Vec::with_capacity(words.len());
-    crate::kernel::fnv64_shingles(&words.bytes, &words.starts, k, &mut v);
+    fnv_set(&words.bytes, &words.starts, k)
+}
+
+/// [`shingle_fnv_set`] of one word list laid out as [`Words`] and
+/// [`crate::batch::PackedBatch`] hold it (`starts` ending with the end): the batch's documents
+/// are cut out of it without copying.
+pub fn fnv_set(bytes: &[u8], starts: &[u32], k: usize) -> Vec<u64> {
+    let mut v: Vec<u64> = Vec::with_capacity(starts.len());
+    crate::kernel::fnv64_shingles(bytes, starts, k, &mut v);
     v.sort_unstable();
     v.dedup();
     v
