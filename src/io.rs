@@ -221,13 +221,21 @@ const SPARE_BYTES_MAX: usize = 32 << 20;
 
 /// An empty buffer of at least `capacity` bytes, a spare one when there is one.
 pub fn spare_buffer(capacity: usize) -> Vec<u8> {
+    let mut b = spare_buffer_stale(capacity);
+    b.clear();
+    b
+}
+
+/// [`spare_buffer`] with its stale contents kept (the spares keep their length): bytes the
+/// caller may overwrite in place, without zeroing them first to make room for a read.
+fn spare_buffer_stale(capacity: usize) -> Vec<u8> {
     let spare = SPARE_BUFFERS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .pop();
     match spare {
         Some(mut b) => {
-            b.reserve(capacity);
+            b.reserve(capacity.saturating_sub(b.len()));
             b
         }
         None => Vec::with_capacity(capacity),
@@ -235,11 +243,10 @@ pub fn spare_buffer(capacity: usize) -> Vec<u8> {
 }
 
 /// Hand a buffer back for [`spare_buffer`] to reuse (freed instead when the spares are full).
-pub fn recycle_buffer(mut b: Vec<u8>) {
+pub fn recycle_buffer(b: Vec<u8>) {
     if b.capacity() == 0 {
         return;
     }
-    b.clear();
     let mut spare = SPARE_BUFFERS.lock().unwrap_or_else(|e| e.into_inner());
     let held: usize = spare.iter().map(|s| s.capacity()).sum();
     if spare.len() < SPARE_BUFFERS_MAX && held + b.capacity() <= SPARE_BYTES_MAX {
@@ -280,6 +287,10 @@ pub struct LineReader {
     reader: Box<dyn BufRead + Send>,
     line_no: u64,
     raw_bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Bytes read past the last whole line of the previous chunk.
+    carry: Vec<u8>,
+    /// The reader has returned end of input.
+    eof: bool,
 }
 
 impl LineReader {
@@ -294,6 +305,8 @@ impl LineReader {
             reader,
             line_no: 0,
             raw_bytes: counter,
+            carry: Vec::new(),
+            eof: false,
         })
     }
 
@@ -308,49 +321,93 @@ impl LineReader {
 
     /// The next chunk of about `target_bytes` (whole lines; a longer line is one chunk), or
     /// `None` at the end of the input.
+    ///
+    /// The input is read straight into the chunk in large blocks (a block read past the
+    /// `BufReader`'s buffer goes to the file directly), cut after the last newline, and split
+    /// into lines with `memchr`; the partial line after the cut starts the next chunk. Reading
+    /// line by line (`read_until`) copied every byte twice and cost 5% of a `signatures` run.
     pub fn next_chunk(&mut self, target_bytes: usize) -> Result<Option<Chunk>, Error> {
-        let mut chunk = Chunk {
-            file_index: self.file_index,
-            data: spare_buffer(target_bytes.min(64 << 20) + 4096),
-            lines: Vec::new(),
-        };
-        loop {
-            let start = chunk.data.len();
-            let n = self
-                .reader
-                .read_until(b'\n', &mut chunk.data)
-                .map_err(|e| Error::io(&self.name, annotate_read_error(e)))?;
+        let target = target_bytes.max(1);
+        // A spare buffer's stale bytes are room to read into; only growth past them is zeroed
+        // (zeroing a whole chunk before each read cost as much as the copy it saves).
+        let mut data = spare_buffer_stale(target.min(64 << 20) + 4096);
+        if data.len() < self.carry.len() {
+            data.resize(self.carry.len(), 0);
+        }
+        data[..self.carry.len()].copy_from_slice(&self.carry);
+        // Bytes of `data` that hold input (the rest is room for the next read), and where to
+        // look for the cut: no newline lies before `searched`.
+        let mut filled = self.carry.len();
+        self.carry.clear();
+        let mut searched = 0;
+        let cut = loop {
+            if filled >= target || self.eof {
+                match memchr::memrchr(b'\n', &data[searched..filled]) {
+                    Some(p) => break searched + p + 1,
+                    None if self.eof => break filled,
+                    // One line longer than the target: read on until it ends.
+                    None => searched = filled,
+                }
+            }
+            if filled == data.len() {
+                // Room for the rest of the target, and never less than a block; zeroed once
+                // per growth, not per read (a pipe answers in small reads).
+                data.resize(filled + target.saturating_sub(filled).max(READ_BLOCK), 0);
+            }
+            let n = loop {
+                match self.reader.read(&mut data[filled..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(Error::io(&self.name, annotate_read_error(e))),
+                }
+            };
+            filled += n;
             if n == 0 {
-                break;
+                self.eof = true;
             }
+        };
+        data.truncate(filled);
+        self.carry.extend_from_slice(&data[cut..]);
+        data.truncate(cut);
+        if data.is_empty() {
+            recycle_buffer(data);
+            return Ok(None);
+        }
+        let mut lines = Vec::with_capacity(data.len() / 256 + 1);
+        let mut start = 0;
+        while start < data.len() {
+            let nl = memchr::memchr(b'\n', &data[start..]).map_or(data.len(), |p| start + p);
             self.line_no += 1;
-            let mut end = chunk.data.len();
-            if chunk.data[end - 1] == b'\n' {
+            let mut end = nl;
+            if end > start && data[end - 1] == b'\r' {
                 end -= 1;
             }
-            if end > start && chunk.data[end - 1] == b'\r' {
-                end -= 1;
+            if !data[start..end].iter().all(|b| b.is_ascii_whitespace()) {
+                lines.push((start, end, self.line_no));
             }
-            if !chunk.data[start..end]
-                .iter()
-                .all(|b| b.is_ascii_whitespace())
-            {
-                chunk.lines.push((start, end, self.line_no));
-            }
-            if chunk.data.len() >= target_bytes {
-                break;
-            }
+            start = nl + 1;
         }
-        if chunk.data.is_empty() {
-            Ok(None)
-        } else {
-            Ok(Some(chunk))
-        }
+        Ok(Some(Chunk {
+            file_index: self.file_index,
+            data,
+            lines,
+        }))
     }
 }
 
+/// The least [`LineReader::next_chunk`] asks of the reader at once: the size of the
+/// `BufReader`s of [`decompress`], so that a read skips their buffers.
+const READ_BLOCK: usize = 1 << 20;
+
 impl Read for LineReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // The partial line a `next_chunk` read ahead comes first.
+        if !self.carry.is_empty() {
+            let n = buf.len().min(self.carry.len());
+            buf[..n].copy_from_slice(&self.carry[..n]);
+            self.carry.drain(..n);
+            return Ok(n);
+        }
         self.reader.read(buf).map_err(annotate_read_error)
     }
 }
@@ -813,9 +870,73 @@ pub fn interrupt_message(completed: &[PathBuf]) -> String {
     }
 }
 
+/// Bytes written to an output between two requests to the kernel to start writing them back.
+const WRITEBACK_STEP: u64 = 8 << 20;
+
+/// A temporary output file that asks the kernel to start writing back each
+/// [`WRITEBACK_STEP`] bytes as soon as they are written (`sync_file_range`, Linux), so that
+/// the `fsync` before the rename waits for the last few megabytes only, not the whole file:
+/// it took 14 ms of a 0.25 s `signatures` run, with both cores idle. Elsewhere it is a plain
+/// file. The request is only a hint: errors surface at the `fsync`.
+pub(crate) struct WritebackFile {
+    file: tempfile::NamedTempFile,
+    written: u64,
+    started: u64,
+}
+
+impl WritebackFile {
+    pub(crate) fn new(file: tempfile::NamedTempFile) -> Self {
+        WritebackFile {
+            file,
+            written: 0,
+            started: 0,
+        }
+    }
+
+    pub(crate) fn get_ref(&self) -> &tempfile::NamedTempFile {
+        &self.file
+    }
+
+    pub(crate) fn get_mut(&mut self) -> &mut tempfile::NamedTempFile {
+        &mut self.file
+    }
+
+    pub(crate) fn into_inner(self) -> tempfile::NamedTempFile {
+        self.file
+    }
+}
+
+impl Write for WritebackFile {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(b)?;
+        self.written += n as u64;
+        if self.written - self.started >= WRITEBACK_STEP {
+            #[cfg(target_os = "linux")]
+            {
+                use std::os::fd::AsRawFd;
+                // SAFETY: a plain system call on a file descriptor this value owns.
+                unsafe {
+                    libc::sync_file_range(
+                        self.file.as_file().as_raw_fd(),
+                        self.started as libc::off64_t,
+                        (self.written - self.started) as libc::off64_t,
+                        libc::SYNC_FILE_RANGE_WRITE,
+                    );
+                }
+            }
+            self.started = self.written;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
 /// A registered temporary file: unregistered when it is persisted or dropped.
 pub(crate) struct Partial {
-    file: Option<tempfile::NamedTempFile>,
+    file: Option<WritebackFile>,
     path: PathBuf,
 }
 
@@ -824,7 +945,7 @@ impl Partial {
         let path = file.path().to_path_buf();
         register_partial(&path);
         Partial {
-            file: Some(file),
+            file: Some(WritebackFile::new(file)),
             path,
         }
     }
@@ -833,18 +954,19 @@ impl Partial {
     fn new_persisted(file: tempfile::NamedTempFile) -> Self {
         let path = file.path().to_path_buf();
         Partial {
-            file: Some(file),
+            file: Some(WritebackFile::new(file)),
             path,
         }
     }
 
-    pub(crate) fn file_mut(&mut self) -> &mut tempfile::NamedTempFile {
+    /// The file, for writing (sequential writes start their writeback early).
+    pub(crate) fn file_mut(&mut self) -> &mut WritebackFile {
         self.file.as_mut().expect("not yet persisted")
     }
 
     /// Sync and rename into place.
     pub(crate) fn persist(mut self, target: &Path, name: &str) -> Result<(), Error> {
-        let f = self.file.take().expect("persisted once");
+        let f = self.file.take().expect("persisted once").into_inner();
         f.as_file().sync_all().map_err(|e| Error::io(name, e))?;
         let r = f.persist(target).map_err(|e| Error::io(name, e.error));
         unregister_partial(&self.path);
@@ -890,7 +1012,7 @@ trait FinishWrite: Write + Send {
     fn temp_path(&self) -> Option<PathBuf>;
 }
 
-struct Plain(io::BufWriter<tempfile::NamedTempFile>);
+struct Plain(io::BufWriter<WritebackFile>);
 impl Write for Plain {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
         self.0.write(b)
@@ -901,14 +1023,18 @@ impl Write for Plain {
 }
 impl FinishWrite for Plain {
     fn finish_file(self: Box<Self>) -> io::Result<tempfile::NamedTempFile> {
-        self.0.into_inner().map_err(|e| e.into_error())
+        Ok(self
+            .0
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .into_inner())
     }
     fn temp_path(&self) -> Option<PathBuf> {
-        Some(self.0.get_ref().path().to_path_buf())
+        Some(self.0.get_ref().get_ref().path().to_path_buf())
     }
 }
 
-struct Gz(flate2::write::GzEncoder<io::BufWriter<tempfile::NamedTempFile>>);
+struct Gz(flate2::write::GzEncoder<io::BufWriter<WritebackFile>>);
 impl Write for Gz {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
         self.0.write(b)
@@ -919,14 +1045,19 @@ impl Write for Gz {
 }
 impl FinishWrite for Gz {
     fn finish_file(self: Box<Self>) -> io::Result<tempfile::NamedTempFile> {
-        self.0.finish()?.into_inner().map_err(|e| e.into_error())
+        Ok(self
+            .0
+            .finish()?
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .into_inner())
     }
     fn temp_path(&self) -> Option<PathBuf> {
-        Some(self.0.get_ref().get_ref().path().to_path_buf())
+        Some(self.0.get_ref().get_ref().get_ref().path().to_path_buf())
     }
 }
 
-struct Zst(zstd::stream::write::Encoder<'static, io::BufWriter<tempfile::NamedTempFile>>);
+struct Zst(zstd::stream::write::Encoder<'static, io::BufWriter<WritebackFile>>);
 impl Write for Zst {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
         self.0.write(b)
@@ -937,10 +1068,15 @@ impl Write for Zst {
 }
 impl FinishWrite for Zst {
     fn finish_file(self: Box<Self>) -> io::Result<tempfile::NamedTempFile> {
-        self.0.finish()?.into_inner().map_err(|e| e.into_error())
+        Ok(self
+            .0
+            .finish()?
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .into_inner())
     }
     fn temp_path(&self) -> Option<PathBuf> {
-        Some(self.0.get_ref().get_ref().path().to_path_buf())
+        Some(self.0.get_ref().get_ref().get_ref().path().to_path_buf())
     }
 }
 
@@ -957,7 +1093,7 @@ impl Output {
         let target = PathBuf::from(path);
         let tmp = temp_beside(&target)?;
         register_partial(tmp.path());
-        let buf = io::BufWriter::with_capacity(1 << 20, tmp);
+        let buf = io::BufWriter::with_capacity(1 << 20, WritebackFile::new(tmp));
         let writer: Box<dyn FinishWrite> = if path.ends_with(".gz") {
             Box::new(Gz(flate2::write::GzEncoder::new(
                 buf,
@@ -1088,6 +1224,167 @@ pub fn write_file_atomic(path: &str, bytes: &[u8]) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// A byte source that answers each read with at most the next of `sizes` bytes (cycling),
+    /// the way pipes and decoders answer short.
+    struct Trickle {
+        data: Vec<u8>,
+        at: usize,
+        sizes: Vec<usize>,
+        turn: usize,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let step = self.sizes[self.turn % self.sizes.len()];
+            self.turn += 1;
+            let n = step.min(buf.len()).min(self.data.len() - self.at);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    /// The oracle: lines split on `\n` (a last piece counts when it is not empty), one `\r`
+    /// cut from the end, blank ones skipped, numbered from 1.
+    fn naive_lines(input: &[u8]) -> Vec<(Vec<u8>, u64)> {
+        let mut pieces: Vec<&[u8]> = input.split(|&b| b == b'\n').collect();
+        if pieces.last().is_some_and(|p| p.is_empty()) {
+            pieces.pop();
+        }
+        pieces
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| (l.strip_suffix(b"\r").unwrap_or(l).to_vec(), i as u64 + 1))
+            .filter(|(l, _)| !l.iter().all(|b| b.is_ascii_whitespace()))
+            .collect()
+    }
+
+    /// Every chunk of `input` read with `target`-byte chunks from a source answering `sizes`
+    /// bytes a read: the chunks' lines in order, after checking that the chunks are the input
+    /// cut at line ends.
+    fn chunked_lines(input: &[u8], target: usize, sizes: Vec<usize>) -> Vec<(Vec<u8>, u64)> {
+        let src = Trickle {
+            data: input.to_vec(),
+            at: 0,
+            sizes,
+            turn: 0,
+        };
+        let mut r = LineReader::from_read("t", src).expect("plain input");
+        let mut got = Vec::new();
+        let mut joined = Vec::new();
+        while let Some(c) = r.next_chunk(target).expect("reads") {
+            assert!(!c.data.is_empty(), "an empty chunk");
+            joined.extend_from_slice(&c.data);
+            // A chunk ends at a line end, or at the end of the input.
+            assert!(c.data.ends_with(b"\n") || joined.len() == input.len());
+            for i in 0..c.len() {
+                got.push((c.line(i).to_vec(), c.line_no(i)));
+            }
+        }
+        assert_eq!(
+            joined, input,
+            "the chunks are the input, whole and in order"
+        );
+        got
+    }
+
+    /// Lines of a few shapes: empty, blank, CRLF, short, and longer than most chunk targets.
+    fn input_strategy() -> impl Strategy<Value = Vec<u8>> {
+        let line = prop_oneof![
+            Just(Vec::new()),
+            Just(b" \t ".to_vec()),
+            Just(b"\r".to_vec()),
+            "[a-z {}\r]{1,12}".prop_map(String::into_bytes),
+            (1usize..3000).prop_map(|n| vec![b'x'; n]),
+        ];
+        (prop::collection::vec(line, 0..40), any::<bool>()).prop_map(|(lines, last_nl)| {
+            let mut v = lines.join(&b'\n');
+            if last_nl && !v.is_empty() {
+                v.push(b'\n');
+            }
+            v
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Reading in chunks, whatever the chunk size and however short the reads, gives the
+        /// naive split's lines and line numbers.
+        #[test]
+        fn chunks_hold_every_line_once_in_order(
+            input in input_strategy(),
+            target in prop_oneof![1usize..64, 64usize..5000, Just(READ_BLOCK + 1)],
+            sizes in prop::collection::vec(prop_oneof![1usize..17, 17usize..5000], 1..5),
+        ) {
+            prop_assert_eq!(chunked_lines(&input, target, sizes), naive_lines(&input));
+        }
+    }
+
+    #[test]
+    fn writeback_file_asks_every_step_and_writes_every_byte() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut w = WritebackFile::new(tempfile::NamedTempFile::new_in(dir.path()).expect("file"));
+        let mut want = Vec::new();
+        let piece: Vec<u8> = (0..=255u8).cycle().take(1_000_003).collect();
+        for i in 0..20 {
+            w.write_all(&piece[i..]).expect("writes");
+            want.extend_from_slice(&piece[i..]);
+            // The request covers everything written up to the last whole step.
+            assert_eq!(w.written, want.len() as u64);
+            assert!(w.written - w.started < WRITEBACK_STEP);
+            assert_eq!(w.started == 0, want.len() < WRITEBACK_STEP as usize);
+        }
+        assert!(w.started >= 2 * WRITEBACK_STEP, "20 MB asked for twice");
+        let f = w.into_inner();
+        assert_eq!(std::fs::read(f.path()).expect("reads back"), want);
+        // And through an `Output`, which now writes by way of one.
+        let target = dir.path().join("out.bin");
+        let mut o = Output::create(target.to_str().expect("UTF-8")).expect("creates");
+        o.write_all(&want).expect("writes");
+        o.finish().expect("finishes");
+        assert_eq!(std::fs::read(&target).expect("reads back"), want);
+    }
+
+    #[test]
+    fn chunk_edges_and_reading_on_after_a_chunk() {
+        for input in [
+            &b""[..],
+            b"\n",
+            b"\n\n \n",
+            b"a",
+            b"a\r\n",
+            b"a\nb",
+            b"a\n\r\nb\r",
+        ] {
+            for target in [1, 2, 3, 100] {
+                assert_eq!(
+                    chunked_lines(input, target, vec![1, 2, 7]),
+                    naive_lines(input),
+                    "{input:?} {target}"
+                );
+            }
+        }
+        // A line over several reads and a chunk target is one chunk.
+        let long = [vec![b'y'; 10_000], b"\nz\n".to_vec()].concat();
+        assert_eq!(chunked_lines(&long, 100, vec![999])[0].0.len(), 10_000);
+        // What a chunk read past its last line is the start of what `read` gives next.
+        let data = b"one\ntwo\nthree".to_vec();
+        let src = Trickle {
+            data: data.clone(),
+            at: 0,
+            sizes: vec![6],
+            turn: 0,
+        };
+        let mut r = LineReader::from_read("t", src).expect("plain input");
+        let c = r.next_chunk(1).expect("reads").expect("a chunk");
+        assert_eq!(&c.data[..], b"one\n");
+        let mut rest = Vec::new();
+        r.read_to_end(&mut rest).expect("reads");
+        assert_eq!(rest, b"two\nthree");
+    }
 
     #[test]
     fn spare_buffers_come_back_empty_and_big_enough_and_hold_little() {

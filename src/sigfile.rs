@@ -226,7 +226,7 @@ impl SigWriter {
         let path = self.path.clone();
         let io = |e| Error::io(&path, e);
         if self.format == SigFormat::Npy {
-            let f = self.main.file_mut().as_file_mut();
+            let f = self.main.file_mut().get_mut().as_file_mut();
             f.seek(SeekFrom::Start(0)).map_err(io)?;
             f.write_all(&npy_header(self.rows, self.meta.num_perm))
                 .map_err(io)?;

@@ -193,6 +193,31 @@ fn cases() -> Vec<Case> {
         ],
         expect: None,
     });
+    // Long documents that repeat themselves: the CPU engine drops repeated shingles of
+    // documents from 1,024 shingles on (both sides of that edge here), in a table capped at
+    // 2^17 slots (the last document has more distinct shingles than that, so slots collide).
+    let para = n_words(40, 3);
+    let repeated = |words: usize| {
+        let mut t: Vec<&str> = Vec::new();
+        while t.len() < words {
+            t.extend(para.split(' '));
+        }
+        t.truncate(words);
+        t.join(" ")
+    };
+    v.push(Case {
+        name: "long documents that repeat themselves".into(),
+        params: p(5, 128, 0),
+        texts: vec![
+            repeated(1027),
+            repeated(1028),
+            repeated(1029),
+            repeated(5000),
+            format!("{} {}", n_words(2000, 5), n_words(2000, 5)),
+            format!("{} {}", n_words(150_000, 2), n_words(9_000, 2)),
+        ],
+        expect: None,
+    });
     v
 }
 

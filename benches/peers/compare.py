@@ -9,7 +9,7 @@ Run with any python3: the script creates benches/peers/.venv, installs the pinne
 (a failed install is reported and that peer skipped) and re-runs itself inside the venv.
 See README.md next to this file for what each row of the table times.
 """
-import argparse, itertools, json, os, platform, random, re, resource, subprocess, sys, tempfile, time
+import argparse, glob, itertools, json, os, platform, random, re, resource, subprocess, sys, tempfile, time
 from importlib.metadata import version
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,10 +77,13 @@ def cpu_seconds():
     return sum(r.ru_utime + r.ru_stime for r in ru)
 
 
-def best_of(repeat, fn):
-    """Best wall time of `repeat` calls of fn(), with the CPU/wall ratio of that call (~ cores busy)."""
+def best_of(repeat, fn, before=None):
+    """Best wall time of `repeat` calls of fn(), with the CPU/wall ratio of that call (~ cores busy).
+    `before()`, when given, runs ahead of each call, untimed."""
     best = None
     for _ in range(repeat):
+        if before:
+            before()
         c0, t0 = cpu_seconds(), time.perf_counter()
         out = fn()
         t, c = time.perf_counter() - t0, cpu_seconds() - c0
@@ -89,9 +92,16 @@ def best_of(repeat, fn):
     return best
 
 
-def run_proc(repeat, cmd):
-    """Best wall time of a whole subprocess (start, read, work, write, exit)."""
-    return best_of(repeat, lambda: subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL))
+def run_proc(repeat, cmd, outputs=()):
+    """Best wall time of a whole subprocess (start, read, work, write, exit). The files in `outputs`
+    (the previous call's) are removed before each call, untimed: a run that renames its output over
+    an old one waits while the kernel drops the old file's pages (7 ms for a 26 MB npy), which is the
+    previous run's cost, not this one's."""
+    def clear():
+        for o in outputs:
+            for f in glob.glob(glob.escape(o) + "*"):
+                os.remove(f)
+    return best_of(repeat, lambda: subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL), clear)
 
 
 # ---------------------------------------------------------------- peers: signatures + LSH
@@ -341,12 +351,16 @@ def main():
         sig = [nd, "signatures", inp, "-o", os.path.join(tmp, "s.npy"), "--format", "npy", "--engine", "cpu", "-q"]
         ded = [nd, "dedup", inp, "-o", os.path.join(tmp, "d.jsonl"), "--engine", "cpu", "--confirm", "jaccard",
                "--clusters", os.path.join(tmp, "c.jsonl"), "-q"]
+        sig_out = [os.path.join(tmp, "s.npy")]
+        ded_out = [os.path.join(tmp, "d.jsonl"), os.path.join(tmp, "c.jsonl")]
         add("neardup", nd_ver, "sig", "signatures, whole process (read JSONL .. write npy), all cores",
-            run_proc(a.repeat, sig))
-        add("neardup", nd_ver, "sig", "signatures, whole process, --threads 1", run_proc(a.repeat, sig + ["--threads", "1"]))
+            run_proc(a.repeat, sig, sig_out))
+        add("neardup", nd_ver, "sig", "signatures, whole process, --threads 1",
+            run_proc(a.repeat, sig + ["--threads", "1"], sig_out))
         add("neardup", nd_ver, "dedup", "dedup, whole process (+ LSH, exact-Jaccard confirm, write), all cores",
-            run_proc(a.repeat, ded))
-        add("neardup", nd_ver, "dedup", "dedup, whole process, --threads 1", run_proc(a.repeat, ded + ["--threads", "1"]))
+            run_proc(a.repeat, ded, ded_out))
+        add("neardup", nd_ver, "dedup", "dedup, whole process, --threads 1",
+            run_proc(a.repeat, ded + ["--threads", "1"], ded_out))
         # neardup's own summary line (in-process time, no process start/exit; best of R), a cross-check only.
         found = (re.search(r"; (\d+) shingles; ([\d.]+) s, .*?([\d.]+[kMG]?) shingles/s \[(.*)\]",
                            subprocess.run(sig[:-1], capture_output=True, text=True).stderr) for _ in range(a.repeat))

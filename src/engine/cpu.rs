@@ -219,13 +219,25 @@ pub(crate) fn sign_docs(
     xs.clear();
     kernel::hash_docs(batch, docs.clone(), k, xs);
     let mut at = 0;
-    for (d, row) in docs.zip(rows.chunks_exact_mut(np)) {
-        let n = batch.shingle_count(d, k);
-        row.fill(P);
-        // Repeated shingles are permuted again rather than sorted out: in real text they are
-        // too few for a sort to pay for itself.
-        kernel::permute_min(&xs[at..at + n], &perms.a, &perms.b, row);
-        at += n;
-    }
+    REPEATS.with_borrow_mut(|filter| {
+        for (d, row) in docs.zip(rows.chunks_exact_mut(np)) {
+            let n = batch.shingle_count(d, k);
+            row.fill(P);
+            // A long document's repeated shingles are mostly dropped first.
+            let doc = &mut xs[at..at + n];
+            let fresh = if n >= kernel::REPEAT_FILTER_MIN_SHINGLES {
+                filter.keep_first_seen(doc)
+            } else {
+                n
+            };
+            kernel::permute_min(&doc[..fresh], &perms.a, &perms.b, row);
+            at += n;
+        }
+    });
     debug_assert_eq!(at, xs.len());
+}
+
+thread_local! {
+    /// Per-thread table of [`sign_docs`]'s repeat filter.
+    static REPEATS: std::cell::RefCell<kernel::RepeatFilter> = Default::default();
 }
