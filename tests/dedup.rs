@@ -417,3 +417,107 @@ fn repeated_ids_are_found_by_hash_and_the_first_repeat_in_input_order_is_named()
     let e = id_order(&arena(&ids), &locs(6), &names).unwrap_err();
     assert!(e.to_string().contains("\"a\""), "{e}");
 }
+
+/// `--confirm jaccard` builds its shingle sets from the hashes the CPU engine keeps in pass 1;
+/// with too little memory for them, or an engine that hashes off the host, it re-reads the
+/// input instead. All three give the same bytes.
+#[test]
+fn shingle_sets_kept_from_pass_one_or_re_read_give_the_same_output() {
+    use neardup::dedup::{run_dedup, DedupOutputs};
+    use neardup::engine::gpu::ports::PortsEngine;
+    use neardup::io::{InputSpec, Inputs};
+    use neardup::progress::ProgressFactory;
+
+    let dir = tempfile::tempdir().unwrap();
+    let input = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example.jsonl");
+    let inputs = Inputs::new(&[InputSpec::Path(input)], false).unwrap();
+    let cfg = DedupConfig {
+        confirm: Confirm::Jaccard,
+        ..DedupConfig::default()
+    };
+    let run = |tag: &str, engine: &mut dyn Engine, limit: Option<u64>| {
+        let out = dir.path().join(format!("{tag}.jsonl"));
+        let clusters = dir.path().join(format!("{tag}.clusters.jsonl"));
+        let outs = DedupOutputs {
+            output: out.to_str().unwrap().into(),
+            clusters: Some(clusters.to_str().unwrap().into()),
+            pairs: None,
+            measure: false,
+        };
+        let s = run_dedup(
+            &inputs,
+            &Fields::default(),
+            &cfg,
+            engine,
+            &outs,
+            &ProgressFactory::hidden(),
+            limit,
+        );
+        s.map(|s| {
+            let bytes = [
+                std::fs::read(&out).unwrap(),
+                std::fs::read(&clusters).unwrap(),
+            ];
+            (s.sets_from, s.cluster.sets_loaded, s.scan.shingles, bytes)
+        })
+    };
+    let mut cpu = CpuEngine::new(cfg.params, 2).unwrap();
+    let (from, loaded, shingles, kept) = run("kept", &mut cpu, None).unwrap();
+    assert_eq!(from, "pass 1");
+    assert!(loaded > 0, "the fixture has candidates");
+    // The least memory limit (in 16 KiB steps) the run passes with: the tables fit, but not the
+    // hashes as well (16 bytes a shingle), so the sets come from re-reading.
+    assert!(
+        shingles * 16 > 64 << 10,
+        "the hashes would need more than a few steps"
+    );
+    let (step, mut limit) = (16u64 << 10, 16u64 << 10);
+    let tight = loop {
+        match run("tight", &mut cpu, Some(limit)) {
+            Ok(r) => break r,
+            Err(_) => limit += step,
+        }
+    };
+    assert_eq!(tight.0, "re-read", "at {limit} bytes");
+    assert_eq!((tight.1, &tight.3), (loaded, &kept));
+    // The GPU stages ported to the CPU hash off the host's pass-1 path: re-read.
+    let mut ports = PortsEngine::new(cfg.params, 64 << 20).unwrap();
+    let off_host = run("ports", &mut ports, None).unwrap();
+    assert_eq!(off_host.0, "re-read");
+    assert_eq!((off_host.1, &off_host.3), (loaded, &kept));
+}
+
+/// The sets built from pass 1's hashes are the sets built from each text: sorted, without
+/// repeats, for the needed documents only (wordless and shorter-than-k ones included).
+#[test]
+fn sets_from_kept_hashes_equal_the_sets_of_each_text() {
+    use neardup::dedup::sets_from_kept_hashes;
+    use neardup::text::{shingle_fnv_set, Words};
+    let texts: Vec<String> = vec![
+        "".into(),
+        "one".into(),
+        "two words".into(),
+        "a b c d e f g a b c d e f g a b c d e f g".into(),
+        "!!! ???".into(),
+        (0..500).map(|i| format!("w{} ", i % 37)).collect(),
+        "the quick brown fox jumps over the lazy dog".into(),
+    ];
+    let batch = PackedBatch::from_texts(&texts);
+    for k in [1, 3, 5] {
+        let (mut xs, mut raw) = (Vec::new(), Vec::new());
+        neardup::kernel::hash_docs_keeping_raw(&batch, 0..batch.num_docs(), k, &mut xs, &mut raw);
+        let words: Vec<u32> = (0..batch.num_docs())
+            .map(|d| batch.doc_words(d).len() as u32)
+            .collect();
+        let needed: Vec<bool> = (0..texts.len()).map(|d| d != 2).collect();
+        let sets = sets_from_kept_hashes(&raw, &words, k, &needed);
+        assert_eq!(sets.len(), texts.len() - 1, "k={k}");
+        for (d, t) in texts.iter().enumerate() {
+            let want = shingle_fnv_set(&Words::new(t), k);
+            match sets.get(&(d as u32)) {
+                Some(got) => assert_eq!(got, &want, "k={k} document {d}"),
+                None => assert!(!needed[d], "k={k} document {d} missing"),
+            }
+        }
+    }
+}

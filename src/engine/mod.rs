@@ -86,7 +86,7 @@ pub trait RecordSigner: Sync {
         chunk: &crate::io::Chunk,
         fields: &crate::io::Fields,
         name: &str,
-        want_exact_keys: bool,
+        wants: crate::pipeline::Wants,
     ) -> Result<crate::pipeline::ScannedChunk, crate::Error>;
 }
 
