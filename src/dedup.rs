@@ -3,11 +3,9 @@
 //!
 //! Pass 1 ([`crate::pipeline::scan`]) keeps per document only its id, where it was read, its word
 //! count, its signature and (with `--exact`) a 128-bit key of its words. Candidates come from LSH
-//! buckets; `jaccard` confirmation needs the shingle sets of the documents that sit in some
-//! bucket (and only those): built from the shingle hashes the CPU engine kept in pass 1 when
-//! they fit [`KEPT_HASHES_MAX_BYTES`] (and the memory limit), else by re-reading the inputs
-//! once. Pass 2 re-reads the inputs and streams the survivors (or everyone, tagged) to the
-//! output.
+//! buckets; `jaccard` confirmation re-reads the inputs once for the shingle sets of the
+//! documents that sit in some bucket (and only those). Pass 2 re-reads the inputs and streams the
+//! survivors (or everyone, tagged) to the output.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -19,7 +17,7 @@ use crate::engine::{CpuEngine, Engine};
 use crate::io::{parse_record, write_tagged, Fields, Inputs, Output};
 use crate::lsh::{band_buckets, LshParams};
 use crate::minhash::{agreement, MinHashParams};
-use crate::pipeline::{pipelined, scan, IdArena, ScanStats, Wants};
+use crate::pipeline::{pipelined, scan, IdArena, ScanStats};
 use crate::progress::ProgressFactory;
 use crate::text::jaccard_sorted;
 use crate::unionfind::UnionFind;
@@ -160,8 +158,7 @@ pub struct ClusterStats {
     pub lsh_seconds: f64,
     /// Confirmation as a whole, `sets_seconds` included.
     pub confirm_seconds: f64,
-    /// Of that, loading the shingle sets (`jaccard`: from pass 1's hashes, or re-reading the
-    /// input).
+    /// Of that, loading the shingle sets (`jaccard`: re-reading the input).
     pub sets_seconds: f64,
     pub cluster_seconds: f64,
 }
@@ -739,9 +736,6 @@ pub struct DedupSummary {
     pub seconds: f64,
     /// Heap bytes of the pass-1 tables (ids, signatures, counts).
     pub table_bytes: u64,
-    /// Where the exact-Jaccard shingle sets came from: `"pass 1"` (the hashes kept while
-    /// signing), `"re-read"` (an extra pass over the inputs), or `"none"` (not needed).
-    pub sets_from: &'static str,
 }
 
 /// A cluster shown in the report: its root, size, and the first members (id, beginning of
@@ -765,42 +759,6 @@ fn snippet(text: &str, n: usize) -> String {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text.to_string(),
     }
-}
-
-/// The most bytes of shingle hashes `jaccard` confirmation keeps from pass 1 (the sets built
-/// from them, at most as large, come on top while they are built). A corpus with more is read
-/// again for its sets instead: keeping 8 bytes a shingle saves parsing, tokenizing and hashing
-/// each candidate again (on the real-text benchmark corpus, two documents in three are
-/// candidates, and the re-read was a quarter of the run), but memory stays bounded.
-pub const KEPT_HASHES_MAX_BYTES: u64 = 512 << 20;
-
-/// The shingle sets of the `needed` documents, from the hashes pass 1 kept (`hashes` holds
-/// every document's, in order; document `d` has `shingle_layout(words[d], k).0`): sorted and
-/// without repeats, as [`crate::text::fnv_set`] makes them from the text.
-pub fn sets_from_kept_hashes(
-    hashes: &[u64],
-    words: &[u32],
-    k: usize,
-    needed: &[bool],
-) -> ShingleSets {
-    let mut starts = Vec::with_capacity(words.len() + 1);
-    let mut at = 0usize;
-    for &w in words {
-        starts.push(at);
-        at += crate::text::shingle_layout(w as usize, k).0;
-    }
-    starts.push(at);
-    assert_eq!(at, hashes.len(), "one run of hashes per document");
-    (0..words.len())
-        .into_par_iter()
-        .filter(|&d| needed.get(d).copied().unwrap_or(false))
-        .map(|d| {
-            let mut set = hashes[starts[d]..starts[d + 1]].to_vec();
-            set.sort_unstable();
-            set.dedup();
-            (d as u32, set)
-        })
-        .collect()
 }
 
 /// The whole `neardup dedup` on files: pass 1, clustering, pass 2. Outputs appear only when the
@@ -832,17 +790,9 @@ pub fn run_dedup(
         ..Default::default()
     };
     let per_doc_bytes = crate::report::bytes_per_document(num_perm, cfg.exact);
-    let jaccard = cfg.confirm == Confirm::Jaccard;
-    let wants = Wants {
-        exact_keys: cfg.exact,
-        shingle_hashes: jaccard,
-    };
-    // Pass 1's shingle hashes, while every chunk has them and they fit: twice their size (they
-    // and the sets made from them) under both the cap and what the memory limit leaves.
-    let mut kept: Option<Vec<u64>> = jaccard.then(Vec::new);
     let scan_stats = {
         let bar = progress.pass("signatures", inputs.total_bytes());
-        scan(inputs, fields, engine, wants, &bar, |sc| {
+        scan(inputs, fields, engine, cfg.exact, &bar, |sc| {
             corpus.ids.extend_from(&sc.ids);
             corpus.locs.extend(sc.lines.iter().map(|&line| DocLoc {
                 file: sc.file_index as u32,
@@ -851,18 +801,6 @@ pub fn run_dedup(
             corpus.sigs.extend_from_slice(&sc.sigs);
             corpus.words.extend_from_slice(&sc.words);
             corpus.exact_keys.extend_from_slice(&sc.exact_keys);
-            if let Some(h) = kept.as_mut() {
-                let room = memory_limit.map_or(KEPT_HASHES_MAX_BYTES, |l| {
-                    l.saturating_sub(corpus.heap_bytes() as u64)
-                        .min(KEPT_HASHES_MAX_BYTES)
-                });
-                match &sc.shingle_hashes {
-                    Some(more) if 16 * (h.len() + more.len()) as u64 <= room => {
-                        h.extend_from_slice(more)
-                    }
-                    _ => kept = None,
-                }
-            }
             if let Some(limit) = memory_limit {
                 let projected = corpus.heap_bytes() as u64;
                 if projected > limit {
@@ -885,21 +823,11 @@ pub fn run_dedup(
     let name_of = |f: u32| inputs.name(f as usize).to_string();
     let k = cfg.params.k;
     let sets_budget = memory_limit.map(|l| l.saturating_sub(corpus.heap_bytes() as u64));
-    let sets_from = std::cell::Cell::new("none");
     let clustering = cluster_corpus(
         &corpus,
         cfg,
         &name_of,
-        |needed| match kept {
-            Some(h) => {
-                sets_from.set("pass 1");
-                Ok(sets_from_kept_hashes(&h, &corpus.words, k, needed))
-            }
-            None => {
-                sets_from.set("re-read");
-                load_shingle_sets(inputs, fields, k, needed, progress, sets_budget)
-            }
-        },
+        |needed| load_shingle_sets(inputs, fields, k, needed, progress, sets_budget),
         progress,
         outs.measure,
     )?;
@@ -973,7 +901,6 @@ pub fn run_dedup(
     }
     Ok(DedupSummary {
         table_bytes: corpus.heap_bytes() as u64,
-        sets_from: sets_from.get(),
         scan: scan_stats,
         cluster: clustering.stats,
         similarity_buckets: clustering.similarity_buckets,

@@ -290,7 +290,7 @@ pub fn dedup_page(s: &DedupSummary, cfg: &DedupConfig, inputs: &[String], engine
         ("LSH", s.cluster.lsh_seconds),
         ("confirm (all)", s.cluster.confirm_seconds),
         (
-            "of which loading shingle sets (from pass 1's hashes, or re-reading the input)",
+            "of which loading shingle sets (re-reading the input)",
             s.cluster.sets_seconds,
         ),
         ("cluster", s.cluster.cluster_seconds),

@@ -96,26 +96,6 @@ pub fn hash_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, xs
     });
 }
 
-/// [`hash_docs`], also appending each shingle's full 64-bit FNV-1a (before the reduction mod
-/// P) to `raw`: the values exact-Jaccard confirmation compares, kept from pass 1 so that
-/// `dedup` need not read its input again for them.
-pub fn hash_docs_keeping_raw(
-    batch: &PackedBatch,
-    docs: std::ops::Range<usize>,
-    k: usize,
-    xs: &mut Vec<u32>,
-    raw: &mut Vec<u64>,
-) {
-    let lists = docs.map(|d| {
-        let r = batch.doc_words(d);
-        &batch.word_start[r.start..r.end + 1]
-    });
-    hash_blocks(&batch.bytes, lists, k, |h| {
-        raw.extend_from_slice(h);
-        xs.extend(h.iter().map(|&v| mod_p(v)))
-    });
-}
-
 /// The full 64-bit FNV-1a of every shingle of one word list (bytes and word starts laid out as
 /// [`PackedBatch`] and [`crate::text::Words`] hold them: words one byte apart, `starts` ending
 /// with the end), repeats included, in text order, appended to `out`: the values exact-Jaccard

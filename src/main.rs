@@ -173,7 +173,7 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
                 "order": { "seconds": s.cluster.order_seconds },
                 "lsh": { "seconds": s.cluster.lsh_seconds },
                 "confirm": { "seconds": s.cluster.confirm_seconds,
-                    "load_sets_seconds": s.cluster.sets_seconds, "sets_from": s.sets_from },
+                    "load_sets_seconds": s.cluster.sets_seconds },
                 "cluster": { "seconds": s.cluster.cluster_seconds },
                 "write": { "seconds": s.write_seconds },
             },
@@ -301,8 +301,7 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
     // Ids are kept (not the text) to refuse a repeated id before the file appears.
     let mut ids = neardup::pipeline::IdArena::default();
     let mut locs = Vec::new();
-    let wants = pipeline::Wants::default();
-    let stats = pipeline::scan(&inputs, &fields, engine.as_mut(), wants, &bar, |sc| {
+    let stats = pipeline::scan(&inputs, &fields, engine.as_mut(), false, &bar, |sc| {
         for d in 0..sc.len() {
             w.push(sc.ids.get(d), &sc.sigs[d * np..(d + 1) * np])?;
         }

@@ -308,15 +308,6 @@ pub struct ScanStats {
     pub seconds: f64,
 }
 
-/// What pass 1 keeps of each document besides its id, line, word count and signature.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Wants {
-    /// [`ScannedChunk::exact_keys`].
-    pub exact_keys: bool,
-    /// [`ScannedChunk::shingle_hashes`] (engines that hash on the host only).
-    pub shingle_hashes: bool,
-}
-
 /// One chunk as pass 1 hands it over: per document its id, line, word count, signature row
 /// and (when asked) exact-dedup key. No text.
 #[derive(Debug, Default)]
@@ -330,10 +321,6 @@ pub struct ScannedChunk {
     pub exact_keys: Vec<u128>,
     /// `docs x num_perm` signature rows.
     pub sigs: Vec<u32>,
-    /// The 64-bit FNV-1a of every shingle, document after document (repeats included, in
-    /// text order; document `d` has `shingle_layout(words[d], k).0` of them), when asked for
-    /// and the engine hashes on the host; `None` otherwise.
-    pub shingle_hashes: Option<Vec<u64>>,
     pub shingles: u64,
     pub text_bytes: u64,
     pub raw_bytes: u64,
@@ -349,11 +336,9 @@ impl ScannedChunk {
     }
 
     /// Build from a parsed chunk and its signatures.
-    /// Pass 1's record of a chunk another engine signed (it hashes off the host, so no
-    /// [`ScannedChunk::shingle_hashes`]).
-    pub fn from_parsed(p: ParsedChunk, sigs: Vec<u32>, k: usize, wants: Wants) -> Self {
+    pub fn from_parsed(p: ParsedChunk, sigs: Vec<u32>, k: usize, want_exact_keys: bool) -> Self {
         let b = &p.batch;
-        let exact_keys = if wants.exact_keys {
+        let exact_keys = if want_exact_keys {
             (0..b.num_docs())
                 .into_par_iter()
                 .map(|d| xxhash_rust::xxh3::xxh3_128(b.doc_bytes(d)))
@@ -369,7 +354,6 @@ impl ScannedChunk {
             shingles: b.total_shingles(k) as u64,
             exact_keys,
             sigs,
-            shingle_hashes: None,
             text_bytes: p.text_bytes,
             raw_bytes: p.raw_bytes,
             ids: p.ids,
@@ -384,14 +368,6 @@ impl ScannedChunk {
         self.words.extend_from_slice(&o.words);
         self.exact_keys.extend_from_slice(&o.exact_keys);
         self.sigs.extend_from_slice(&o.sigs);
-        // Kept only while every part has them.
-        self.shingle_hashes = match (self.shingle_hashes.take(), o.shingle_hashes) {
-            (Some(mut a), Some(b)) => {
-                a.extend_from_slice(&b);
-                Some(a)
-            }
-            _ => None,
-        };
         self.shingles += o.shingles;
         self.text_bytes += o.text_bytes;
         self.raw_bytes += o.raw_bytes;
@@ -408,7 +384,7 @@ pub fn scan(
     inputs: &Inputs,
     fields: &Fields,
     engine: &mut dyn crate::engine::Engine,
-    wants: Wants,
+    want_exact_keys: bool,
     progress: &Progress,
     mut on_chunk: impl FnMut(&ScannedChunk) -> Result<(), Error>,
 ) -> Result<ScanStats, Error> {
@@ -437,7 +413,7 @@ pub fn scan(
             in_flight,
             |chunk, name| {
                 let t = Instant::now();
-                let sc = signer.sign_chunk(&chunk, fields, name, wants)?;
+                let sc = signer.sign_chunk(&chunk, fields, name, want_exact_keys)?;
                 *sign_total.lock().expect("not poisoned") += t.elapsed().as_secs_f64();
                 Ok(sc)
             },
@@ -466,7 +442,10 @@ pub fn scan(
                     .expect("not poisoned")
                     .sign(&p.batch, &mut sigs)?;
                 sign_seconds += t.elapsed().as_secs_f64();
-                account(&ScannedChunk::from_parsed(p, sigs, k, wants), &mut stats)
+                account(
+                    &ScannedChunk::from_parsed(p, sigs, k, want_exact_keys),
+                    &mut stats,
+                )
             },
         )?;
         stats.sign_seconds = sign_seconds;

@@ -93,7 +93,7 @@ impl Engine for CpuEngine {
                 .enumerate()
                 .for_each_init(Vec::new, |xs, (i, rows)| {
                     let d0 = i * DOCS_PER_TASK;
-                    sign_docs(batch, d0..d0 + rows.len() / n, k, perms, xs, None, rows);
+                    sign_docs(batch, d0..d0 + rows.len() / n, k, perms, xs, rows);
                 });
         });
         Ok(())
@@ -108,7 +108,7 @@ impl RecordSigner for CpuEngine {
         chunk: &Chunk,
         fields: &Fields,
         name: &str,
-        wants: crate::pipeline::Wants,
+        want_exact_keys: bool,
     ) -> Result<ScannedChunk, crate::Error> {
         let (k, np) = (self.params.k, self.params.num_perm);
         let perms = &self.perms;
@@ -121,8 +121,6 @@ impl RecordSigner for CpuEngine {
             file_index: chunk.file_index,
             raw_bytes: chunk.data.len() as u64,
             sigs: vec![0u32; n * np],
-            // Filled by the parts (see `ScannedChunk::append`).
-            shingle_hashes: wants.shingle_hashes.then(Vec::new),
             ..Default::default()
         };
         self.install(|| {
@@ -150,12 +148,10 @@ impl RecordSigner for CpuEngine {
                             part.text_bytes += rec.text.len() as u64;
                         }
                         let docs = batch.num_docs();
-                        let mut raw = wants.shingle_hashes.then(Vec::new);
-                        sign_docs(batch, 0..docs, k, perms, xs, raw.as_mut(), sigs);
-                        part.shingle_hashes = raw;
+                        sign_docs(batch, 0..docs, k, perms, xs, sigs);
                         part.words = (0..docs).map(|d| batch.doc_words(d).len() as u32).collect();
                         part.shingles = batch.total_shingles(k) as u64;
-                        if wants.exact_keys {
+                        if want_exact_keys {
                             part.exact_keys = (0..docs)
                                 .map(|d| xxhash_rust::xxh3::xxh3_128(batch.doc_bytes(d)))
                                 .collect();
@@ -210,23 +206,18 @@ pub(crate) const DOCS_PER_TASK: usize = 16;
 /// The signatures of documents `docs` into `rows` (one row each, in order), with `xs` as
 /// scratch for their shingle hashes. The documents' shingles are hashed in one go (the
 /// hasher's lockstep blocks run across documents), then each document's slice is permuted.
-/// With `raw`, the shingles' 64-bit hashes are appended to it too.
 pub(crate) fn sign_docs(
     batch: &PackedBatch,
     docs: std::ops::Range<usize>,
     k: usize,
     perms: &PermParams,
     xs: &mut Vec<u32>,
-    raw: Option<&mut Vec<u64>>,
     rows: &mut [u32],
 ) {
     let np = perms.len();
     debug_assert_eq!(rows.len(), docs.len() * np);
     xs.clear();
-    match raw {
-        Some(raw) => kernel::hash_docs_keeping_raw(batch, docs.clone(), k, xs, raw),
-        None => kernel::hash_docs(batch, docs.clone(), k, xs),
-    }
+    kernel::hash_docs(batch, docs.clone(), k, xs);
     let mut at = 0;
     REPEATS.with_borrow_mut(|filter| {
         for (d, row) in docs.zip(rows.chunks_exact_mut(np)) {

@@ -86,7 +86,7 @@ pub trait RecordSigner: Sync {
         chunk: &crate::io::Chunk,
         fields: &crate::io::Fields,
         name: &str,
-        wants: crate::pipeline::Wants,
+        want_exact_keys: bool,
     ) -> Result<crate::pipeline::ScannedChunk, crate::Error>;
 }
 

@@ -239,14 +239,6 @@ pub fn sign_on_host(
     let mut xs = Vec::new();
     for &d in docs {
         let row = &mut out[d as usize * np..(d as usize + 1) * np];
-        crate::engine::cpu::sign_docs(
-            batch,
-            d as usize..d as usize + 1,
-            k,
-            perms,
-            &mut xs,
-            None,
-            row,
-        );
+        crate::engine::cpu::sign_docs(batch, d as usize..d as usize + 1, k, perms, &mut xs, row);
     }
 }
