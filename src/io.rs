@@ -349,13 +349,19 @@ impl LineReader {
                     None => searched = filled,
                 }
             }
-            if filled == data.len() {
-                // Room for the rest of the target, and never less than a block; zeroed once
-                // per growth, not per read (a pipe answers in small reads).
-                data.resize(filled + target.saturating_sub(filled).max(READ_BLOCK), 0);
+            // The rest of the target (no more: what is read past the last newline is copied
+            // over to the next chunk), or a block more while one line outgrows the target.
+            let want = if filled < target {
+                target - filled
+            } else {
+                READ_BLOCK
+            };
+            if data.len() < filled + want {
+                // Zeroed once per growth, not per read (a pipe answers in small reads).
+                data.resize(filled + want, 0);
             }
             let n = loop {
-                match self.reader.read(&mut data[filled..]) {
+                match self.reader.read(&mut data[filled..filled + want]) {
                     Ok(n) => break n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => return Err(Error::io(&self.name, annotate_read_error(e))),
@@ -395,8 +401,8 @@ impl LineReader {
     }
 }
 
-/// The least [`LineReader::next_chunk`] asks of the reader at once: the size of the
-/// `BufReader`s of [`decompress`], so that a read skips their buffers.
+/// What [`LineReader::next_chunk`] asks of the reader at once while a line outgrows the
+/// chunk target: the size of the `BufReader`s of [`decompress`], so that a read skips them.
 const READ_BLOCK: usize = 1 << 20;
 
 impl Read for LineReader {
