@@ -193,3 +193,23 @@ fn an_earlier_lane_that_rounds_up_further_than_the_last_stays_inside_the_batch()
     let want: Vec<u32> = batch.shingles(0, 2).map(shingle_hash).collect();
     assert_eq!(xs, want);
 }
+
+/// Word starts that do not increase (a public caller's mistake) must meet a bounds check, not
+/// the vector loads, which trust the furthest end the driver computes: here every odd shingle
+/// lies far past the bytes while the list's last start is small.
+#[test]
+fn word_starts_that_do_not_increase_never_reach_the_vector_loads() {
+    let bytes = vec![b'a'; 200];
+    // 51 starts, k = 3: 48 shingles, one block and no scalar tail. Shingle j runs from
+    // starts[j] to starts[j + 3] - 1, always forward, but every third one starts at 1,000 and
+    // up, while the block's last shingle (47) ends at 49.
+    let starts: Vec<u32> = (0..51u32)
+        .map(|i| if i % 3 == 1 { 1000 + 100 * i } else { i })
+        .collect();
+    let r = std::panic::catch_unwind(|| {
+        let mut out = Vec::new();
+        fnv64_shingles(&bytes, &starts, 3, &mut out);
+        out
+    });
+    assert!(r.is_err(), "out-of-range shingles were hashed: {r:?}");
+}
