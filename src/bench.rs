@@ -494,21 +494,29 @@ fn time_engine(
 /// Synthetic documents as JSONL chunks (generation is not timed).
 fn synthetic_chunks(n: usize, words: usize) -> Vec<(String, Chunk)> {
     let mut out = Vec::new();
-    let mut c = Chunk::default();
+    let (mut data, mut lines) = (Vec::new(), Vec::new());
     let mut line_no = 0;
+    let mut flush = |data: &mut Vec<u8>, lines: &mut Vec<(usize, usize, u64)>| {
+        let c = Chunk {
+            file_index: 0,
+            data: std::mem::take(data).into(),
+            lines: std::mem::take(lines),
+        };
+        out.push(("<synthetic>".to_string(), c));
+    };
     for (id, text) in crate::synth::SyntheticDocs::new(n, words, 1) {
-        let start = c.data.len();
-        serde_json::to_writer(&mut c.data, &serde_json::json!({"id": id, "text": text}))
+        let start = data.len();
+        serde_json::to_writer(&mut data, &serde_json::json!({"id": id, "text": text}))
             .expect("writing to memory");
         line_no += 1;
-        c.lines.push((start, c.data.len(), line_no));
-        c.data.push(b'\n');
-        if c.data.len() >= DEFAULT_CHUNK_BYTES {
-            out.push(("<synthetic>".to_string(), std::mem::take(&mut c)));
+        lines.push((start, data.len(), line_no));
+        data.push(b'\n');
+        if data.len() >= DEFAULT_CHUNK_BYTES {
+            flush(&mut data, &mut lines);
         }
     }
-    if !c.lines.is_empty() {
-        out.push(("<synthetic>".to_string(), c));
+    if !lines.is_empty() {
+        flush(&mut data, &mut lines);
     }
     out
 }

@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::dedup::{Confirm, DedupConfig};
 use crate::engine::gpu::{BackendChoice, GpuOptions};
 use crate::engine::EngineChoice;
-use crate::io::{Fields, InputSpec};
+use crate::io::{Fields, InputSpec, Inputs};
 use crate::lsh::LshParams;
 use crate::minhash::MinHashParams;
 use crate::progress::ProgressMode;
@@ -156,11 +156,21 @@ pub struct InputArgs {
     /// Accept integer ids (used as their decimal digits) instead of rejecting them.
     #[arg(long = "numeric-ids")]
     pub numeric_ids: bool,
+    /// Read plain input files with read(2) instead of mapping them into memory. Mapping is
+    /// faster (no copy); but a file that another process truncates while it is mapped ends the
+    /// run with SIGBUS. Compressed files and stdin are always read.
+    #[arg(long = "no-mmap", env = "NEARDUP_NO_MMAP")]
+    pub no_mmap: bool,
 }
 
 impl InputArgs {
     pub fn specs(&self) -> Vec<InputSpec> {
         self.inputs.iter().map(|s| InputSpec::parse(s)).collect()
+    }
+
+    /// The inputs, checked and ready to read (see [`Inputs::new`] for `spool_stdin`).
+    pub fn open(&self, spool_stdin: bool) -> Result<Inputs, Error> {
+        Ok(Inputs::new(&self.specs(), spool_stdin)?.with_mmap(!self.no_mmap))
     }
 
     pub fn fields(&self) -> Result<Fields, Error> {

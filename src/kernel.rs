@@ -244,6 +244,10 @@ pub const REPEAT_FILTER_MIN_SHINGLES: usize = 1024;
 /// Most slots of a [`RepeatFilter`] (1 MiB: it stays in L2).
 pub const REPEAT_FILTER_MAX_SLOTS: usize = 1 << 17;
 
+/// A [`RepeatFilter`] slot that holds nothing: no key matches it, since every key's stamp (its
+/// high half) is at least 1. Not zero, so that the table is not a zeroed allocation.
+const REPEAT_FILTER_EMPTY: u64 = u32::MAX as u64;
+
 /// A direct-mapped table of the shingle hashes seen in the current document, to drop repeats
 /// before the permutations (a repeat cannot change a minimum; checking a shingle costs about a
 /// tenth of permuting it). It has a slot per shingle of the document, rounded up to a power of
@@ -263,13 +267,17 @@ impl RepeatFilter {
     pub fn keep_first_seen(&mut self, xs: &mut [u32]) -> usize {
         let size = xs.len().next_power_of_two().min(REPEAT_FILTER_MAX_SLOTS);
         if self.slots.len() < size {
-            // Zero never matches: every stamp is at least 2^32.
-            self.slots = vec![0; size];
+            // The table is made at its largest size at once, and filled with a value that is
+            // not zero: a zeroed allocation (`vec![0; n]`, or a fill with zeros, which the
+            // compiler turns into `calloc`) maps the kernel's zero page, and the first store to
+            // each page then copies it and flushes the other cores' TLBs (2.5% of a
+            // `signatures` run went to those flushes).
+            self.slots = vec![REPEAT_FILTER_EMPTY; REPEAT_FILTER_MAX_SLOTS];
         }
         self.stamp = self.stamp.wrapping_add(1 << 32);
         if self.stamp == 0 {
             // 2^32 documents on: stale slots could match again, so clear them once.
-            self.slots.fill(0);
+            self.slots.fill(REPEAT_FILTER_EMPTY);
             self.stamp = 1 << 32;
         }
         let slots = &mut self.slots[..size];
@@ -679,6 +687,18 @@ mod tests {
             let mut b = vec![8, 7];
             assert_eq!(f.keep_first_seen(&mut b), 2, "after stamp {stamp:#x}");
             assert_eq!(b, [8, 7]);
+        }
+        // An empty slot matches no value, whatever the stamp: in a fresh table and after the
+        // wrap-around's refill, every u32 (the extremes too) is kept the first time.
+        for stamp in [0, 0u64.wrapping_sub(1 << 32)] {
+            let mut f = RepeatFilter {
+                stamp,
+                ..Default::default()
+            };
+            // (Four values in four different slots of the eight.)
+            let mut xs = vec![u32::MAX, 0, 2, 1, u32::MAX, 0];
+            assert_eq!(f.keep_first_seen(&mut xs), 4, "stamp {stamp:#x}");
+            assert_eq!(xs[..4], [u32::MAX, 0, 2, 1]);
         }
     }
 

@@ -15,7 +15,6 @@ use neardup::cli::{
 };
 use neardup::engine::gpu::{list_adapters, GpuOptions};
 use neardup::engine::{build_engine, CpuEngine, Engine, GpuEngine};
-use neardup::io::Inputs;
 use neardup::progress::ProgressFactory;
 use neardup::report::{human_count, peak_rss_bytes};
 use neardup::{bench, decontam, dedup, pipeline, sigfile, CONTRACT_VERSION};
@@ -108,7 +107,7 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
     let fields = a.input.fields()?;
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
-    let inputs = Inputs::new(&a.input.specs(), true)?;
+    let inputs = a.input.open(true)?;
     let mut engine = build_engine(a.engine.engine, cfg.params, 0, &a.engine.gpu_options())?;
     let info = engine.info();
     let outs = dedup::DedupOutputs {
@@ -227,7 +226,7 @@ fn cmd_decontam(a: DecontamArgs) -> Result<ExitCode> {
     let fields = a.input.fields()?;
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
-    let inputs = Inputs::new(&a.input.specs(), false)?;
+    let inputs = a.input.open(false)?;
     let grams = decontam::protected_ngrams(&a.protected, a.n)?;
     let load = t0.elapsed().as_secs_f64();
     let mut s = decontam::run_decontam(&inputs, &fields, &grams, &a.output, &progress)?;
@@ -292,7 +291,7 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
     let fields = a.input.fields()?;
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
-    let inputs = Inputs::new(&a.input.specs(), false)?;
+    let inputs = a.input.open(false)?;
     let mut engine = build_engine(a.engine.engine, params, 0, &a.engine.gpu_options())?;
     let info = engine.info();
     let mut w = sigfile::SigWriter::create(&a.output, a.format, params, &info.to_string())?;
@@ -357,7 +356,7 @@ fn cmd_verify(a: VerifyArgs) -> Result<ExitCode> {
     let params = a.hash.params()?;
     let fields = a.input.fields()?;
     let progress = setup(&a.run)?;
-    let inputs = Inputs::new(&a.input.specs(), false)?;
+    let inputs = a.input.open(false)?;
     let gpu_opts = GpuOptions {
         backend: a.backend,
         allow_software: true,
@@ -576,7 +575,7 @@ fn cmd_inspect(a: InspectArgs) -> Result<ExitCode> {
         ..Default::default()
     };
     cfg.validate()?;
-    let inputs = Inputs::new(&a.input.specs(), false)?;
+    let inputs = a.input.open(false)?;
     let (mut ta, mut tb): (Option<String>, Option<String>) = (None, None);
     'files: for i in 0..inputs.len() {
         let mut r = inputs.open(i)?;

@@ -231,10 +231,23 @@ impl SigWriter {
             f.write_all(&npy_header(self.rows, self.meta.num_perm))
                 .map_err(io)?;
             let meta_json = serde_json::to_vec_pretty(&self.meta).expect("metadata serializes");
-            crate::io::write_file_atomic(&format!("{path}.meta.json"), &meta_json)?;
-            if let Some(ids) = self.ids.take() {
-                ids.finish()?;
-            }
+            // The sidecars are synced and renamed on a second thread while this one syncs the
+            // matrix: three `fsync`s one after another were 6 ms of a 0.2 s run, both cores
+            // idle. The matrix is still renamed last, so its presence means the set is whole.
+            let ids = self.ids.take();
+            let main = &mut self.main;
+            let meta_path = format!("{path}.meta.json");
+            std::thread::scope(|s| {
+                let sidecars = s.spawn(move || -> Result<(), Error> {
+                    crate::io::write_file_atomic(&meta_path, &meta_json)?;
+                    ids.map_or(Ok(()), |ids| ids.finish())
+                });
+                let synced = main.sync(&path);
+                let sidecars = sidecars
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                sidecars.and(synced)
+            })?;
         }
         let meta = self.meta.clone();
         self.main.persist(Path::new(&path), &path)?;

@@ -329,6 +329,18 @@ fn compressed_inputs_stdin_and_stdout() {
         ]));
         assert_eq!(sha256(&out), sha256(&reference), "{}", inp.display());
     }
+    // A plain file read with read(2) instead of mapped: the same output.
+    let out = dir.path().join("o-read.jsonl");
+    ok(&neardup(&[
+        "dedup",
+        fixture("corpus.jsonl").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--engine",
+        "cpu",
+        "--no-mmap",
+    ]));
+    assert_eq!(sha256(&out), sha256(&reference));
     // stdin in, stdout out.
     let o = neardup_stdin(
         &["dedup", "-", "-o", "-", "--engine", "cpu"],
