@@ -96,6 +96,15 @@ pub fn hash_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, xs
     });
 }
 
+/// `x(s)` of every shingle of one word list (bytes and word starts laid out as [`PackedBatch`]
+/// holds them: words one byte apart, `starts` ending with the end), repeats included, in text
+/// order, appended to `xs`: a part of a document, for a document signed in parts.
+pub fn hash_word_list(bytes: &[u8], starts: &[u32], k: usize, xs: &mut Vec<u32>) {
+    hash_blocks(bytes, std::iter::once(starts), k, |h| {
+        xs.extend(h.iter().map(|&v| mod_p(v)))
+    });
+}
+
 /// The full 64-bit FNV-1a of every shingle of one word list (bytes and word starts laid out as
 /// [`PackedBatch`] and [`crate::text::Words`] hold them: words one byte apart, `starts` ending
 /// with the end), repeats included, in text order, appended to `out`: the values exact-Jaccard

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use neardup::batch::PackedBatch;
+use neardup::engine::cpu::{split_parts, SPLIT_DOC_SHINGLES, SPLIT_PART_SHINGLES};
 use neardup::engine::gpu::ports::PortsEngine;
 use neardup::engine::gpu::{GpuEngine, GpuOptions};
 use neardup::engine::{CpuEngine, Engine};
@@ -215,6 +216,31 @@ fn cases() -> Vec<Case> {
             repeated(5000),
             format!("{} {}", n_words(2000, 5), n_words(2000, 5)),
             format!("{} {}", n_words(150_000, 2), n_words(9_000, 2)),
+        ],
+        expect: None,
+    });
+    // Documents of SPLIT_DOC_SHINGLES or more are signed in parts (the CPU engine's): both
+    // sides of that edge, and a document of one repeated word with a distinct word at the
+    // first and last shingle of every part, so that a shingle lost or doubled at a cut shows.
+    let k = 5;
+    let words_for = |shingles: usize| shingles + k - 1;
+    let count = 3 * SPLIT_PART_SHINGLES + 5;
+    let mut marked = vec!["a".to_string(); words_for(count)];
+    for (s, e) in split_parts(count) {
+        // Shingle j is words j..j+k-1: word s+k-1 is the last word of shingle s (the part's
+        // first), and word e-1 the first word of shingle e-1 (its last).
+        marked[s + k - 1] = format!("first{s}");
+        marked[e - 1] = format!("last{e}");
+    }
+    assert!(split_parts(count).count() > 2);
+    v.push(Case {
+        name: "documents signed in parts".into(),
+        params: p(k, 128, 0),
+        texts: vec![
+            n_words(words_for(SPLIT_DOC_SHINGLES - 1), 4),
+            n_words(words_for(SPLIT_DOC_SHINGLES), 4),
+            marked.join(" "),
+            "after the split ones".into(),
         ],
         expect: None,
     });

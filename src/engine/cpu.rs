@@ -137,7 +137,12 @@ impl RecordSigner for CpuEngine {
             let parts: Vec<Result<ScannedChunk, crate::Error>> = slots
                 .into_par_iter()
                 .map(|(start, end, sigs)| {
-                    SCRATCH.with_borrow_mut(|(batch, xs)| {
+                    // The scratch is taken out of its cell, not borrowed in place: a split
+                    // document's parts run on the pool, and while this thread waits for them it
+                    // may run another piece, which takes the scratch in turn (finding it empty).
+                    let (mut batch, mut xs) = SCRATCH.take();
+                    let r = (|| {
+                        let (batch, xs) = (&mut batch, &mut xs);
                         batch.clear();
                         let mut part = ScannedChunk::default();
                         for i in start..end {
@@ -157,7 +162,9 @@ impl RecordSigner for CpuEngine {
                                 .collect();
                         }
                         Ok(part)
-                    })
+                    })();
+                    SCRATCH.set((batch, xs));
+                    r
                 })
                 .collect();
             // The parts' signatures are already in place in `out.sigs` (theirs are empty).
@@ -203,10 +210,89 @@ thread_local! {
 /// are seldom partial, few enough that the tasks balance.
 pub(crate) const DOCS_PER_TASK: usize = 16;
 
+/// Documents of at least this many shingles are signed in parts on the pool, their minima
+/// merged: one such document otherwise holds one thread while the others run out of work (the
+/// real-text benchmark corpus has three of 200k-600k shingles, 14% of its bytes, and single-core
+/// stretches of 20 ms showed while each was signed).
+pub const SPLIT_DOC_SHINGLES: usize = 1 << 16;
+
+/// Shingles per part of a split document (a part is hashed, filtered and permuted on its own).
+pub const SPLIT_PART_SHINGLES: usize = 1 << 15;
+
 /// The signatures of documents `docs` into `rows` (one row each, in order), with `xs` as
-/// scratch for their shingle hashes. The documents' shingles are hashed in one go (the
-/// hasher's lockstep blocks run across documents), then each document's slice is permuted.
+/// scratch for their shingle hashes. Runs of documents are hashed in one go (the hasher's
+/// lockstep blocks run across documents), then each document's slice is permuted; a document
+/// of [`SPLIT_DOC_SHINGLES`] or more is signed in parts on the pool.
 pub(crate) fn sign_docs(
+    batch: &PackedBatch,
+    docs: std::ops::Range<usize>,
+    k: usize,
+    perms: &PermParams,
+    xs: &mut Vec<u32>,
+    rows: &mut [u32],
+) {
+    let np = perms.len();
+    debug_assert_eq!(rows.len(), docs.len() * np);
+    let mut rows = rows;
+    let mut d = docs.start;
+    while d < docs.end {
+        let run_end = (d..docs.end)
+            .find(|&e| batch.shingle_count(e, k) >= SPLIT_DOC_SHINGLES)
+            .unwrap_or(docs.end);
+        let (run_rows, rest) = rows.split_at_mut((run_end - d) * np);
+        sign_run(batch, d..run_end, k, perms, xs, run_rows);
+        rows = rest;
+        d = run_end;
+        if d < docs.end {
+            let (row, rest) = rows.split_at_mut(np);
+            sign_split_doc(batch, d, k, perms, row);
+            rows = rest;
+            d += 1;
+        }
+    }
+}
+
+/// The shingle ranges `[s, e)` of the parts a document of `count` shingles is signed in:
+/// contiguous, in order, covering every shingle once, each about [`SPLIT_PART_SHINGLES`].
+pub fn split_parts(count: usize) -> impl Iterator<Item = (usize, usize)> {
+    let parts = count.div_ceil(SPLIT_PART_SHINGLES).max(1);
+    (0..parts).map(move |p| (p * count / parts, (p + 1) * count / parts))
+}
+
+/// Document `d`'s signature into `row`, its shingles cut into [`split_parts`] that are hashed,
+/// filtered and permuted as tasks on the pool; a signature is a minimum, so the parts' rows
+/// merge into it by `min`, whatever the cut.
+fn sign_split_doc(batch: &PackedBatch, d: usize, k: usize, perms: &PermParams, row: &mut [u32]) {
+    let np = perms.len();
+    let words = batch.doc_words(d);
+    let starts = &batch.word_start[words.start..words.end + 1];
+    let (count, width) = crate::text::shingle_layout(words.len(), k);
+    let parts: Vec<(usize, usize)> = split_parts(count).collect();
+    let merged = parts
+        .into_par_iter()
+        .map(|(s, e)| {
+            // Shingle j of the document is bytes[starts[j] .. starts[j + width] - 1], so
+            // these starts hold exactly shingles s..e.
+            let mut xs = Vec::with_capacity(e - s);
+            kernel::hash_word_list(&batch.bytes, &starts[s..e + width], k, &mut xs);
+            debug_assert_eq!(xs.len(), e - s);
+            let fresh = REPEATS.with_borrow_mut(|f| f.keep_first_seen(&mut xs));
+            let mut part = vec![P; np];
+            kernel::permute_min(&xs[..fresh], &perms.a, &perms.b, &mut part);
+            part
+        })
+        .reduce(
+            || vec![P; np],
+            |mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(x, &y)| *x = (*x).min(y));
+                a
+            },
+        );
+    row.copy_from_slice(&merged);
+}
+
+/// [`sign_docs`] for a run of documents none of which is split.
+fn sign_run(
     batch: &PackedBatch,
     docs: std::ops::Range<usize>,
     k: usize,
@@ -240,4 +326,94 @@ pub(crate) fn sign_docs(
 thread_local! {
     /// Per-thread table of [`sign_docs`]'s repeat filter.
     static REPEATS: std::cell::RefCell<kernel::RepeatFilter> = Default::default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_parts_cover_every_shingle_once_in_order() {
+        for count in [
+            0,
+            1,
+            SPLIT_PART_SHINGLES - 1,
+            SPLIT_PART_SHINGLES,
+            SPLIT_PART_SHINGLES + 1,
+            SPLIT_DOC_SHINGLES,
+            3 * SPLIT_PART_SHINGLES + 5,
+            1_000_003,
+        ] {
+            let parts: Vec<(usize, usize)> = split_parts(count).collect();
+            assert_eq!(parts[0].0, 0);
+            assert_eq!(parts.last().unwrap().1, count);
+            assert!(parts.windows(2).all(|w| w[0].1 == w[1].0), "{count}");
+            assert!(parts
+                .iter()
+                .all(|&(s, e)| (count == 0 || s < e) && e - s <= SPLIT_PART_SHINGLES));
+        }
+    }
+
+    /// Through the record path (parse, tokenize and sign per piece, several threads): pieces
+    /// holding documents signed in parts, among small ones, equal the oracle. The parts run on
+    /// the pool while their piece's thread waits, and that thread may meanwhile sign another
+    /// piece with the per-thread scratch.
+    #[test]
+    fn records_with_documents_signed_in_parts_conform() {
+        let params = MinHashParams::new(5, 64, 3).unwrap();
+        let perms = crate::perm_params(params.num_perm, params.seed);
+        let big = |n: usize, salt: usize| -> String {
+            (0..n)
+                .map(|i| format!("b{}y{}", i % 101, (i * 7 + salt) % 2039))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let mut texts = Vec::new();
+        for i in 0..200 {
+            texts.push(format!("small document number {i} with a few words in it"));
+            if i % 25 == 3 {
+                texts.push(big(SPLIT_DOC_SHINGLES + 4 + 1000 * i, i));
+            }
+        }
+        let mut data = Vec::new();
+        let mut lines = Vec::new();
+        for (i, t) in texts.iter().enumerate() {
+            let start = data.len();
+            serde_json::to_writer(
+                &mut data,
+                &serde_json::json!({"id": i.to_string(), "text": t}),
+            )
+            .unwrap();
+            lines.push((start, data.len(), i as u64 + 1));
+            data.push(b'\n');
+        }
+        let chunk = Chunk {
+            file_index: 0,
+            data: data.into(),
+            lines,
+        };
+        let fields = Fields {
+            id: "id".into(),
+            text: "text".into(),
+            numeric_ids: false,
+        };
+        let want: Vec<Vec<u32>> = texts
+            .iter()
+            .map(|t| crate::minhash(crate::shingles(t, params.k), &perms))
+            .collect();
+        // Whether a thread meets a piece while it waits for a part depends on timing: several
+        // rounds make it likely (a borrowed scratch then panics).
+        for threads in [1, 2, 3, 4].into_iter().chain([2, 3].repeat(4)) {
+            let engine = CpuEngine::new(params, threads).unwrap();
+            let got = engine.sign_chunk(&chunk, &fields, "t", false).unwrap();
+            assert_eq!(got.len(), texts.len());
+            for (d, want) in want.iter().enumerate() {
+                assert_eq!(
+                    &got.sigs[d * params.num_perm..(d + 1) * params.num_perm],
+                    &want[..],
+                    "{threads} threads, document {d}"
+                );
+            }
+        }
+    }
 }
