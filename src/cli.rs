@@ -157,8 +157,8 @@ pub struct InputArgs {
     #[arg(long = "numeric-ids")]
     pub numeric_ids: bool,
     /// Read plain input files with read(2) instead of mapping them into memory. Mapping is
-    /// faster (no copy); but a file that another process truncates while it is mapped ends the
-    /// run with SIGBUS. Compressed files and stdin are always read.
+    /// faster (no copy), but a file that another process truncates during the run is an error,
+    /// or in a narrow window a SIGBUS. Compressed files and stdin are always read.
     #[arg(long = "no-mmap", env = "NEARDUP_NO_MMAP")]
     pub no_mmap: bool,
 }
