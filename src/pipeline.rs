@@ -253,8 +253,15 @@ fn read_chunks(
             }
         };
         let mut base = 0u64;
+        // The first chunks of the run are smaller (1/8, 1/4, 1/2 of the target, then the
+        // target), so the workers start sooner: until the first chunk is cut they have
+        // nothing to do, and cutting a whole one (mapping its pages, splitting its lines)
+        // took 6.5 ms of a 0.2 s run while the other core idled.
+        let mut ramp: u32 = if i == 0 { 3 } else { 0 };
         loop {
-            match r.next_chunk(chunk_bytes) {
+            let target = (chunk_bytes >> ramp).max(1);
+            ramp = ramp.saturating_sub(1);
+            match r.next_chunk(target) {
                 Ok(Some(c)) => {
                     let now = r.raw_bytes_read();
                     progress.add_bytes(now - base);
@@ -455,4 +462,53 @@ pub fn scan(
     stats.wait_seconds = waited.as_secs_f64();
     stats.seconds = t0.elapsed().as_secs_f64();
     Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::InputSpec;
+
+    /// The first chunks of a run are 1/8, 1/4 and 1/2 of the target (the workers start sooner),
+    /// then the target; a second input starts at the target; every line arrives once, in order.
+    #[test]
+    fn the_first_chunks_ramp_up_to_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = format!("{}\n", "x".repeat(99));
+        let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+        std::fs::write(&a, line.repeat(1000)).unwrap();
+        std::fs::write(&b, line.repeat(500)).unwrap();
+        for mmap in [true, false] {
+            let inputs = Inputs::new(
+                &[InputSpec::Path(a.clone()), InputSpec::Path(b.clone())],
+                false,
+            )
+            .unwrap()
+            .with_mmap(mmap);
+            let mut got = Vec::new();
+            pipelined(
+                &inputs,
+                16_000,
+                &Progress::hidden(),
+                |c, _| Ok((c.file_index, c.data.len(), c.len())),
+                |x| {
+                    got.push(x);
+                    Ok(())
+                },
+            )
+            .unwrap();
+            let sizes: Vec<(usize, usize)> = got.iter().map(|&(f, n, _)| (f, n)).collect();
+            assert_eq!(
+                sizes[..5],
+                [(0, 2000), (0, 4000), (0, 8000), (0, 16_000), (0, 16_000)],
+                "mmap {mmap}"
+            );
+            let first_b = sizes.iter().position(|&(f, _)| f == 1).unwrap();
+            assert_eq!(sizes[first_b], (1, 16_000), "mmap {mmap}");
+            let lines: Vec<usize> = [0, 1]
+                .map(|f| got.iter().filter(|x| x.0 == f).map(|x| x.2).sum())
+                .to_vec();
+            assert_eq!(lines, [1000, 500], "mmap {mmap}");
+        }
+    }
 }
