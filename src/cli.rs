@@ -157,9 +157,14 @@ pub struct InputArgs {
     #[arg(long = "numeric-ids")]
     pub numeric_ids: bool,
     /// Read plain input files with read(2) instead of mapping them into memory. Mapping is
-    /// faster (no copy), but a file that another process truncates during the run is an error,
-    /// or in a narrow window a SIGBUS. Compressed files and stdin are always read.
-    #[arg(long = "no-mmap", env = "NEARDUP_NO_MMAP")]
+    /// faster (no copy), but a file that another process truncates during the run is an error
+    /// at best and a SIGBUS at worst (see the README). Compressed files and stdin are always
+    /// read. NEARDUP_NO_MMAP=1 (or true, yes, on) sets it too.
+    #[arg(
+        long = "no-mmap",
+        env = "NEARDUP_NO_MMAP",
+        value_parser = clap::builder::FalseyValueParser::new()
+    )]
     pub no_mmap: bool,
 }
 

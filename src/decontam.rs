@@ -141,7 +141,9 @@ impl ProtectedSet {
     /// file is one text, read whole. Compressed files are read by content.
     pub fn add_file(&mut self, path: &Path) -> Result<(), Error> {
         let name = path.display().to_string();
-        let inputs = Inputs::new(&[InputSpec::Path(path.to_path_buf())], false)?;
+        // Read, not mapped: a protected file is read once and whole (a text file is copied
+        // out anyway), so a map would save nothing and add the truncation hazard.
+        let inputs = Inputs::new(&[InputSpec::Path(path.to_path_buf())], false)?.with_mmap(false);
         let is_jsonl = {
             let s = name.to_ascii_lowercase();
             s.ends_with(".jsonl") || s.ends_with(".jsonl.gz") || s.ends_with(".jsonl.zst")

@@ -104,11 +104,13 @@ impl Inputs {
     /// Whether plain files are mapped into memory (the default) or read with `read(2)`.
     ///
     /// Mapped, the parsers read the page cache in place: no copy into a buffer of our own, which
-    /// was the kernel's `_copy_to_iter` at 9% of a `signatures` run. The reader maps each chunk's
-    /// pages before handing it out, so a file another process truncates is an error when the
-    /// reader reaches the missing part; a truncation between that and the parsing of the chunk
-    /// still kills the run with `SIGBUS` (the price ripgrep documents for its `--mmap`).
-    /// Compressed files, standard input and empty files are always read.
+    /// was the kernel's `_copy_to_iter` at 9% of a `signatures` run. On Linux 5.14 or later the
+    /// reader maps each chunk's pages before handing it out, so a file another process
+    /// truncates is an error when the reader reaches the missing part; a truncation of a part
+    /// already handed out (a chunk waiting or being processed) still kills the run with
+    /// `SIGBUS` when it is read, and so does any truncation on other systems: the price ripgrep
+    /// documents for its `--mmap`. Compressed files, standard input and empty files are always
+    /// read.
     pub fn with_mmap(mut self, on: bool) -> Self {
         self.mmap = on;
         self
@@ -212,15 +214,15 @@ fn map_plain_file(file: &File) -> Option<std::sync::Arc<memmap2::Mmap>> {
     // SAFETY: the map is only read. Another process that writes the file while it is mapped
     // changes bytes under our slices (we then parse what is there, as a `read` racing the writer
     // would); one that truncates it makes reads of the lost pages fault (`SIGBUS`), which the
-    // reader's prefaulting turns into an error except in a narrow window: the hazard
-    // `Inputs::with_mmap` documents and `--no-mmap` avoids.
+    // reader's prefaulting turns into an error for the pages it has not yet handed out: the
+    // hazard `Inputs::with_mmap` documents and `--no-mmap` avoids.
     let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
     if map.starts_with(&GZIP_MAGIC) || map.starts_with(&ZSTD_MAGIC) {
         return None;
     }
-    // Read ahead aggressively; pages behind are dropped as chunks finish (`Chunk::drop`).
-    #[cfg(unix)]
-    let _ = map.advise(memmap2::Advice::Sequential);
+    // No `MADV_SEQUENTIAL`: the reader prefaults each chunk (which reads ahead as it goes), and
+    // the advice would make the kernel evict the pages first under memory pressure, before a
+    // second pass (dedup's) reads them again.
     Some(std::sync::Arc::new(map))
 }
 
@@ -539,31 +541,28 @@ impl LineReader {
             return Ok(None);
         }
         let want = start.saturating_add(target).min(len);
-        // Map the target's pages in one call, not a fault per 64 KiB as the line split first
-        // touches them; and a file that shrank under the map is an error here, where reading
-        // the missing pages would end the run with SIGBUS.
-        #[cfg(target_os = "linux")]
-        if let Err(e) = map.advise_range(memmap2::Advice::PopulateRead, start, want - start) {
-            // EINVAL: a kernel before 5.14, which does not know the advice.
-            if e.raw_os_error() != Some(libc::EINVAL) {
-                return Err(Error::io(
-                    &self.name,
-                    io::Error::new(
-                        e.kind(),
-                        format!(
-                            "the file changed or could not be read while mapped ({e}); \
-                             --no-mmap reads it instead"
-                        ),
-                    ),
-                ));
-            }
-        }
+        prefault(map, start, want, &self.name)?;
         let cut = if want == len {
             len
         } else {
             match memchr::memrchr(b'\n', &map[start..want]) {
                 Some(p) => start + p + 1,
-                None => memchr::memchr(b'\n', &map[want..]).map_or(len, |p| want + p + 1),
+                // One line longer than the target: on to its end, a block at a time, each
+                // block prefaulted before it is searched.
+                None => {
+                    let mut at = want;
+                    loop {
+                        let to = at.saturating_add(READ_BLOCK).min(len);
+                        prefault(map, at, to, &self.name)?;
+                        if let Some(p) = memchr::memchr(b'\n', &map[at..to]) {
+                            break at + p + 1;
+                        }
+                        if to == len {
+                            break len;
+                        }
+                        at = to;
+                    }
+                }
             }
         };
         *pos = cut;
@@ -581,6 +580,34 @@ impl LineReader {
             lines,
         }))
     }
+}
+
+/// Map the pages of `map[from..to]` in one call, not a fault per 64 KiB as the line split first
+/// touches them; and a file that shrank under the map is an error naming it here, where reading
+/// the lost pages would end the run with SIGBUS. Linux 5.14 or later (an older kernel answers
+/// `EINVAL`, and its reads are left to fault as they come; so are other systems').
+fn prefault(map: &memmap2::Mmap, from: usize, to: usize, name: &str) -> Result<(), Error> {
+    #[cfg(target_os = "linux")]
+    if to > from {
+        if let Err(e) = map.advise_range(memmap2::Advice::PopulateRead, from, to - from) {
+            let why = match e.raw_os_error() {
+                Some(libc::EINVAL) => return Ok(()),
+                // What a read past the end of the file would have raised as SIGBUS.
+                Some(libc::EFAULT) => {
+                    "it is shorter than when it was opened (truncated by another process?)"
+                        .to_string()
+                }
+                _ => format!("it could not be read while mapped ({e})"),
+            };
+            return Err(Error::io(
+                name,
+                io::Error::new(e.kind(), format!("{why}; --no-mmap reads it instead")),
+            ));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (map, from, to, name);
+    Ok(())
 }
 
 /// The non-blank lines of `data` (whole lines, the last one perhaps without its newline): each
@@ -623,7 +650,10 @@ impl Read for LineReader {
             return Ok(n);
         }
         if let Some((map, pos)) = self.map.as_mut() {
-            let rest = &map[(*pos).min(map.len())..];
+            let from = (*pos).min(map.len());
+            let to = from.saturating_add(buf.len()).min(map.len());
+            prefault(map, from, to, &self.name).map_err(io::Error::other)?;
+            let rest = &map[from..];
             let n = buf.len().min(rest.len());
             buf[..n].copy_from_slice(&rest[..n]);
             *pos += n;
@@ -1632,10 +1662,11 @@ mod tests {
             "{held} kB resident while the chunks are held"
         );
         drop(chunks);
-        // Left: at most the page each pair of neighbouring chunks shares.
+        // Left: at most the page each pair of neighbouring chunks shares, and the last one.
         let left = mapping_rss_kb(addr);
+        let page_kb = (page_size() / 1024) as u64;
         assert!(
-            left <= 31 * 4 + 8,
+            left <= 32 * page_kb,
             "{left} kB still resident after the chunks went"
         );
         // The map goes with the reader.
@@ -1655,7 +1686,14 @@ mod tests {
         std::fs::write(&path, line.repeat(1000)).expect("writes 100 kB");
         let inputs = Inputs::new(&[InputSpec::Path(path.clone())], false).expect("exists");
         let mut r = inputs.open(0).expect("opens");
-        assert!(r.map.is_some());
+        let map = r.map.as_ref().expect("mapped").0.clone();
+        if let Err(e) = map.advise_range(memmap2::Advice::PopulateRead, 0, 4096) {
+            // Before Linux 5.14 a truncated map can only fault: this test would die of SIGBUS.
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+            eprintln!("SKIPPED: this kernel has no MADV_POPULATE_READ");
+            return;
+        }
+        drop(map);
         let first = r.next_chunk(10_000).expect("reads").expect("a chunk");
         assert_eq!(first.len(), 100);
         File::options()
@@ -1666,10 +1704,27 @@ mod tests {
         let e = r.next_chunk(200_000).expect_err("the rest is gone");
         let msg = e.to_string();
         assert!(msg.contains("shrinks.jsonl"), "{msg}");
+        assert!(msg.contains("shorter than when it was opened"), "{msg}");
+        // A plain `read` of the mapped file meets the same error.
+        let mut buf = vec![0; 50_000];
+        let e = r
+            .read_exact(&mut buf)
+            .expect_err("the map is gone past 20 kB");
         assert!(
-            msg.contains("changed or could not be read while mapped"),
-            "{msg}"
+            e.to_string().contains("shorter than when it was opened"),
+            "{e}"
         );
+        // So does a line that runs on past the target into the lost part.
+        std::fs::write(&path, "x".repeat(3 << 20)).expect("writes one line of 3 MB");
+        let inputs = Inputs::new(&[InputSpec::Path(path.clone())], false).expect("exists");
+        let mut r = inputs.open(0).expect("opens");
+        File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(READ_BLOCK as u64 / 2))
+            .expect("truncates");
+        let msg = r.next_chunk(1000).expect_err("the line is cut").to_string();
+        assert!(msg.contains("shorter than when it was opened"), "{msg}");
     }
 
     #[test]

@@ -237,15 +237,23 @@ impl SigWriter {
             let ids = self.ids.take();
             let main = &mut self.main;
             let meta_path = format!("{path}.meta.json");
+            let pending = std::sync::Mutex::new(Some((meta_json, ids)));
+            let finish_sidecars = || -> Result<(), Error> {
+                let taken = pending.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let (meta_json, ids) = taken.expect("the sidecars are finished once");
+                crate::io::write_file_atomic(&meta_path, &meta_json)?;
+                ids.map_or(Ok(()), |ids| ids.finish())
+            };
             std::thread::scope(|s| {
-                let sidecars = s.spawn(move || -> Result<(), Error> {
-                    crate::io::write_file_atomic(&meta_path, &meta_json)?;
-                    ids.map_or(Ok(()), |ids| ids.finish())
-                });
+                // On a scoped thread; where none can be started, here, after the matrix's sync.
+                let handle = std::thread::Builder::new()
+                    .spawn_scoped(s, finish_sidecars)
+                    .ok();
                 let synced = main.sync(&path);
-                let sidecars = sidecars
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                let sidecars = match handle {
+                    Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                    None => finish_sidecars(),
+                };
                 sidecars.and(synced)
             })?;
         }

@@ -341,6 +341,17 @@ fn compressed_inputs_stdin_and_stdout() {
         "--no-mmap",
     ]));
     assert_eq!(sha256(&out), sha256(&reference));
+    // And so through the environment, in any of the usual spellings of "on".
+    for on in ["1", "true", "yes"] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["dedup", fixture("corpus.jsonl").to_str().unwrap()])
+            .args(["-o", out.to_str().unwrap(), "--engine", "cpu"])
+            .env("NEARDUP_NO_MMAP", on)
+            .output()
+            .unwrap();
+        ok(&o);
+        assert_eq!(sha256(&out), sha256(&reference), "NEARDUP_NO_MMAP={on}");
+    }
     // stdin in, stdout out.
     let o = neardup_stdin(
         &["dedup", "-", "-o", "-", "--engine", "cpu"],
@@ -400,6 +411,27 @@ fn ids_must_be_unique_across_inputs_and_nothing_is_written() {
         ["a.jsonl", "b.jsonl"],
         "no output, not even a partial one"
     );
+}
+
+/// The signature matrix is renamed into place last: when a sidecar cannot be (here a
+/// directory sits at its name), the run fails and leaves no matrix and no temporary file.
+#[test]
+fn signatures_whose_sidecar_fails_leave_no_matrix() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::copy(fixture("corpus.jsonl"), &input).unwrap();
+    let out = dir.path().join("out.npy");
+    std::fs::create_dir(dir.path().join("out.npy.meta.json")).unwrap();
+    std::fs::write(dir.path().join("out.npy.meta.json").join("x"), "").unwrap();
+    let o = neardup(&[
+        "signatures",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("out.npy.meta.json"), "{}", stderr(&o));
+    assert_eq!(dir_entries(dir.path()), ["in.jsonl", "out.npy.meta.json"]);
 }
 
 #[test]

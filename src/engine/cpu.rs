@@ -273,12 +273,16 @@ fn sign_split_doc(batch: &PackedBatch, d: usize, k: usize, perms: &PermParams, r
         .map(|(s, e)| {
             // Shingle j of the document is bytes[starts[j] .. starts[j + width] - 1], so
             // these starts hold exactly shingles s..e.
-            let mut xs = Vec::with_capacity(e - s);
+            // A per-thread buffer: a fresh one per part (128 KiB, glibc's mmap threshold)
+            // cost page faults, and TLB flushes when freed.
+            let mut xs = PART_XS.take();
+            xs.clear();
             kernel::hash_word_list(&batch.bytes, &starts[s..e + width], k, &mut xs);
             debug_assert_eq!(xs.len(), e - s);
             let fresh = REPEATS.with_borrow_mut(|f| f.keep_first_seen(&mut xs));
             let mut part = vec![P; np];
             kernel::permute_min(&xs[..fresh], &perms.a, &perms.b, &mut part);
+            PART_XS.set(xs);
             part
         })
         .reduce(
@@ -326,6 +330,8 @@ fn sign_run(
 thread_local! {
     /// Per-thread table of [`sign_docs`]'s repeat filter.
     static REPEATS: std::cell::RefCell<kernel::RepeatFilter> = Default::default();
+    /// Per-thread shingle hashes of one part of a split document.
+    static PART_XS: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 #[cfg(test)]
