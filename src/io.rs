@@ -1538,13 +1538,25 @@ mod tests {
             turn: 0,
         };
         let mut r = LineReader::from_read("t", src).expect("plain input");
+        drain_checked(&mut r, input, target)
+    }
+
+    /// Every chunk of `r` (read with `target`-byte chunks): their lines in order, after checking
+    /// that no chunk is empty, that each ends at a line end (or the end), that the progress
+    /// counter of a mapped reader is where the chunks end, and that the chunks together are
+    /// `input`, whole and in order.
+    fn drain_checked(r: &mut LineReader, input: &[u8], target: usize) -> Vec<(Vec<u8>, u64)> {
+        let mapped = r.map.is_some();
         let mut got = Vec::new();
         let mut joined = Vec::new();
         while let Some(c) = r.next_chunk(target).expect("reads") {
             assert!(!c.data.is_empty(), "an empty chunk");
+            assert_eq!(matches!(c.data, ChunkBytes::Mapped { .. }), mapped);
             joined.extend_from_slice(&c.data);
-            // A chunk ends at a line end, or at the end of the input.
             assert!(c.data.ends_with(b"\n") || joined.len() == input.len());
+            if mapped {
+                assert_eq!(r.raw_bytes_read(), joined.len() as u64);
+            }
             for i in 0..c.len() {
                 got.push((c.line(i).to_vec(), c.line_no(i)));
             }
@@ -1567,23 +1579,7 @@ mod tests {
         let mut r = inputs.open(0).expect("opens");
         // An empty file cannot be mapped; it is read.
         assert_eq!(r.map.is_some(), !input.is_empty(), "mapped unless empty");
-        let mut got = Vec::new();
-        let mut joined = Vec::new();
-        while let Some(c) = r.next_chunk(target).expect("reads") {
-            assert!(!c.data.is_empty(), "an empty chunk");
-            assert!(matches!(c.data, ChunkBytes::Mapped { .. }));
-            joined.extend_from_slice(&c.data);
-            assert!(c.data.ends_with(b"\n") || joined.len() == input.len());
-            assert_eq!(r.raw_bytes_read(), joined.len() as u64);
-            for i in 0..c.len() {
-                got.push((c.line(i).to_vec(), c.line_no(i)));
-            }
-        }
-        assert_eq!(
-            joined, input,
-            "the chunks are the input, whole and in order"
-        );
-        got
+        drain_checked(&mut r, input, target)
     }
 
     /// Lines of a few shapes: empty, blank, CRLF, short, and longer than most chunk targets.
