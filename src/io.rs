@@ -1640,9 +1640,7 @@ mod tests {
     #[test]
     fn a_mapped_chunk_unmaps_its_pages_when_dropped() {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let path = dir.path().join("big.jsonl");
-        let line = format!("{}\n", "x".repeat(99));
-        std::fs::write(&path, line.repeat(80_000)).expect("writes 8 MB");
+        let path = lines_file(dir.path(), "big.jsonl", 80_000);
         let inputs = Inputs::new(&[InputSpec::Path(path)], false).expect("exists");
         let mut r = inputs.open(0).expect("opens");
         let addr = r.map.as_ref().expect("mapped").0.as_ptr() as usize;
@@ -1672,14 +1670,31 @@ mod tests {
             .contains(&format!("{addr:x}-")));
     }
 
+    /// A file `name` in `dir` of `n` lines of 100 bytes (newline included).
+    #[cfg(target_os = "linux")]
+    fn lines_file(dir: &Path, name: &str, n: usize) -> PathBuf {
+        let path = dir.join(name);
+        let line = format!("{}\n", "x".repeat(99));
+        std::fs::write(&path, line.repeat(n)).expect("writes");
+        path
+    }
+
+    /// Cut the file at `path` to `len` bytes, as another process might while we read it.
+    #[cfg(target_os = "linux")]
+    fn truncate(path: &Path, len: u64) {
+        File::options()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_len(len))
+            .expect("truncates");
+    }
+
     /// A mapped file that shrinks under the reader is an error naming it, not a SIGBUS.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_mapped_file_truncated_while_read_is_an_error() {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let path = dir.path().join("shrinks.jsonl");
-        let line = format!("{}\n", "x".repeat(99));
-        std::fs::write(&path, line.repeat(1000)).expect("writes 100 kB");
+        let path = lines_file(dir.path(), "shrinks.jsonl", 1000);
         let inputs = Inputs::new(&[InputSpec::Path(path.clone())], false).expect("exists");
         let mut r = inputs.open(0).expect("opens");
         let map = r.map.as_ref().expect("mapped").0.clone();
@@ -1692,11 +1707,7 @@ mod tests {
         drop(map);
         let first = r.next_chunk(10_000).expect("reads").expect("a chunk");
         assert_eq!(first.len(), 100);
-        File::options()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_len(20_000))
-            .expect("truncates");
+        truncate(&path, 20_000);
         let e = r.next_chunk(200_000).expect_err("the rest is gone");
         let msg = e.to_string();
         assert!(msg.contains("shrinks.jsonl"), "{msg}");
@@ -1714,11 +1725,7 @@ mod tests {
         std::fs::write(&path, "x".repeat(3 << 20)).expect("writes one line of 3 MB");
         let inputs = Inputs::new(&[InputSpec::Path(path.clone())], false).expect("exists");
         let mut r = inputs.open(0).expect("opens");
-        File::options()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_len(READ_BLOCK as u64 / 2))
-            .expect("truncates");
+        truncate(&path, READ_BLOCK as u64 / 2);
         let msg = r.next_chunk(1000).expect_err("the line is cut").to_string();
         assert!(msg.contains("shorter than when it was opened"), "{msg}");
     }

@@ -4,6 +4,7 @@
 mod common;
 
 use std::io::Write;
+use std::path::Path;
 
 use common::*;
 use serde_json::Value;
@@ -308,48 +309,36 @@ fn compressed_inputs_stdin_and_stdout() {
     e.finish().unwrap();
     let zst = dir.path().join("c.jsonl.zst");
     std::fs::write(&zst, zstd::encode_all(&plain[..], 3).unwrap()).unwrap();
+    // `dedup` of `inp` into `out` on the CPU engine, with `extra` flags and environment.
+    let dedup = |inp: &Path, out: &Path, extra: &[&str], env: &[(&str, &str)]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["dedup", inp.to_str().unwrap(), "-o", out.to_str().unwrap()])
+            .args(["--engine", "cpu"])
+            .args(extra)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        ok(&o);
+    };
     let reference = dir.path().join("ref.jsonl");
-    ok(&neardup(&[
-        "dedup",
-        fixture("corpus.jsonl").to_str().unwrap(),
-        "-o",
-        reference.to_str().unwrap(),
-        "--engine",
-        "cpu",
-    ]));
+    dedup(&fixture("corpus.jsonl"), &reference, &[], &[]);
     for inp in [&gz, &zst] {
         let out = dir.path().join("o.jsonl");
-        ok(&neardup(&[
-            "dedup",
-            inp.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--engine",
-            "cpu",
-        ]));
+        dedup(inp, &out, &[], &[]);
         assert_eq!(sha256(&out), sha256(&reference), "{}", inp.display());
     }
     // A plain file read with read(2) instead of mapped: the same output.
     let out = dir.path().join("o-read.jsonl");
-    ok(&neardup(&[
-        "dedup",
-        fixture("corpus.jsonl").to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--engine",
-        "cpu",
-        "--no-mmap",
-    ]));
+    dedup(&fixture("corpus.jsonl"), &out, &["--no-mmap"], &[]);
     assert_eq!(sha256(&out), sha256(&reference));
     // And so through the environment, in any of the usual spellings of "on".
     for on in ["1", "true", "yes"] {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_neardup"))
-            .args(["dedup", fixture("corpus.jsonl").to_str().unwrap()])
-            .args(["-o", out.to_str().unwrap(), "--engine", "cpu"])
-            .env("NEARDUP_NO_MMAP", on)
-            .output()
-            .unwrap();
-        ok(&o);
+        dedup(
+            &fixture("corpus.jsonl"),
+            &out,
+            &[],
+            &[("NEARDUP_NO_MMAP", on)],
+        );
         assert_eq!(sha256(&out), sha256(&reference), "NEARDUP_NO_MMAP={on}");
     }
     // stdin in, stdout out.

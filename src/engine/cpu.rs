@@ -271,12 +271,12 @@ fn sign_split_doc(batch: &PackedBatch, d: usize, k: usize, perms: &PermParams, r
     let merged = parts
         .into_par_iter()
         .map(|(s, e)| {
-            // Shingle j of the document is bytes[starts[j] .. starts[j + width] - 1], so
-            // these starts hold exactly shingles s..e.
             // A per-thread buffer: a fresh one per part (128 KiB, glibc's mmap threshold)
             // cost page faults, and TLB flushes when freed.
             let mut xs = PART_XS.take();
             xs.clear();
+            // Shingle j of the document is bytes[starts[j] .. starts[j + width] - 1], so
+            // these starts hold exactly shingles s..e.
             kernel::hash_word_list(&batch.bytes, &starts[s..e + width], k, &mut xs);
             debug_assert_eq!(xs.len(), e - s);
             let fresh = REPEATS.with_borrow_mut(|f| f.keep_first_seen(&mut xs));
