@@ -1123,8 +1123,11 @@ pub fn interrupt_message(completed: &[PathBuf]) -> String {
     }
 }
 
+/// The write buffer of an [`Output`]: a write of at least this many bytes skips it.
+pub(crate) const OUTPUT_BUFFER_BYTES: usize = 1 << 20;
+
 /// Bytes written to an output between two requests to the kernel to start writing them back.
-const WRITEBACK_STEP: u64 = 8 << 20;
+const WRITEBACK_STEP: u64 = 1 << 20;
 
 /// A temporary output file that asks the kernel to start writing back each
 /// [`WRITEBACK_STEP`] bytes as soon as they are written (`sync_file_range`, Linux), so that
@@ -1350,13 +1353,16 @@ impl Output {
         if path == "-" {
             return Ok(Output {
                 name: "<stdout>".into(),
-                inner: OutputInner::Stdout(io::BufWriter::with_capacity(1 << 20, io::stdout())),
+                inner: OutputInner::Stdout(io::BufWriter::with_capacity(
+                    OUTPUT_BUFFER_BYTES,
+                    io::stdout(),
+                )),
             });
         }
         let target = PathBuf::from(path);
         let tmp = temp_beside(&target)?;
         register_partial(tmp.path());
-        let buf = io::BufWriter::with_capacity(1 << 20, WritebackFile::new(tmp));
+        let buf = io::BufWriter::with_capacity(OUTPUT_BUFFER_BYTES, WritebackFile::new(tmp));
         let writer: Box<dyn FinishWrite> = if path.ends_with(".gz") {
             Box::new(Gz(flate2::write::GzEncoder::new(
                 buf,

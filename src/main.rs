@@ -20,6 +20,11 @@ use neardup::report::{human_count, peak_rss_bytes};
 use neardup::{bench, decontam, dedup, pipeline, sigfile, CONTRACT_VERSION};
 
 fn main() -> ExitCode {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 512 << 20);
+    }
     // An interrupted run removes its unfinished outputs (they are hidden temporary files;
     // nothing ever appears under an output's name before the run succeeds).
     let _ = ctrlc::set_handler(|| {
@@ -295,24 +300,27 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
     let mut engine = build_engine(a.engine.engine, params, 0, &a.engine.gpu_options())?;
     let info = engine.info();
     let mut w = sigfile::SigWriter::create(&a.output, a.format, params, &info.to_string())?;
-    let np = params.num_perm;
     let bar = progress.pass("signatures", inputs.total_bytes());
     // Ids are kept (not the text) to refuse a repeated id before the file appears.
-    let mut ids = neardup::pipeline::IdArena::default();
-    let mut locs = Vec::new();
+    let mut ids = dedup::UniqueIds::default();
+    let total_bytes = inputs.total_bytes();
+    let name_of = |f: u32| inputs.name(f as usize).to_string();
     let stats = pipeline::scan(&inputs, &fields, engine.as_mut(), false, &bar, |sc| {
-        for d in 0..sc.len() {
-            w.push(sc.ids.get(d), &sc.sigs[d * np..(d + 1) * np])?;
+        if let (true, Some(total)) = (ids.is_empty() && sc.raw_bytes > 0, total_bytes) {
+            // Sized once, from the first chunk, for the whole corpus (plus a quarter): grown
+            // by doubling, the ids were copied each time onto fresh pages, each a page fault.
+            // Room never used is never touched.
+            let scale = total as f64 / sc.raw_bytes as f64 * 1.25;
+            let more = |n: usize| (n as f64 * scale) as usize;
+            ids.reserve(more(sc.len()), more(sc.ids.bytes_len()));
         }
-        ids.extend_from(&sc.ids);
-        locs.extend(sc.lines.iter().map(|&line| dedup::DocLoc {
-            file: sc.file_index as u32,
-            line,
-        }));
+        let file = sc.file_index as u32;
+        let locs = sc.lines.iter().map(|&line| dedup::DocLoc { file, line });
+        ids.extend(&sc.ids, locs, &name_of)?;
+        w.push_rows((0..sc.len()).map(|d| sc.ids.get(d)), &sc.sigs)?;
         Ok(())
     })?;
     drop(bar);
-    dedup::check_unique_ids(&ids, &locs, &|f| inputs.name(f as usize).to_string())?;
     w.finish()?;
     if std::env::var_os("NEARDUP_DEBUG_STAGES").is_some() {
         eprintln!("{stats:?}");

@@ -50,6 +50,17 @@ impl IdArena {
         &self.bytes[s..self.ends[i]]
     }
 
+    /// Bytes of the ids, all together.
+    pub fn bytes_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Room for `ids` more ids of `bytes` bytes in all.
+    pub fn reserve(&mut self, ids: usize, bytes: usize) {
+        self.ends.reserve(ids);
+        self.bytes.reserve(bytes);
+    }
+
     pub fn extend_from(&mut self, other: &IdArena) {
         let off = self.bytes.len();
         self.bytes.extend_from_slice(&other.bytes);

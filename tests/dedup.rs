@@ -378,7 +378,7 @@ fn exact_then_near_drops_exactly_the_planted_duplicates_and_counts_add_up() {
 
 #[test]
 fn repeated_ids_are_found_by_hash_and_the_first_repeat_in_input_order_is_named() {
-    use neardup::dedup::{check_unique_ids, id_order, DocLoc};
+    use neardup::dedup::{id_order, DocLoc, UniqueIds};
     use neardup::pipeline::IdArena;
     let names = |f: u32| format!("f{f}");
     let arena = |ids: &[&str]| {
@@ -400,11 +400,24 @@ fn repeated_ids_are_found_by_hash_and_the_first_repeat_in_input_order_is_named()
         .chain(["x".repeat(300)])
         .collect();
     let refs: Vec<&str> = many.iter().map(|s| s.as_str()).collect();
-    check_unique_ids(&arena(&refs), &locs(refs.len()), &names).unwrap();
+    let mut u = UniqueIds::default();
+    u.extend(&arena(&refs), locs(refs.len()), &names).unwrap();
+    // Chunk by chunk, against the ids of the chunks before.
+    u.extend(&arena(&["doc-5000"]), [DocLoc { file: 1, line: 1 }], &names)
+        .unwrap();
+    let e = u
+        .extend(&arena(&["new", "doc-17"]), locs(2), &names)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("f0:18") && e.to_string().contains("f0:2"),
+        "{e}"
+    );
     // "b" repeats at line 4 and "a" at line 5: line 4 is met first, though "a" sorts first
     // (id_order names the smallest id instead).
     let ids = ["b", "a", "c", "b", "a", "a"];
-    let e = check_unique_ids(&arena(&ids), &locs(6), &names).unwrap_err();
+    let e = UniqueIds::default()
+        .extend(&arena(&ids), locs(6), &names)
+        .unwrap_err();
     match &e {
         neardup::Error::DuplicateId { id, first, second } => {
             assert_eq!(
