@@ -692,7 +692,7 @@ mod tests {
         let mut g = RepeatFilter::default();
         g.keep_first_seen(&mut vec![1; 1000]);
         assert_eq!(g.slots.len(), 1024);
-        g.keep_first_seen(&mut vec![1; 10]);
+        g.keep_first_seen(&mut [1; 10]);
         assert_eq!(g.slots.len(), 1024);
         g.keep_first_seen(&mut vec![1; 5000]);
         assert_eq!(g.slots.len(), 8192);
