@@ -20,11 +20,6 @@ use neardup::report::{human_count, peak_rss_bytes};
 use neardup::{bench, decontam, dedup, pipeline, sigfile, CONTRACT_VERSION};
 
 fn main() -> ExitCode {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 512 << 20);
-    }
     // An interrupted run removes its unfinished outputs (they are hidden temporary files;
     // nothing ever appears under an output's name before the run succeeds).
     let _ = ctrlc::set_handler(|| {
