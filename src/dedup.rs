@@ -504,14 +504,17 @@ fn duplicate_id(
 
 /// Refuses a repeated id as the documents arrive, when no order of the ids is needed
 /// (`signatures`): each id's 64-bit hash goes into a table, and only ids with equal hashes are
-/// compared. The check runs on the thread that writes the rows, while the workers sign the next
-/// chunks; sorting all the hashes after the last chunk left both cores idle for 2.5 ms of a
-/// 0.2 s run. Of several repeats, the one met first in input order is named, with the earliest
-/// document that had its id, and the run stops there.
+/// compared. The check runs on the thread that writes the rows, beside the workers signing the
+/// next chunks; sorting all the hashes after the last chunk kept both cores on it for 2.5 ms of
+/// a 0.2 s run, with no chunk left to sign. Of several repeats, the one met first in input
+/// order is named, with the earliest document that had its id, and the run stops there.
 pub struct UniqueIds {
     ids: IdArena,
     locs: Vec<DocLoc>,
-    hash: fn(&[u8]) -> u64,
+    /// The id hash, and its seed: drawn per run, so that no corpus can be made whose ids all
+    /// land in a few slots of the table (the error named does not depend on it).
+    hash: fn(&[u8], u64) -> u64,
+    seed: u64,
     /// Each hash, and the first document with it.
     first: HashMap<u64, u32, std::hash::BuildHasherDefault<HashIsKey>>,
     /// Documents whose hash an earlier document with a different id had, in input order: a
@@ -521,26 +524,33 @@ pub struct UniqueIds {
 
 impl Default for UniqueIds {
     fn default() -> Self {
-        UniqueIds::with_hash(xxhash_rust::xxh3::xxh3_64)
+        use std::hash::BuildHasher;
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0u64);
+        UniqueIds::with_hash(xxhash_rust::xxh3::xxh3_64_with_seed, seed)
     }
 }
 
 impl UniqueIds {
-    fn with_hash(hash: fn(&[u8]) -> u64) -> Self {
+    fn with_hash(hash: fn(&[u8], u64) -> u64, seed: u64) -> Self {
         UniqueIds {
             ids: IdArena::default(),
             locs: Vec::new(),
             hash,
+            seed,
             first: HashMap::default(),
             clashes: Vec::new(),
         }
     }
 
-    /// Room for `docs` more documents whose ids hold `id_bytes` bytes in all.
+    /// Room for about `docs` more documents whose ids hold about `id_bytes` bytes in all (an
+    /// estimate). The lists get a quarter more, since room never used is never touched; the
+    /// table gets no more, since its entries land anywhere in it and touch every page. Room
+    /// the system will not give is left to grow as needed.
     pub fn reserve(&mut self, docs: usize, id_bytes: usize) {
-        self.ids.reserve(docs, id_bytes);
-        self.locs.reserve(docs);
-        self.first.reserve(docs);
+        let more = |n: usize| n.saturating_add(n / 4);
+        self.ids.try_reserve(more(docs), more(id_bytes));
+        let _ = self.locs.try_reserve(more(docs));
+        let _ = self.first.try_reserve(docs);
     }
 
     /// Documents so far.
@@ -566,7 +576,7 @@ impl UniqueIds {
         assert_eq!(self.locs.len(), self.ids.len(), "a location per id");
         for b in from..self.ids.len() {
             let id = self.ids.get_bytes(b);
-            let a = match self.first.entry((self.hash)(id)) {
+            let a = match self.first.entry((self.hash)(id, self.seed)) {
                 std::collections::hash_map::Entry::Vacant(v) => {
                     v.insert(b as u32);
                     continue;
@@ -585,9 +595,9 @@ impl UniqueIds {
     }
 }
 
-/// A hasher for keys that are already uniform 64-bit hashes: the key is its own hash.
+/// A hasher for keys that are already uniform (seeded) 64-bit hashes: the key is its own hash.
 #[derive(Default)]
-pub struct HashIsKey(u64);
+pub(crate) struct HashIsKey(u64);
 
 impl std::hash::Hasher for HashIsKey {
     fn finish(&self) -> u64 {
@@ -1196,7 +1206,7 @@ mod tests {
     fn colliding_hashes_neither_hide_a_repeat_nor_make_one_up() {
         let names = |f: u32| format!("f{f}");
         let run = |ids: &[&str]| {
-            let mut u = UniqueIds::with_hash(|b| b.len() as u64);
+            let mut u = UniqueIds::with_hash(|b, _| b.len() as u64, 0);
             let mut a = IdArena::default();
             ids.iter().for_each(|i| a.push(i));
             let locs = (1..=ids.len() as u64).map(|line| DocLoc { file: 0, line });

@@ -55,10 +55,11 @@ impl IdArena {
         self.bytes.len()
     }
 
-    /// Room for `ids` more ids of `bytes` bytes in all.
-    pub fn reserve(&mut self, ids: usize, bytes: usize) {
-        self.ends.reserve(ids);
-        self.bytes.reserve(bytes);
+    /// Room for `ids` more ids of `bytes` bytes in all, where the system gives it (a hint:
+    /// what it refuses grows as needed).
+    pub fn try_reserve(&mut self, ids: usize, bytes: usize) {
+        let _ = self.ends.try_reserve(ids);
+        let _ = self.bytes.try_reserve(bytes);
     }
 
     pub fn extend_from(&mut self, other: &IdArena) {

@@ -71,6 +71,9 @@ fn needs_json(id: &str) -> bool {
     id.starts_with('"') || id.starts_with('#') || id.contains(['\t', '\n', '\r'])
 }
 
+/// Rows of at least this many bytes in one [`SigWriter::push_rows`] go to an npy file directly.
+const DIRECT_ROWS_BYTES: usize = 64 << 10;
+
 /// Streams signature rows into a file of either format. Files appear only on
 /// [`SigWriter::finish`].
 pub struct SigWriter {
@@ -80,7 +83,8 @@ pub struct SigWriter {
     main: crate::io::Partial,
     main_buf: Vec<u8>,
     ids: Option<crate::io::Output>,
-    /// The ids file's next lines (npy), written out with `main_buf`.
+    /// The ids file's next lines (npy), written out with `main_buf`, or by
+    /// [`SigWriter::push_rows`] once they fill an output buffer.
     ids_buf: Vec<u8>,
     rows: u64,
 }
@@ -212,7 +216,10 @@ impl SigWriter {
     ) -> Result<(), Error> {
         let np = self.meta.num_perm;
         assert_eq!(rows.len(), ids.len() * np, "one row per id");
-        if self.format != SigFormat::Npy || cfg!(not(target_endian = "little")) {
+        // A few rows (a tiny input file's chunk) go through the buffer, as one at a time do:
+        // a write call each would cost more than the copy.
+        let few = rows.len() * 4 < DIRECT_ROWS_BYTES;
+        if few || self.format != SigFormat::Npy || cfg!(not(target_endian = "little")) {
             for (id, row) in ids.zip(rows.chunks_exact(np)) {
                 self.push(id, row)?;
             }

@@ -405,13 +405,14 @@ fn repeated_ids_are_found_by_hash_and_the_first_repeat_in_input_order_is_named()
     // Chunk by chunk, against the ids of the chunks before.
     u.extend(&arena(&["doc-5000"]), [DocLoc { file: 1, line: 1 }], &names)
         .unwrap();
-    let e = u
-        .extend(&arena(&["new", "doc-17"]), locs(2), &names)
-        .unwrap_err();
-    assert!(
-        e.to_string().contains("f0:18") && e.to_string().contains("f0:2"),
-        "{e}"
-    );
+    let in_file2 = (1..=2).map(|line| DocLoc { file: 2, line });
+    match u.extend(&arena(&["new", "doc-17"]), in_file2, &names) {
+        Err(neardup::Error::DuplicateId { id, first, second }) => assert_eq!(
+            (id.as_str(), first.as_str(), second.as_str()),
+            ("doc-17", "f0:18", "f2:2")
+        ),
+        other => panic!("{other:?}"),
+    }
     // "b" repeats at line 4 and "a" at line 5: line 4 is met first, though "a" sorts first
     // (id_order names the smallest id instead).
     let ids = ["b", "a", "c", "b", "a", "a"];

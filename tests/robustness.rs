@@ -187,7 +187,7 @@ fn repeated_ids_in_one_file_and_across_files() {
     let sig = c.path("s.npy").to_str().unwrap().to_string();
     c.fails(
         &["signatures", &only, &q, "-o", &sig, "--engine", "cpu"],
-        &["repeated id \"a\""],
+        &["repeated id \"a\"", "in.jsonl:2", "second.jsonl:1"],
     );
 }
 
