@@ -553,11 +553,7 @@ impl UniqueIds {
         let _ = self.first.try_reserve(docs);
     }
 
-    /// Documents so far.
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
+    /// No document yet.
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }

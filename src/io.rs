@@ -1129,9 +1129,10 @@ pub(crate) const OUTPUT_BUFFER_BYTES: usize = 1 << 20;
 /// Bytes written to an output between two requests to the kernel to start writing them back:
 /// a sixteenth of what is written so far, between these bounds. Small steps leave the final
 /// `fsync` little to wait for (with 8 MiB steps, the 25.6 MB matrix of a `signatures` run left
-/// it 9.6 MB: 6-8 ms with both cores idle; with 1 MiB steps, 1-2 ms); but small steps all the
-/// way made a 2 GB `dedup` output 22% slower (10.6 -> 13.0 s, 3 alternating runs), the many
-/// small requests costing CPU and disk.
+/// it 9.6 MB: 6-8 ms with both cores idle; with 1 MiB steps, 1-2 ms); but 1 MiB steps all the
+/// way made the 2 GB output of a 1M-document `dedup` about 0.9 s slower (13.0 against 10.6 s
+/// in alternating runs, of which 1.5 s was the runs' slot), the many small requests costing
+/// CPU and disk.
 const WRITEBACK_MIN_STEP: u64 = 1 << 20;
 const WRITEBACK_MAX_STEP: u64 = 8 << 20;
 

@@ -283,7 +283,8 @@ impl RepeatFilter {
             // zero: a zeroed allocation (`vec![0; n]`, or a fill with zeros, which the compiler
             // turns into `calloc`) maps the kernel's zero page, and the first store to each
             // page then copies it and flushes the other cores' TLBs (2.5% of a `signatures`
-            // run went to those flushes). The old table's values are of earlier documents.
+            // run went to those flushes). The old table (earlier documents' values) is freed
+            // first, so that its memory can serve the new one.
             self.slots = Vec::new();
             self.slots = vec![REPEAT_FILTER_EMPTY; size];
         }
