@@ -144,7 +144,8 @@ fn shingle_hashing_across_lane_groups_and_the_batch_end() {
     // than one and two hasher blocks, each document the last of its batch (so the vector loads
     // meet the end of the bytes).
     let mut counts = vec![7, 8, 9, 296];
-    for m in 1..=2 {
+    // One and two blocks; four is where the hasher starts sorting shingles by length.
+    for m in [1, 2, 4] {
         counts.extend([HASH_BLOCK * m - 1, HASH_BLOCK * m, HASH_BLOCK * m + 1]);
     }
     for words in counts.into_iter().map(|shingles| shingles + 4) {
@@ -199,17 +200,23 @@ fn an_earlier_lane_that_rounds_up_further_than_the_last_stays_inside_the_batch()
 /// lies far past the bytes while the list's last start is small.
 #[test]
 fn word_starts_that_do_not_increase_never_reach_the_vector_loads() {
-    let bytes = vec![b'a'; 200];
-    // 51 starts, k = 3: 48 shingles, one block and no scalar tail. Shingle j runs from
-    // starts[j] to starts[j + 3] - 1, always forward, but every third one starts at 1,000 and
-    // up, while the block's last shingle (47) ends at 49.
-    let starts: Vec<u32> = (0..51u32)
-        .map(|i| if i % 3 == 1 { 1000 + 100 * i } else { i })
-        .collect();
-    let r = std::panic::catch_unwind(|| {
-        let mut out = Vec::new();
-        fnv64_shingles(&bytes, &starts, 3, &mut out);
-        out
-    });
-    assert!(r.is_err(), "out-of-range shingles were hashed: {r:?}");
+    let bytes = vec![b'a'; 2000];
+    // 51 starts, k = 3: 48 shingles, one block. Shingle j runs from starts[j] to
+    // starts[j + 3] - 1, but every third start is 10,000 and up, so some shingles lie far past
+    // the bytes and others run backwards (their lengths wrap), while the last shingle (47) ends
+    // at 49. Then 251 starts: 248 shingles, enough that the hasher sorts them by length.
+    for n in [51u32, 251] {
+        let starts: Vec<u32> = (0..n)
+            .map(|i| if i % 3 == 1 { 10_000 + 100 * i } else { i })
+            .collect();
+        let r = std::panic::catch_unwind(|| {
+            let mut out = Vec::new();
+            fnv64_shingles(&bytes, &starts, 3, &mut out);
+            out
+        });
+        assert!(
+            r.is_err(),
+            "{n} starts: out-of-range shingles were hashed: {r:?}"
+        );
+    }
 }
