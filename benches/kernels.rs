@@ -49,7 +49,8 @@ fn hashing(c: &mut Criterion) {
     let shingles = batch.total_shingles(5);
     let mut g = c.benchmark_group("fnv1a shingles");
     g.throughput(Throughput::Elements(shingles as u64));
-    // As the engine hashes: a whole batch at once, the lockstep blocks across documents.
+    // As the engine hashes: a whole batch at once, the lockstep blocks by length class,
+    // across documents.
     g.bench_function("hash_docs k=5", |b| {
         let mut xs = Vec::with_capacity(shingles);
         b.iter(|| {
@@ -58,7 +59,8 @@ fn hashing(c: &mut Criterion) {
             xs.len()
         })
     });
-    // One document at a time: each document's last block is partial.
+    // One document at a time: under 192 shingles a call, so in text order, each document's
+    // last block partial (padded).
     g.bench_function("hash_shingles k=5", |b| {
         let mut xs = Vec::with_capacity(shingles);
         b.iter(|| {

@@ -146,14 +146,14 @@ fn hash_into<'a, T: ShingleValue, I: Iterator<Item = &'a [u32]>>(
     let total: usize = lists()
         .map(|ws| shingle_layout(ws.len().saturating_sub(1), k).0)
         .sum();
-    // Every value is written exactly once, so the room is not filled first.
+    // Every value is written exactly once, so the room is not filled first. The shingles are
+    // numbered in u32s.
+    assert!(total <= u32::MAX as usize, "too many shingles for one call");
     out.reserve(total);
     let written = hash_blocks(bytes, lists(), k, &mut out.spare_capacity_mut()[..total]);
-    assert_eq!(
-        written, total,
-        "the shingles counted are the shingles hashed"
-    );
-    // SAFETY: hash_blocks wrote out[len + i] for every shingle i < written = total.
+    assert_eq!(written, total, "every shingle counted is written");
+    // SAFETY: hash_blocks wrote `written` values, each at its shingle's own number below
+    // `total` (distinct numbers, bounds-checked writes), so all of out[len .. len + total].
     unsafe { out.set_len(out.len() + total) };
 }
 
@@ -169,6 +169,12 @@ fn pack_range(start: u32, len: u32) -> u64 {
     start as u64 | (len as u64) << 32
 }
 
+/// `(start, len)` of a [`pack_range`].
+#[inline(always)]
+fn unpack_range(r: u64) -> (u32, u32) {
+    (r as u32, (r >> 32) as u32)
+}
+
 /// Blocks of shingles waiting to be hashed, one per length class: packed byte ranges and their
 /// places in the output, with the fill counts apart, so that a push is two stores and the
 /// counts' loads do not wait on them. Each block has room for [`SLOTS`] entries, a power of
@@ -182,6 +188,9 @@ struct Pending<const C: usize> {
 }
 
 const SLOTS: usize = HASH_BLOCK.next_power_of_two();
+
+// The kernels hash a block in groups of eight lanes, and a block fits its slots.
+const _: () = assert!(HASH_BLOCK.is_multiple_of(LANES) && SLOTS >= HASH_BLOCK);
 
 impl<const C: usize> Pending<C> {
     fn new() -> Self {
@@ -212,8 +221,31 @@ impl<const C: usize> Pending<C> {
         unsafe { (self.range[c][l].assume_init(), self.idx[c][l].assume_init()) }
     }
 
-    /// Hash block `c` (its unused lanes empty ranges) and put each value in its place.
-    fn flush<T: ShingleValue>(&mut self, c: usize, bytes: &[u8], out: &mut [MaybeUninit<T>]) {
+    /// Add a shingle to block `c`, and hash the block when that fills it; the values written.
+    #[inline(always)]
+    fn push_or_flush<T: ShingleValue>(
+        &mut self,
+        c: usize,
+        range: u64,
+        idx: u32,
+        bytes: &[u8],
+        out: &mut [MaybeUninit<T>],
+    ) -> usize {
+        if self.push(c, range, idx) {
+            self.flush(c, bytes, out)
+        } else {
+            0
+        }
+    }
+
+    /// Hash block `c` (its unused lanes empty ranges), put each value in its place, and return
+    /// how many there were.
+    fn flush<T: ShingleValue>(
+        &mut self,
+        c: usize,
+        bytes: &[u8],
+        out: &mut [MaybeUninit<T>],
+    ) -> usize {
         let n = self.n[c] as usize;
         assert!(n <= HASH_BLOCK);
         for r in &mut self.range[c][n..HASH_BLOCK] {
@@ -227,6 +259,7 @@ impl<const C: usize> Pending<C> {
             out[unsafe { i.assume_init() } as usize].write(v);
         }
         self.n[c] = 0;
+        n
     }
 }
 
@@ -249,34 +282,28 @@ fn hash_blocks<'a, T: ShingleValue>(
     out: &mut [MaybeUninit<T>],
 ) -> usize {
     let mut rest = Pending::<1>::new();
-    let count = if out.len() < SORT_MIN_SHINGLES {
+    let mut written = 0;
+    if out.len() < SORT_MIN_SHINGLES {
         for_each_range(lists, k, |range, i| {
-            if rest.push(0, range, i) {
-                rest.flush(0, bytes, out);
-            }
-        })
+            written += rest.push_or_flush(0, range, i, bytes, out);
+        });
     } else {
         let mut classes = Pending::<LENGTH_CLASSES>::new();
-        let count = for_each_range(lists, k, |range, i| {
-            let c = ((range >> 32).min(LENGTH_CLASS_CAP as u64) >> LENGTH_CLASS_SHIFT) as usize;
-            if classes.push(c, range, i) {
-                classes.flush(c, bytes, out);
-            }
+        for_each_range(lists, k, |range, i| {
+            let c = (unpack_range(range).1.min(LENGTH_CLASS_CAP) >> LENGTH_CLASS_SHIFT) as usize;
+            written += classes.push_or_flush(c, range, i, bytes, out);
         });
         for c in 0..LENGTH_CLASSES {
             for l in 0..classes.n[c] as usize {
                 let (range, idx) = classes.entry(c, l);
-                if rest.push(0, range, idx) {
-                    rest.flush(0, bytes, out);
-                }
+                written += rest.push_or_flush(0, range, idx, bytes, out);
             }
         }
-        count
-    };
-    if rest.n[0] > 0 {
-        rest.flush(0, bytes, out);
     }
-    count
+    if rest.n[0] > 0 {
+        written += rest.flush(0, bytes, out);
+    }
+    written
 }
 
 /// Fewer shingles than this are hashed in text order: sorting a few into 25 classes would
@@ -285,14 +312,15 @@ const SORT_MIN_SHINGLES: usize = 4 * HASH_BLOCK;
 
 /// `f(packed byte range, number)` of every shingle of the word lists, numbered on from one list
 /// into the next. Shingle `j` of a list `ws` is `bytes[ws[j] .. ws[j + width] - 1]`. A public
-/// caller's starts need not increase: the length then wraps, the kernel's range check fails,
-/// and the scalar way's slicing panics.
+/// caller's starts need not increase: a shingle that runs backwards gets a wrapped length,
+/// and any range outside `bytes` makes the hashing panic (the kernel refuses its lane, and the
+/// scalar way's slicing panics).
 #[inline(always)]
 fn for_each_range<'a>(
     lists: impl Iterator<Item = &'a [u32]>,
     k: usize,
     mut f: impl FnMut(u64, u32),
-) -> usize {
+) {
     let mut i = 0u32;
     for ws in lists {
         let (count, width) = shingle_layout(ws.len().saturating_sub(1), k);
@@ -301,7 +329,6 @@ fn for_each_range<'a>(
             i += 1;
         }
     }
-    i as usize
 }
 
 /// Shingles per lockstep block of [`hash_docs`] (public so tests can sweep its boundaries).
@@ -313,9 +340,16 @@ fn hash_block(bytes: &[u8], ranges: &[u64; HASH_BLOCK]) -> [u64; HASH_BLOCK] {
     #[cfg(target_arch = "x86_64")]
     if x86::fnv_available() {
         // SAFETY: AVX-512 F+DQ present (fnv_available); the kernel checks its loads' bounds.
-        if unsafe { x86::fnv_lanes(bytes, ranges, &mut out) } {
-            return out;
+        let mut refused = unsafe { x86::fnv_lanes(bytes, ranges, &mut out) };
+        // The lanes whose word loads would pass the end of the bytes (the last shingles of a
+        // batch or word list, or ranges that are really out of bounds: the slicing panics).
+        while refused != 0 {
+            let l = refused.trailing_zeros() as usize;
+            let (start, len) = unpack_range(ranges[l]);
+            out[l] = crate::hash::fnv1a64(&bytes[start as usize..][..len as usize]);
+            refused &= refused - 1;
         }
+        return out;
     }
     for g in 0..HASH_BLOCK / LANES {
         let r: &[u64; LANES] = ranges[g * LANES..][..LANES].try_into().expect("LANES");
@@ -328,8 +362,8 @@ fn hash_block(bytes: &[u8], ranges: &[u64; HASH_BLOCK]) -> [u64; HASH_BLOCK] {
 /// FNV-1a 64 of [`LANES`] packed byte ranges in lockstep (scalar), into `out`.
 fn hash_lanes_scalar(bytes: &[u8], ranges: &[u64; LANES], out: &mut [u64; LANES]) {
     let ranges: [&[u8]; LANES] = std::array::from_fn(|l| {
-        let (start, len) = (ranges[l] as u32 as usize, (ranges[l] >> 32) as usize);
-        &bytes[start..start + len]
+        let (start, len) = unpack_range(ranges[l]);
+        &bytes[start as usize..][..len as usize]
     });
     let common = ranges.iter().map(|r| r.len()).min().expect("LANES > 0");
     // Cut to the common length, so the compiler sees every index below in bounds.
@@ -533,10 +567,11 @@ mod x86 {
     /// has ended is masked and keeps its value.
     ///
     /// The loads read whole 8-byte words, up to 7 bytes past a range's end: fine inside the
-    /// batch, not past its end. So the kernel first checks every lane's reach,
-    /// `start + len` rounded up to 8, against the bytes, and returns false, having done nothing,
-    /// when a lane would pass the end (the caller then takes the scalar way, whose slicing
-    /// panics on a range that is really out of bounds).
+    /// batch, not past its end. So the kernel first checks every lane's reach, `start` plus
+    /// `len` rounded up to a multiple of 8, against the bytes. A lane that would pass the end
+    /// is refused: it loads nothing, its `out` is left as it was, and its bit (bit `l` for lane
+    /// `l`) is set in the mask returned, for the caller to hash it the scalar way (whose
+    /// slicing panics on a range that is really out of bounds).
     ///
     /// # Safety
     /// AVX-512 F and DQ must be present.
@@ -545,7 +580,7 @@ mod x86 {
         bytes: &[u8],
         ranges: &[u64; FNV_SIMD_LANES],
         out: &mut [u64; FNV_SIMD_LANES],
-    ) -> bool {
+    ) -> u64 {
         let base = bytes.as_ptr();
         let prime = _mm512_set1_epi64(FNV_PRIME as i64);
         let ff = _mm512_set1_epi64(0xff);
@@ -555,21 +590,22 @@ mod x86 {
         let mut lens = [_mm512_setzero_si512(); GROUPS];
         let limit = _mm512_set1_epi64(bytes.len() as i64);
         let seven = _mm512_set1_epi64(7);
-        let mut beyond = 0u8;
+        let mut refused = 0u64;
         let mut most = _mm512_setzero_si512();
         for g in 0..GROUPS {
             let r = _mm512_loadu_si512(ranges.as_ptr().add(8 * g) as *const __m512i);
             off[g] = _mm512_and_si512(r, _mm512_set1_epi64(u32::MAX as i64));
             lens[g] = _mm512_srli_epi64::<32>(r);
-            // The lane's reach: start + len rounded up to a whole word (an empty lane, as
-            // pads a short block, loads nothing and may start anywhere).
-            let words = _mm512_andnot_si512(seven, _mm512_add_epi64(lens[g], seven));
+            // The lane's reach: start plus len rounded up to whole words (an empty lane, as
+            // pads a short block, loads nothing and may start anywhere). Both are below 2^32,
+            // so the 64-bit sum cannot wrap.
+            let span = _mm512_andnot_si512(seven, _mm512_add_epi64(lens[g], seven));
             let loads = _mm512_test_epi64_mask(lens[g], lens[g]);
-            beyond |= _mm512_mask_cmpgt_epu64_mask(loads, _mm512_add_epi64(off[g], words), limit);
+            let beyond = _mm512_mask_cmpgt_epu64_mask(loads, _mm512_add_epi64(off[g], span), limit);
+            // A refused lane runs as an empty one.
+            lens[g] = _mm512_maskz_mov_epi64(!beyond, lens[g]);
+            refused |= (beyond as u64) << (8 * g);
             most = _mm512_max_epu64(most, lens[g]);
-        }
-        if beyond != 0 {
-            return false;
         }
         let longest = _mm512_reduce_max_epu64(most) as usize;
         let mut w = [_mm512_setzero_si512(); GROUPS];
@@ -614,13 +650,17 @@ mod x86 {
             t += 8;
         }
         for (g, v) in h.iter().enumerate() {
-            _mm512_storeu_si512(out.as_mut_ptr().add(8 * g) as *mut __m512i, *v);
+            _mm512_mask_storeu_epi64(
+                out.as_mut_ptr().add(8 * g) as *mut i64,
+                !((refused >> (8 * g)) as u8),
+                *v,
+            );
         }
-        true
+        refused
     }
 
     /// `v mod P` of 48 values, as [`crate::hash::mod_p`] computes it: two folds leave
-    /// `f < P + 8`, and the smaller of `f` and `f - P` (wrapping) is the remainder.
+    /// `f <= P + 4`, and the smaller of `f` and `f - P` (wrapping) is the remainder.
     ///
     /// # Safety
     /// AVX-512 F must be present.
@@ -916,13 +956,15 @@ mod tests {
 
     #[test]
     fn shingles_of_every_length_class_hash_in_text_order() {
-        // One-word shingles of lengths in every class (the last one the open-ended class at
-        // LENGTH_CLASS_CAP and above), a class holding 0, 1, 47, 48, 49 or 97 of them (an
-        // empty, a lone, a one-short, a full, a full-plus-one and a twice-full-plus-one
-        // block), shuffled; then the same words as 2- and 5-word shingles.
+        // One-word shingles of lengths in every class, the first (1-3 bytes) and the
+        // open-ended last (LENGTH_CLASS_CAP bytes and up) among them, each class holding 1,
+        // 47, 48, 49 or 97 of them (a lone, a one-short, a full, a full-plus-one and a
+        // twice-full-plus-one block) or none; the class edges themselves (3, 4, CAP - 1, CAP,
+        // CAP + 1) among the lengths; shuffled. Then the same words as 2- and 5-word shingles.
         let mut rng = crate::hash::Pcg32::new(11);
-        let counts = [0usize, 1, 47, 48, 49, 97];
-        let mut lens = Vec::new();
+        let counts = [97usize, 1, 47, 48, 49, 0];
+        let cap = LENGTH_CLASS_CAP as usize;
+        let mut lens = vec![3, 4, cap - 1, cap, cap + 1];
         for c in 0..LENGTH_CLASSES {
             let lo = (c << LENGTH_CLASS_SHIFT).max(1);
             let hi = if c + 1 == LENGTH_CLASSES {
@@ -930,7 +972,12 @@ mod tests {
             } else {
                 (c + 1) << LENGTH_CLASS_SHIFT
             };
-            for _ in 0..counts[c % counts.len()] {
+            let n = if c + 1 == LENGTH_CLASSES {
+                97
+            } else {
+                counts[c % counts.len()]
+            };
+            for _ in 0..n {
                 lens.push(lo + rng.below((hi - lo) as u32) as usize);
             }
         }
@@ -954,10 +1001,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn mod_p_lanes_is_mod_p() {
+    /// Whether this CPU runs the AVX-512 hasher; without it, say so loudly, and fail when
+    /// `NEARDUP_REQUIRE_AVX512=1` says the machine must have it.
+    fn avx512_hasher(what: &str) -> bool {
         #[cfg(target_arch = "x86_64")]
         if x86::fnv_available() {
+            return true;
+        }
+        assert!(
+            std::env::var_os("NEARDUP_REQUIRE_AVX512").is_none(),
+            "NEARDUP_REQUIRE_AVX512 is set but the AVX-512 hasher does not run here"
+        );
+        eprintln!("!!! {what} NOT TESTED: this CPU has no AVX-512 (or NEARDUP_KERNEL=scalar) !!!");
+        false
+    }
+
+    #[test]
+    fn mod_p_lanes_is_mod_p() {
+        if !avx512_hasher("mod_p_lanes") {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
             let p = P as u64;
             let mut rng = crate::hash::Pcg32::new(5);
             let edges = [
@@ -976,42 +1041,89 @@ mod tests {
             v.extend((0..86).map(|_| (rng.next_u32() as u64) << 32 | rng.next_u32() as u64));
             for block in v.chunks_exact(HASH_BLOCK) {
                 let h: &[u64; HASH_BLOCK] = block.try_into().unwrap();
-                // SAFETY: fnv_available says AVX-512 F is present.
+                // SAFETY: avx512_hasher says AVX-512 F is present.
                 let got = unsafe { x86::mod_p_lanes(h) };
                 let want: Vec<u32> = h.iter().map(|&x| (x % p) as u32).collect();
                 assert_eq!(got[..], want[..]);
             }
-            return;
         }
-        eprintln!("!!! mod_p_lanes NOT TESTED: this CPU has no AVX-512 !!!");
     }
 
     #[test]
-    fn the_vector_hasher_refuses_a_block_whose_loads_would_pass_the_end() {
-        #[cfg(target_arch = "x86_64")]
-        if x86::fnv_available() {
-            let bytes: Vec<u8> = (0..100u8).collect();
-            // Lane 5 reads whole words: 90 + 9 bytes rounds up to 90 + 16 > 100; 84 + 16 is
-            // exactly the end. Empty lanes read nothing, wherever they start.
-            for (start, len, fits) in [(90u32, 9u32, false), (84, 9, true), (84, 16, true)] {
-                let mut ranges = [pack_range(1000, 0); HASH_BLOCK];
-                for (l, r) in ranges.iter_mut().enumerate().take(5) {
-                    *r = pack_range(l as u32, 3);
-                }
-                ranges[5] = pack_range(start, len);
-                let mut out = [0u64; HASH_BLOCK];
-                // SAFETY: fnv_available says AVX-512 F and DQ are present.
-                let ran = unsafe { x86::fnv_lanes(&bytes, &ranges, &mut out) };
-                assert_eq!(ran, fits, "start {start} len {len}");
-                if ran {
-                    let s = start as usize;
-                    assert_eq!(out[5], crate::hash::fnv1a64(&bytes[s..s + len as usize]));
-                    assert_eq!(out[1], crate::hash::fnv1a64(&bytes[1..4]));
-                    assert_eq!(out[6], FNV_OFFSET);
-                }
-            }
+    fn the_vector_hasher_refuses_only_the_lanes_whose_loads_would_pass_the_end() {
+        if !avx512_hasher("fnv_lanes' bounds check") {
             return;
         }
-        eprintln!("!!! fnv_lanes NOT TESTED: this CPU has no AVX-512 !!!");
+        #[cfg(target_arch = "x86_64")]
+        {
+            let bytes: Vec<u8> = (0..100u8).collect();
+            // A lane reads whole words: 90 + 9 bytes reaches 90 + 16 > 100; 84 + 16 ends
+            // exactly at the end. Then ranges at the edges of u32 (a 32-bit sum would wrap
+            // and pass), in the first group and the last. Empty lanes (start 1,000) read
+            // nothing, wherever they start.
+            let cases = [
+                (90u32, 9u32, false),
+                (84, 9, true),
+                (84, 16, true),
+                (u32::MAX, 1, false),
+                (u32::MAX - 3, 8, false),
+                (0, u32::MAX, false),
+            ];
+            for (start, len, fits) in cases {
+                for lane in [5, HASH_BLOCK - 1] {
+                    let mut ranges = [pack_range(1000, 0); HASH_BLOCK];
+                    for (l, r) in ranges.iter_mut().enumerate().take(5) {
+                        *r = pack_range(l as u32, 3);
+                    }
+                    ranges[lane] = pack_range(start, len);
+                    let mut out = [1u64; HASH_BLOCK];
+                    // SAFETY: avx512_hasher says AVX-512 F and DQ are present.
+                    let refused = unsafe { x86::fnv_lanes(&bytes, &ranges, &mut out) };
+                    let what = format!("start {start} len {len} in lane {lane}");
+                    assert_eq!(refused, if fits { 0 } else { 1 << lane }, "{what}");
+                    if fits {
+                        let s = start as usize;
+                        let want = crate::hash::fnv1a64(&bytes[s..s + len as usize]);
+                        assert_eq!(out[lane], want, "{what}");
+                    } else {
+                        assert_eq!(out[lane], 1, "a refused lane's value is left: {what}");
+                    }
+                    // The other lanes are hashed either way.
+                    assert_eq!(out[1], crate::hash::fnv1a64(&bytes[1..4]), "{what}");
+                    assert_eq!(out[6], FNV_OFFSET, "{what}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_vector_and_scalar_hashers_agree_on_random_blocks() {
+        if !avx512_hasher("fnv_lanes against hash_lanes_scalar") {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut rng = crate::hash::Pcg32::new(17);
+            let bytes: Vec<u8> = (0..4096).map(|_| rng.next_u32() as u8).collect();
+            for round in 0..200 {
+                // Lengths from 0 to 130, some blocks of one length class, some mixed; some
+                // lanes end within 7 bytes of the end of the bytes (refused, then scalar).
+                let spread = [3, 130, 1][round % 3];
+                let base = rng.below(100) as usize;
+                let ranges: [u64; HASH_BLOCK] = std::array::from_fn(|_| {
+                    let len = (base + rng.below(spread) as usize).min(130);
+                    let start = rng.below((bytes.len() - len + 1) as u32);
+                    pack_range(start, len as u32)
+                });
+                let mut want = [0u64; HASH_BLOCK];
+                for g in 0..HASH_BLOCK / LANES {
+                    let r: &[u64; LANES] = ranges[g * LANES..][..LANES].try_into().unwrap();
+                    let o: &mut [u64; LANES] =
+                        (&mut want[g * LANES..][..LANES]).try_into().unwrap();
+                    hash_lanes_scalar(&bytes, r, o);
+                }
+                assert_eq!(hash_block(&bytes, &ranges), want, "round {round}");
+            }
+        }
     }
 }

@@ -181,10 +181,10 @@ fn shingle_hashing_across_lane_groups_and_the_batch_end() {
 #[test]
 fn an_earlier_lane_that_rounds_up_further_than_the_last_stays_inside_the_batch() {
     // k = 2, one full block of shingles, the document last in its batch: the last lane but one
-    // is "aa bbbbbb" (9 bytes, its loads reach 16 bytes on), the last "bbbbbb c" (8 bytes,
-    // exactly 8). Checking only the last lane's rounded-up reach let the one before read past
-    // the end of the bytes (caught by fnv_lanes' debug assertion); the check is now on the
-    // furthest end plus 7, which bounds every lane's loads.
+    // is "aa bbbbbb" (9 bytes, its word loads reach 16 bytes on, past the end), the last
+    // "bbbbbb c" (8 bytes, exactly 8). Checking only the last lane's reach once let the one
+    // before read past the end of the bytes; the kernel now checks every lane's reach and
+    // leaves the lanes that would pass the end to the scalar way.
     let filler: Vec<String> = (0..HASH_BLOCK - 2).map(|i| format!("f{i}")).collect();
     let text = format!("{} aa bbbbbb c", filler.join(" "));
     let batch = PackedBatch::from_texts(&[text]);
@@ -195,11 +195,11 @@ fn an_earlier_lane_that_rounds_up_further_than_the_last_stays_inside_the_batch()
     assert_eq!(xs, want);
 }
 
-/// Word starts that do not increase (a public caller's mistake) must meet a bounds check, not
-/// the vector loads, which trust the furthest end the driver computes: here every odd shingle
-/// lies far past the bytes while the list's last start is small.
+/// Word starts that do not increase (a public caller's mistake) must meet a bounds check before
+/// any load: here some shingles lie far past the bytes, or run backwards, while the list's
+/// last start is small. The kernel refuses their lanes, and the scalar way's slicing panics.
 #[test]
-fn word_starts_that_do_not_increase_never_reach_the_vector_loads() {
+fn word_starts_that_do_not_increase_panic_instead_of_reading_out_of_bounds() {
     let bytes = vec![b'a'; 2000];
     // 51 starts, k = 3: 48 shingles, one block. Shingle j runs from starts[j] to
     // starts[j + 3] - 1, but every third start is 10,000 and up, so some shingles lie far past
