@@ -461,8 +461,10 @@ pub fn cluster_corpus(
     })
 }
 
-/// Documents in id order (ids compare as UTF-8 bytes), or the error naming the first repeated id
-/// with both places it was read.
+/// Documents in id order (ids compare as UTF-8 bytes), or the error naming a repeated id with
+/// two places it was read. Of several repeats it names the one [`UniqueIds`] names as the
+/// documents arrive (so `dedup` and `signatures` name the same one): the repeat met first in
+/// input order, with the earliest document that had its id.
 pub fn id_order(
     ids: &IdArena,
     locs: &[DocLoc],
@@ -474,13 +476,23 @@ pub fn id_order(
             .cmp(ids.get_bytes(b as usize))
             .then(a.cmp(&b))
     });
-    for w in order.windows(2) {
-        let (a, b) = (w[0] as usize, w[1] as usize);
-        if ids.get_bytes(a) == ids.get_bytes(b) {
-            return Err(duplicate_id(ids, locs, name_of, a, b));
+    // Equal ids sit together, in input order; a pair of neighbours is the first two
+    // documents of its id only when the one before them has another id.
+    let mut first_repeat: Option<(u32, u32)> = None;
+    for (i, w) in order.windows(2).enumerate() {
+        let (a, b) = (w[0], w[1]);
+        let same = |x: u32, y: u32| ids.get_bytes(x as usize) == ids.get_bytes(y as usize);
+        if same(a, b)
+            && (i == 0 || !same(order[i - 1], a))
+            && first_repeat.is_none_or(|(_, second)| b < second)
+        {
+            first_repeat = Some((a, b));
         }
     }
-    Ok(order)
+    match first_repeat {
+        Some((a, b)) => Err(duplicate_id(ids, locs, name_of, a as usize, b as usize)),
+        None => Ok(order),
+    }
 }
 
 /// The error for documents `a` and `b` sharing an id, naming where each was read.
@@ -1229,5 +1241,39 @@ mod tests {
                 other => panic!("{other}"),
             }
         }
+    }
+
+    /// `id_order` (what `dedup` checks after its first pass) and `UniqueIds` (what `signatures`
+    /// checks as the documents arrive) name the same repeat of the same ids, or pass both: ids
+    /// drawn from a small alphabet, so that most lists repeat several ids, in any order.
+    #[test]
+    fn the_sorted_and_the_streaming_check_name_the_same_repeat() {
+        use proptest::prelude::*;
+        let names = |f: u32| format!("f{f}");
+        let describe = |r: Result<(), Error>| r.map_err(|e| e.to_string());
+        let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+            cases: 2000,
+            ..Default::default()
+        });
+        runner
+            .run(&proptest::collection::vec(0u8..8, 0..12), |picks| {
+                let mut a = IdArena::default();
+                picks.iter().for_each(|p| a.push(&format!("id{p}")));
+                let locs: Vec<DocLoc> = (1..=picks.len() as u64)
+                    .map(|line| DocLoc { file: 0, line })
+                    .collect();
+                let sorted = describe(id_order(&a, &locs, &names).map(|_| ()));
+                let mut u = UniqueIds::default();
+                let streamed = describe(u.extend(&a, locs.iter().copied(), &names));
+                prop_assert_eq!(sorted, streamed);
+                Ok(())
+            })
+            .unwrap();
+        // The case that told them apart: "b" repeats before "a" does, and "a" sorts first.
+        let mut a = IdArena::default();
+        ["b", "a", "b", "a"].iter().for_each(|i| a.push(i));
+        let locs: Vec<DocLoc> = (1..=4).map(|line| DocLoc { file: 0, line }).collect();
+        let e = id_order(&a, &locs, &names).unwrap_err().to_string();
+        assert!(e.contains("\"b\": at f0:1 and again at f0:3"), "{e}");
     }
 }

@@ -189,6 +189,20 @@ fn repeated_ids_in_one_file_and_across_files() {
         &["signatures", &only, &q, "-o", &sig, "--engine", "cpu"],
         &["repeated id \"a\"", "in.jsonl:2", "second.jsonl:1"],
     );
+    // Of several repeats, both name the one met first in input order ("b", though "a" sorts
+    // first), with the earliest line that had its id.
+    let two = c.write(
+        "two.jsonl",
+        b"{\"id\":\"b\",\"text\":\"x\"}\n{\"id\":\"a\",\"text\":\"x\"}\n\
+          {\"id\":\"b\",\"text\":\"x\"}\n{\"id\":\"a\",\"text\":\"x\"}\n{\"id\":\"b\",\"text\":\"x\"}\n",
+    );
+    let named = [
+        "repeated id \"b\": at ",
+        "two.jsonl:1 and again at ",
+        "two.jsonl:3;",
+    ];
+    c.dedup_fails(&two, &named);
+    c.fails(&["signatures", &two, "-o", &sig, "--engine", "cpu"], &named);
 }
 
 #[test]
