@@ -901,9 +901,16 @@ pub fn run_dedup(
                 }
             }
             Ok(())
-        })?
+        })
     };
     let name_of = |f: u32| inputs.name(f as usize).to_string();
+    let scan_stats = scan_stats.map_err(|e| {
+        // `signatures` checks ids as the chunks arrive, so of a repeated id in the chunks
+        // before this error and the error, it names the repeat; name the same here.
+        id_order(&corpus.ids, &corpus.locs, &name_of)
+            .err()
+            .unwrap_or(e)
+    })?;
     let k = cfg.params.k;
     let sets_budget = memory_limit.map(|l| l.saturating_sub(corpus.heap_bytes() as u64));
     let clustering = cluster_corpus(

@@ -203,6 +203,28 @@ fn repeated_ids_in_one_file_and_across_files() {
     ];
     c.dedup_fails(&two, &named);
     c.fails(&["signatures", &two, "-o", &sig, "--engine", "cpu"], &named);
+    // A repeat, then (past the first chunk the reader cuts, 256 KiB) a line that is not JSON:
+    // both name the repeat, which comes first. (signatures stops at it; dedup, which checks
+    // ids after its first pass, looks for one when that pass fails.)
+    let filler = "{\"id\":\"f\",\"text\":\"padding words here\"}\n".len();
+    let mut body = String::from("{\"id\":\"b\",\"text\":\"x\"}\n{\"id\":\"b\",\"text\":\"x\"}\n");
+    for i in 0..(400 << 10) / filler {
+        body.push_str(&format!(
+            "{{\"id\":\"f{i}\",\"text\":\"padding words here\"}}\n"
+        ));
+    }
+    body.push_str("{\"id\": \"late\", \"text\": \n");
+    let late = c.write("late.jsonl", body.as_bytes());
+    let named = [
+        "repeated id \"b\": at ",
+        "late.jsonl:1 and again at ",
+        "late.jsonl:2;",
+    ];
+    c.dedup_fails(&late, &named);
+    c.fails(
+        &["signatures", &late, "-o", &sig, "--engine", "cpu"],
+        &named,
+    );
 }
 
 #[test]
