@@ -92,6 +92,36 @@ def best_of(repeat, fn, before=None):
     return best
 
 
+def timed_once(fn, before=None):
+    """Wall seconds of one fn() call; `before()`, when given, runs first, untimed."""
+    if before:
+        before()
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def paired(rounds, nd_run, nd_clear, contenders):
+    """Ratios robust to the VM's slow and fast spells: each round times one neardup run and, right
+    after it, one run of every contender (in an order that alternates from round to round), so each
+    ratio compares two timings a second or so apart. Returns, per contender, the per-round ratios
+    neardup shingles/s / contender shingles/s (= contender seconds / neardup seconds, the shingles
+    being the same)."""
+    ratios = {name: [] for name, _ in contenders}
+    for r in range(rounds):
+        order = contenders if r % 2 == 0 else contenders[::-1]
+        for name, fn in order:
+            t_nd = timed_once(nd_run, nd_clear)
+            t_c = timed_once(fn)
+            ratios[name].append(t_c / t_nd)
+    return ratios
+
+
+def median(v):
+    v = sorted(v)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+
+
 def run_proc(repeat, cmd, outputs=()):
     """Best wall time of a whole subprocess (start, read, work, write, exit). The files in `outputs`
     (the previous call's) are removed before each call, untimed: a run that renames its output over
@@ -296,6 +326,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--min-true-pairs", type=int, default=20, help="below this, bias the sample")
     ap.add_argument("--repeat", type=int, default=3, help="best of R for each timing")
+    ap.add_argument("--pairs", type=int, default=7,
+                    help="rounds of paired runs (neardup, then each fast peer at once; 0 skips them)")
     ap.add_argument("--neardup", default=os.path.join(ROOT, "target", "release", "neardup"))
     ap.add_argument("--json", help="write all results here")
     a = ap.parse_args()
@@ -370,13 +402,32 @@ def main():
                                           "engine": m[4]}
             print(f"neardup's own summary: {m[1]} shingles (Python count {n_sh}), {m[3]} shingles/s in-process "
                   f"[{m[4]}]")
-    for name, p in peers.items():
-        try:
-            for kind, what, res in p.timings(texts, shs, a.repeat):
-                add(name, p.version, kind, what, res)
-        except Exception as e:  # noqa: BLE001
-            results["skipped"][name] = f"timing failed: {type(e).__name__}: {e}"
-            print(f"!! {name} timing failed: {type(e).__name__}: {e}")
+        for name, p in peers.items():
+            try:
+                for kind, what, res in p.timings(texts, shs, a.repeat):
+                    add(name, p.version, kind, what, res)
+            except Exception as e:  # noqa: BLE001
+                results["skipped"][name] = f"timing failed: {type(e).__name__}: {e}"
+                print(f"!! {name} timing failed: {type(e).__name__}: {e}")
+        # Paired rounds against the peers fast enough to repeat (datasketch takes ~10 s a run).
+        contenders = []
+        if "rensa" in peers and "rensa" not in results["skipped"]:
+            r = peers["rensa"]
+            contenders.append(("rensa RMinHash.update, precomputed shingles", lambda: r.sign(shs)))
+            contenders.append(("rensa bulk digest_matrix_from_token_sets, precomputed shingles",
+                               lambda: r.r.RMinHash.digest_matrix_from_token_sets(shs, NUM_PERM, 42)))
+        if "gaoya" in peers and "gaoya" not in results["skipped"]:
+            ix = peers["gaoya"].index(THRESHOLD)
+            contenders.append(("gaoya bulk_hash_docs, own tokenizing", lambda: ix.minhash_index.bulk_hash_docs(texts)))
+        if a.pairs and contenders:
+            def clear_sig():
+                for f in glob.glob(glob.escape(sig_out[0]) + "*"):
+                    os.remove(f)
+            nd_run = lambda: subprocess.run(sig, check=True, stdout=subprocess.DEVNULL)  # noqa: E731
+            log(f"paired rounds: {a.pairs}")
+            got = paired(a.pairs, nd_run, clear_sig, contenders)
+            results["paired"] = {name: {"ratios": v, "median": median(v), "min": min(v), "max": max(v)}
+                                 for name, v in got.items()}
 
     # Ratios: neardup's figure of the same kind (signatures / dedup) divided by this row's figure.
     ref = {(r["kind"], "--threads 1" in r["timed"]): r["shingles_per_s"] for r in results["rows"][:4]}
@@ -391,6 +442,11 @@ def main():
     print("shingles/s = the Python-counted shingle occurrences of the corpus / seconds (best of --repeat).\n"
           "nd/x = neardup (all cores) shingles/s / this row's, same kind (sig rows vs neardup signatures, dedup rows "
           "vs neardup dedup);\nnd1t/x = the same with neardup --threads 1. cpu/wall ~ cores busy.")
+    if results.get("paired"):
+        print(f"\npaired: neardup `signatures` (all cores), then at once each peer, {a.pairs} rounds; nd/x of a "
+              f"round = the peer's seconds / neardup's seconds in it")
+        for name, v in results["paired"].items():
+            print(f"  {name:<66} nd/x median {v['median']:5.2f}  min {v['min']:5.2f}  max {v['max']:5.2f}")
 
     if a.sample:
         results["accuracy"] = accuracy(a, recs, shs, peers, nd)
