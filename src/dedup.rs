@@ -1252,42 +1252,50 @@ mod tests {
         }
     }
 
-    /// `id_order` (what `dedup` checks after its first pass) and `UniqueIds` (what `signatures`
-    /// checks as the documents arrive) name the same repeat of the same ids, or pass both: ids
-    /// drawn from a small alphabet, so that most lists repeat several ids, in any order.
-    #[test]
-    fn the_sorted_and_the_streaming_check_name_the_same_repeat() {
-        use proptest::prelude::*;
-        let names = |f: u32| format!("f{f}");
-        let describe = |r: Result<(), Error>| r.map_err(|e| e.to_string());
-        let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
-            cases: 2000,
-            ..Default::default()
-        });
-        runner
-            .run(&proptest::collection::vec(0u8..8, 0..12), |picks| {
-                let mut a = IdArena::default();
-                picks.iter().for_each(|p| a.push(&format!("id{p}")));
-                let locs: Vec<DocLoc> = (1..=picks.len() as u64)
-                    .map(|line| DocLoc { file: 0, line })
-                    .collect();
-                let sorted = describe(id_order(&a, &locs, &names).map(|_| ()));
-                let mut u = UniqueIds::default();
-                let streamed = describe(u.extend(&a, locs.iter().copied(), &names));
-                prop_assert_eq!(&sorted, &streamed);
-                // And through the hash-collision path: every id here has the same length, so with
-                // the length as hash every repeat is found among the clashes.
-                let mut u = UniqueIds::with_hash(|b, _| b.len() as u64, 0);
-                let clashing = describe(u.extend(&a, locs.iter().copied(), &names));
-                prop_assert_eq!(&sorted, &clashing);
-                Ok(())
-            })
-            .unwrap();
-        // The case that told them apart: "b" repeats before "a" does, and "a" sorts first.
+    /// An arena of these ids, and where each was read: one a line of file 0.
+    fn ids_of(picks: &[&str]) -> (IdArena, Vec<DocLoc>) {
         let mut a = IdArena::default();
-        ["b", "a", "b", "a"].iter().for_each(|i| a.push(i));
-        let locs: Vec<DocLoc> = (1..=4).map(|line| DocLoc { file: 0, line }).collect();
-        let e = id_order(&a, &locs, &names).unwrap_err().to_string();
+        picks.iter().for_each(|p| a.push(p));
+        let locs = (1..=picks.len() as u64)
+            .map(|line| DocLoc { file: 0, line })
+            .collect();
+        (a, locs)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// `id_order` (what `dedup` checks after its first pass) and `UniqueIds` (what
+        /// `signatures` checks as the documents arrive) name the same repeat of the same ids,
+        /// or pass both: ids drawn from a small alphabet, so that most lists repeat several
+        /// ids, in any order.
+        #[test]
+        fn the_sorted_and_the_streaming_check_name_the_same_repeat(
+            picks in proptest::collection::vec(0u8..8, 0..12)
+        ) {
+            let names = |f: u32| format!("f{f}");
+            let describe = |r: Result<(), Error>| r.map_err(|e| e.to_string());
+            let picks: Vec<String> = picks.iter().map(|p| format!("id{p}")).collect();
+            let (a, locs) = ids_of(&picks.iter().map(String::as_str).collect::<Vec<_>>());
+            let sorted = describe(id_order(&a, &locs, &names).map(|_| ()));
+            let mut u = UniqueIds::default();
+            let streamed = describe(u.extend(&a, locs.iter().copied(), &names));
+            proptest::prop_assert_eq!(&sorted, &streamed);
+            // And through the hash-collision path: every id here has the same length, so with
+            // the length as hash every repeat is found among the clashes.
+            let mut u = UniqueIds::with_hash(|b, _| b.len() as u64, 0);
+            let clashing = describe(u.extend(&a, locs.iter().copied(), &names));
+            proptest::prop_assert_eq!(&sorted, &clashing);
+        }
+    }
+
+    /// The case that told them apart: "b" repeats before "a" does, and "a" sorts first.
+    #[test]
+    fn id_order_names_the_repeat_met_first_not_the_id_that_sorts_first() {
+        let (a, locs) = ids_of(&["b", "a", "b", "a"]);
+        let e = id_order(&a, &locs, &|f| format!("f{f}"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("\"b\": at f0:1 and again at f0:3"), "{e}");
     }
 }

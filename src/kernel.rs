@@ -336,9 +336,9 @@ pub const HASH_BLOCK: usize = 48;
 
 /// FNV-1a 64 of the [`HASH_BLOCK`] packed byte ranges (see [`pack_range`]).
 fn hash_block(bytes: &[u8], ranges: &[u64; HASH_BLOCK]) -> [u64; HASH_BLOCK] {
-    let mut out = [0u64; HASH_BLOCK];
     #[cfg(target_arch = "x86_64")]
     if x86::fnv_available() {
+        let mut out = [0u64; HASH_BLOCK];
         // SAFETY: AVX-512 F+DQ present (fnv_available); the kernel checks its loads' bounds.
         let mut refused = unsafe { x86::fnv_lanes(bytes, ranges, &mut out) };
         // The lanes whose word loads would pass the end of the bytes (the last shingles of a
@@ -351,6 +351,12 @@ fn hash_block(bytes: &[u8], ranges: &[u64; HASH_BLOCK]) -> [u64; HASH_BLOCK] {
         }
         return out;
     }
+    hash_block_scalar(bytes, ranges)
+}
+
+/// [`hash_block`] the scalar way: [`LANES`] ranges at a time in lockstep.
+fn hash_block_scalar(bytes: &[u8], ranges: &[u64; HASH_BLOCK]) -> [u64; HASH_BLOCK] {
+    let mut out = [0u64; HASH_BLOCK];
     for g in 0..HASH_BLOCK / LANES {
         let r: &[u64; LANES] = ranges[g * LANES..][..LANES].try_into().expect("LANES");
         let o: &mut [u64; LANES] = (&mut out[g * LANES..][..LANES]).try_into().expect("LANES");
@@ -1115,13 +1121,7 @@ mod tests {
                     let start = rng.below((bytes.len() - len + 1) as u32);
                     pack_range(start, len as u32)
                 });
-                let mut want = [0u64; HASH_BLOCK];
-                for g in 0..HASH_BLOCK / LANES {
-                    let r: &[u64; LANES] = ranges[g * LANES..][..LANES].try_into().unwrap();
-                    let o: &mut [u64; LANES] =
-                        (&mut want[g * LANES..][..LANES]).try_into().unwrap();
-                    hash_lanes_scalar(&bytes, r, o);
-                }
+                let want = hash_block_scalar(&bytes, &ranges);
                 assert_eq!(hash_block(&bytes, &ranges), want, "round {round}");
             }
         }
