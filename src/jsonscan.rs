@@ -1,6 +1,7 @@
 //! A fast scanner for the common shape of a JSONL record: one flat object whose values are
 //! strings, numbers, `true`, `false` or `null`, keys without escapes. It pulls out the id and
-//! text fields in one pass over the line, 64 bytes at a time (AVX-512 BW) or eight (SWAR).
+//! text fields in one pass over the line, 64 bytes at a time (AVX-512 BW) or eight (SWAR);
+//! with VBMI2, a kept value's two-byte escapes (`\n`, `\"` ...) are decoded a block at a time.
 //!
 //! It is only a shortcut in front of serde_json (`io::parse_record`): it answers `None`
 //! whenever it is not sure, and the full parse then decides, errors and messages included.
@@ -24,15 +25,41 @@ pub fn scan_record<'a>(
     id_key: &str,
     text_key: &str,
 ) -> Option<(Cow<'a, str>, Cow<'a, str>)> {
-    scan(line, id_key, text_key, simd_available())
+    scan(line, id_key, text_key, Scanner::best())
 }
 
-/// [`scan_record`], with the AVX-512 string scanner or the portable one (tests run both).
+/// How strings are scanned. All give the same answers (the tests run every one this machine
+/// has against the portable one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scanner {
+    /// Eight bytes at a time in a `u64`, one stop (quote, backslash, control byte) at a time.
+    Portable,
+    /// 64 bytes at a time (AVX-512 F+BW), still one stop at a time.
+    Blocks,
+    /// [`Scanner::Blocks`], and a kept value's two-byte escapes decoded a whole block at a
+    /// time (VBMI2's byte compress): see [`x86::string_unescape`].
+    Unescape,
+}
+
+impl Scanner {
+    /// The fastest this CPU runs (`NEARDUP_KERNEL=scalar`: the portable one).
+    fn best() -> Self {
+        if unescape_available() {
+            Scanner::Unescape
+        } else if simd_available() {
+            Scanner::Blocks
+        } else {
+            Scanner::Portable
+        }
+    }
+}
+
+/// [`scan_record`], with the given string scanner (tests run each).
 fn scan<'a>(
     line: &'a [u8],
     id_key: &str,
     text_key: &str,
-    simd: bool,
+    simd: Scanner,
 ) -> Option<(Cow<'a, str>, Cow<'a, str>)> {
     let mut at = skip_ws(line, 0);
     if line.get(at) != Some(&b'{') {
@@ -127,13 +154,20 @@ fn string(
     line: &[u8],
     start: usize,
     keep: Keep,
-    simd: bool,
+    simd: Scanner,
 ) -> Option<(Option<Cow<'_, str>>, usize)> {
+    // The features are asked again, so that a caller passing a scanner this CPU lacks cannot
+    // reach the intrinsics.
     #[cfg(target_arch = "x86_64")]
-    if simd && simd_available() {
-        // SAFETY: `simd_available` said AVX-512 F+BW run here (asked again, so that a caller
-        // passing `simd` wrongly cannot reach the intrinsics).
-        return unsafe { x86::string(line, start, keep) };
+    {
+        if simd == Scanner::Unescape && keep == Keep::Value && unescape_available() {
+            // SAFETY: `unescape_available` said AVX-512 F+BW+VBMI2, POPCNT and BMI1 run here.
+            return unsafe { x86::string_unescape(line, start) };
+        }
+        if simd != Scanner::Portable && simd_available() {
+            // SAFETY: `simd_available` said AVX-512 F+BW run here.
+            return unsafe { x86::string(line, start, keep) };
+        }
     }
     let _ = simd;
     string_with::<Swar>(line, start, keep)
@@ -176,14 +210,27 @@ fn string_with<F: StopFinder>(
     start: usize,
     keep: Keep,
 ) -> Option<(Option<Cow<'_, str>>, usize)> {
+    string_from::<F>(line, start, keep, start, None, 0)
+}
+
+/// [`string_with`] from `at` on, where the bytes from `start` to `at` were scanned already:
+/// `out` holds their value once an escape was kept among them (else none was), and `high`
+/// their high bits or'ed. `at` must not be inside an escape.
+#[inline(always)]
+fn string_from<F: StopFinder>(
+    line: &[u8],
+    start: usize,
+    keep: Keep,
+    mut at: usize,
+    mut out: Option<Vec<u8>>,
+    mut high: u64,
+) -> Option<(Option<Cow<'_, str>>, usize)> {
     let mut finder = F::default();
-    let mut at = start;
-    // Start of the raw bytes not yet copied into `out`, which exists once an escape was kept.
-    let mut seg = start;
-    let mut out: Option<Vec<u8>> = None;
-    // Every raw byte of the content or'ed together (and maybe a few past the quote, which
-    // only costs a UTF-8 check that passes): no high bit means ASCII, so UTF-8.
-    let mut high = 0u64;
+    // Start of the raw bytes not yet copied into `out`, which exists once an escape was kept
+    // (so before that, everything from `start`).
+    let mut seg = if out.is_some() { at } else { start };
+    // `high`: every raw byte of the content or'ed together (and maybe a few past the quote,
+    // which only costs a UTF-8 check that passes): no high bit means ASCII, so UTF-8.
     loop {
         at = finder.next_stop(line, at, &mut high);
         // The byte at `at`: the stop found, or (SWAR) the tail one at a time.
@@ -326,6 +373,37 @@ fn skip_scalar(line: &[u8], at: usize) -> Option<usize> {
     Some(i)
 }
 
+/// Where a string's bytes are escaped, given the mask of its backslashes (bit i: byte i),
+/// when byte 0 is not escaped by a backslash before it: `(escaped, starters)`, the bytes that
+/// follow an escaping backslash, and those backslashes. In a run of backslashes the first,
+/// third, ... start escapes and the second, fourth, ... are escaped, as is the byte after an
+/// odd run. A starter at bit 63 escapes a byte past the mask. (The carry trick simdjson made
+/// known: subtracting each run's start from the odd bits flips exactly the run's members that
+/// are escaped, so that no bit loop is needed.)
+#[inline(always)]
+fn escapes(backslash: u64) -> (u64, u64) {
+    const ODD: u64 = 0xAAAA_AAAA_AAAA_AAAA;
+    let code = ((backslash << 1) | ODD).wrapping_sub(backslash) ^ ODD;
+    (code ^ backslash, code & backslash)
+}
+
+/// Whether [`x86::string_unescape`] runs here: [`simd_available`], and VBMI2 (byte compress),
+/// POPCNT and BMI1.
+fn unescape_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *OK.get_or_init(|| {
+            simd_available()
+                && std::arch::is_x86_feature_detected!("avx512vbmi2")
+                && std::arch::is_x86_feature_detected!("popcnt")
+                && std::arch::is_x86_feature_detected!("bmi1")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Whether [`x86::specials64`] runs here (AVX-512 F+BW), unless `NEARDUP_KERNEL=scalar`.
 fn simd_available() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -356,6 +434,114 @@ mod x86 {
         keep: super::Keep,
     ) -> Option<(Option<std::borrow::Cow<'_, str>>, usize)> {
         super::string_with::<Blocks>(line, start, keep)
+    }
+
+    /// [`super::string`] for a kept value, 64 bytes a step with every two-byte escape in the
+    /// step decoded at once: the escaped bytes found with [`super::escapes`], translated by
+    /// masked moves (`n` to a newline ...), and the escaping backslashes squeezed out of the
+    /// block by one byte compress (VBMI2) as it is stored. The stop scanner takes a stop at a
+    /// time (a copy and a branch per escape), which is what text with a newline every few
+    /// dozen bytes pays for. A `\u` or invalid escape hands the rest of the string to the
+    /// stop scanner, from the start of the step; a raw control byte or a line that ends
+    /// before the closing quote is `None` at once, as it is there.
+    ///
+    /// # Safety
+    /// AVX-512 F, BW and VBMI2, POPCNT and BMI1 must be present.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt,bmi1")]
+    pub unsafe fn string_unescape(
+        line: &[u8],
+        start: usize,
+    ) -> Option<(Option<std::borrow::Cow<'_, str>>, usize)> {
+        use std::borrow::Cow;
+        let n = line.len();
+        let byte = |b: u8| _mm512_set1_epi8(b as i8);
+        let mut at = start;
+        // The value so far, once an escape was met (a string without one is borrowed).
+        let mut out: Option<Vec<u8>> = None;
+        let mut high = 0u64;
+        loop {
+            let take = (n - at).min(64);
+            let live: u64 = if take == 64 { !0 } else { (1u64 << take) - 1 };
+            // Masked lanes read as zero bytes: never a quote or backslash, and not counted
+            // as control bytes below.
+            let v = _mm512_maskz_loadu_epi8(live, line.as_ptr().add(at) as *const i8);
+            let quote = _mm512_cmpeq_epi8_mask(v, byte(b'"'));
+            let backslash = _mm512_cmpeq_epi8_mask(v, byte(b'\\'));
+            let control = _mm512_cmplt_epu8_mask(v, byte(0x20)) & live;
+            // `at` is never inside an escape: a step ends at the closing quote, at the end of
+            // the block, or before a backslash whose escaped byte is in the next block.
+            let (escaped, starters) = super::escapes(backslash);
+            let close = quote & !escaped;
+            let end = if close != 0 {
+                close.trailing_zeros() as usize
+            } else if take < 64 {
+                // No closing quote before the line ends: unterminated (or worse).
+                return None;
+            } else {
+                64 - (starters >> 63) as usize
+            };
+            let part = if end == 64 { !0 } else { (1u64 << end) - 1 };
+            if control & part != 0 {
+                return None;
+            }
+            let esc = escaped & part;
+            let mut w = v;
+            if esc != 0 {
+                let is = |b: u8| _mm512_mask_cmpeq_epi8_mask(esc, v, byte(b));
+                let (bs, f, nl, r, t) = (is(b'b'), is(b'f'), is(b'n'), is(b'r'), is(b't'));
+                // `"`, `\` and `/` stand for themselves.
+                let same = is(b'"') | is(b'\\') | is(b'/');
+                if esc & !(bs | f | nl | r | t | same) != 0 {
+                    // `\u` (its four hex digits, surrogate pairs) or an invalid escape.
+                    return super::string_from::<Blocks>(
+                        line,
+                        start,
+                        super::Keep::Value,
+                        at,
+                        out,
+                        high,
+                    );
+                }
+                w = _mm512_mask_mov_epi8(w, bs, byte(0x08));
+                w = _mm512_mask_mov_epi8(w, f, byte(0x0c));
+                w = _mm512_mask_mov_epi8(w, nl, byte(b'\n'));
+                w = _mm512_mask_mov_epi8(w, r, byte(b'\r'));
+                w = _mm512_mask_mov_epi8(w, t, byte(b'\t'));
+            }
+            if _mm512_movepi8_mask(v) & part != 0 {
+                high = 0x80;
+            }
+            let drop = starters & part;
+            if drop != 0 && out.is_none() {
+                // The first escape: the raw bytes before it are the value so far. Room for
+                // the rest of the line, up to 64 KiB (as the stop scanner reserves).
+                let mut o = Vec::with_capacity((n - start).min(64 << 10) + 64);
+                o.extend_from_slice(&line[start..at]);
+                out = Some(o);
+            }
+            if let Some(o) = out.as_mut() {
+                // Each store writes 64 bytes at the end of `o`, the kept ones first.
+                o.reserve(64);
+                let kept = part & !drop;
+                let packed = _mm512_maskz_compress_epi8(kept, w);
+                _mm512_storeu_si512(o.as_mut_ptr().add(o.len()) as *mut __m512i, packed);
+                // SAFETY: the store wrote `kept.count_ones()` bytes (and junk past them)
+                // into the reserved room.
+                o.set_len(o.len() + kept.count_ones() as usize);
+            }
+            if close != 0 {
+                let stop = at + end;
+                let value = match out {
+                    None => Cow::Borrowed(super::utf8(&line[start..stop], high == 0)?),
+                    // Raw bytes and decoded escapes (all ASCII): UTF-8 whenever the raw
+                    // bytes are, checked as the stop scanner checks them.
+                    Some(o) if high == 0 => Cow::Owned(String::from_utf8_unchecked(o)),
+                    Some(o) => Cow::Owned(String::from_utf8(o).ok()?),
+                };
+                return Some((Some(value), stop + 1));
+            }
+            at += end;
+        }
     }
 
     /// 64 bytes at a time, keeping the last block's stops: text with an escape every few
@@ -430,13 +616,19 @@ mod tests {
     use crate::io::{parse_record_full, Fields, Record};
     use proptest::prelude::*;
 
-    /// The scanners this machine runs: the portable one always, AVX-512 where present.
-    fn modes() -> Vec<bool> {
-        let mut m = vec![false];
+    /// The scanners this machine runs: the portable one always, the AVX-512 ones where
+    /// present.
+    fn modes() -> Vec<Scanner> {
+        let mut m = vec![Scanner::Portable];
         if simd_available() {
-            m.push(true);
+            m.push(Scanner::Blocks);
         } else {
             eprintln!("jsonscan: no AVX-512 BW here, only the portable scanner is tested");
+        }
+        if unescape_available() {
+            m.push(Scanner::Unescape);
+        } else {
+            eprintln!("jsonscan: no AVX-512 VBMI2 here, the block unescaper is not tested");
         }
         m
     }
@@ -462,11 +654,11 @@ mod tests {
                         id: i.clone(),
                         text: t.clone(),
                     };
-                    assert_eq!(full.ok(), Some(want), "simd {simd}: {:?}", show(line));
+                    assert_eq!(full.ok(), Some(want), "{simd:?}: {:?}", show(line));
                 }
             }
-            // Both scanners give the same answer.
-            assert_eq!(fast, scan(line, id, text, !simd && simd_available()));
+            // Every scanner gives the portable one's answer.
+            assert_eq!(fast, scan(line, id, text, Scanner::Portable), "{simd:?}");
         }
         answered
     }
@@ -481,7 +673,7 @@ mod tests {
             for simd in modes() {
                 let got = scan(line.as_bytes(), "id", "text", simd);
                 let got = got.as_ref().map(|(i, t)| (i.as_ref(), t.as_ref()));
-                assert_eq!(got, Some((id, text)), "simd {simd}: {line}");
+                assert_eq!(got, Some((id, text)), "{simd:?}: {line}");
             }
             assert!(agrees(line.as_bytes(), "id", "text"));
         };
@@ -558,7 +750,7 @@ mod tests {
             none(line);
         }
         // The same key for both: it is the id, the text is missing.
-        assert_eq!(scan(br#"{"id":"a"}"#, "id", "id", false), None);
+        assert_eq!(scan(br#"{"id":"a"}"#, "id", "id", Scanner::Portable), None);
     }
 
     #[test]
@@ -568,7 +760,21 @@ mod tests {
         for len in [
             0, 1, 7, 8, 9, 15, 16, 17, 62, 63, 64, 65, 66, 127, 128, 129, 200,
         ] {
-            for special in ["", "\\n", "\\\"", "é", "\\u00e9"] {
+            for special in [
+                "",
+                "\\n",
+                "\\\"",
+                "é",
+                "\\u00e9",
+                // Runs of backslashes (escaped ones, then an escape) across a block's end.
+                "\\\\",
+                "\\\\\\\\\\\\\\n",
+                "\\\\\\u00e9",
+                "\\/\\b\\f\\r\\t\\\"\\\\",
+                // A `\u` after escapes the block unescaper decoded: the stop scanner goes on
+                // from there.
+                "\\n\\t\\u00e9\\n",
+            ] {
                 let body = "w".repeat(len);
                 let text = format!("{body}{special}{body}");
                 let line = format!(r#"{{"id":"x","text":"{text}"}}"#);
@@ -589,6 +795,51 @@ mod tests {
                 let bad = format!(r#"{{"id":"x","text":"{body}{}{body}"}}"#, '\u{1f}');
                 assert!(!agrees(bad.as_bytes(), "id", "text"));
             }
+        }
+    }
+
+    #[test]
+    fn long_strings_with_escapes_in_every_block() {
+        // Escapes at every phase of the 64-byte steps, and a `\u` or a bad escape only after
+        // many steps: the block unescaper's hand-over keeps what it decoded.
+        for gap in [0, 1, 2, 5, 31, 62, 63, 64, 65] {
+            let unit = format!("{}\\n", "w".repeat(gap));
+            for tail in ["", "\\u00e9", "\\u00e9\\tend", "\\ud83d\\ude00x", "\\q"] {
+                let text = format!("{}{tail}{}", unit.repeat(40), unit.repeat(3));
+                let line = format!(r#"{{"id":"x","text":"{text}"}}"#);
+                let want: Option<String> = serde_json::from_str(&format!("\"{text}\"")).ok();
+                for simd in modes() {
+                    let got = scan(line.as_bytes(), "id", "text", simd).map(|(_, t)| t);
+                    match (&want, tail) {
+                        // A surrogate pair in a kept value goes to the full parse.
+                        (_, "\\ud83d\\ude00x") | (None, _) => assert_eq!(got, None, "{simd:?}"),
+                        (Some(w), _) => assert_eq!(got.as_deref(), Some(w.as_str()), "{simd:?}"),
+                    }
+                }
+                agrees(line.as_bytes(), "id", "text");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn escapes_are_found_as_a_left_to_right_reading_finds_them(backslash in any::<u64>()) {
+            // The naive reading: a backslash that is not escaped starts an escape, and the
+            // next byte is escaped.
+            let (mut escaped, mut starters) = (0u64, 0u64);
+            let mut i = 0;
+            while i < 64 {
+                if backslash >> i & 1 == 1 {
+                    starters |= 1 << i;
+                    if i < 63 {
+                        escaped |= 1 << (i + 1);
+                    }
+                    i += 2;
+                } else {
+                    i += 1;
+                }
+            }
+            prop_assert_eq!(escapes(backslash), (escaped, starters));
         }
     }
 
