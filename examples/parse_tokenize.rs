@@ -1,0 +1,62 @@
+//! One thread's cost of the two host stages in front of hashing, on a JSONL corpus held in
+//! memory: `io::parse_record` (the record scanner, serde_json where it declines) over every
+//! line, and `text::push_words` (the tokenizer) over every text. Best of 25 rounds; the data
+//! is hot in cache, so this is the stages' own cost, not a run's (which also waits on memory).
+//!
+//! ```sh
+//! cargo run --release --example parse_tokenize -- corpus.jsonl
+//! ```
+
+use std::time::Instant;
+
+fn main() {
+    let path = std::env::args()
+        .nth(1)
+        .expect("usage: parse_tokenize CORPUS.jsonl");
+    let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let lines: Vec<&[u8]> = data
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    let fields = neardup::io::Fields::default();
+    let texts: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            neardup::io::parse_record(l, &fields, &path, i as u64 + 1)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .text
+                .into_owned()
+        })
+        .collect();
+    let (mut out, mut starts) = (Vec::new(), Vec::new());
+    let (mut parse, mut tokenize, mut words) = (f64::MAX, f64::MAX, 0);
+    for _ in 0..25 {
+        let t = Instant::now();
+        let mut bytes = 0;
+        for (i, l) in lines.iter().enumerate() {
+            let r =
+                neardup::io::parse_record(l, &fields, &path, i as u64 + 1).expect("parsed once");
+            bytes += r.text.len();
+        }
+        std::hint::black_box(bytes);
+        parse = parse.min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        words = 0;
+        for text in &texts {
+            out.clear();
+            starts.clear();
+            words += neardup::text::push_words(text, &mut out, &mut starts);
+        }
+        tokenize = tokenize.min(t.elapsed().as_secs_f64());
+    }
+    println!(
+        "parse {:.2} ms ({:.3} ns a byte of JSONL), tokenize {:.2} ms ({:.2} ns a word), {} lines, {} words",
+        parse * 1e3,
+        parse * 1e9 / data.len() as f64,
+        tokenize * 1e3,
+        tokenize * 1e9 / words as f64,
+        lines.len(),
+        words
+    );
+}
