@@ -146,8 +146,8 @@ enum Keep {
 }
 
 /// Scan the string whose content starts at `start`, in one pass: the next quote, backslash
-/// or control byte found 64 or eight bytes at a time, escapes decoded as they come. Returns its value (per
-/// `keep`) and the index after the closing quote; `None` for a raw control character (JSON
+/// or control byte found 64 or eight bytes at a time, escapes decoded as they come (a kept
+/// value's two-byte ones a block at a time, with VBMI2). Returns its value (per `keep`) and the index after the closing quote; `None` for a raw control character (JSON
 /// forbids them), an unterminated string, invalid UTF-8, an escape the full parse would
 /// reject, a surrogate `\u` escape in a kept value, or an escaped key.
 fn string(
@@ -214,8 +214,10 @@ fn string_with<F: StopFinder>(
 }
 
 /// [`string_with`] from `at` on, where the bytes from `start` to `at` were scanned already:
-/// `out` holds their value once an escape was kept among them (else none was), and `high`
-/// their high bits or'ed. `at` must not be inside an escape.
+/// `out` holds their value once an escape was kept among them (else none was), and `high` has
+/// a bit of `0x8080_8080_8080_8080` set if any of them is not ASCII (their or'ed words, or
+/// just `0x80`). Soundness rests on that: with no such bit, `out` becomes a `String` unchecked.
+/// `at` must not be inside an escape.
 #[inline(always)]
 fn string_from<F: StopFinder>(
     line: &[u8],
@@ -378,8 +380,8 @@ fn skip_scalar(line: &[u8], at: usize) -> Option<usize> {
 /// follow an escaping backslash, and those backslashes. In a run of backslashes the first,
 /// third, ... start escapes and the second, fourth, ... are escaped, as is the byte after an
 /// odd run. A starter at bit 63 escapes a byte past the mask. (The carry trick simdjson made
-/// known: subtracting each run's start from the odd bits flips exactly the run's members that
-/// are escaped, so that no bit loop is needed.)
+/// known: subtracting the backslashes from `(backslash << 1) | ODD` sends a borrow through each
+/// run, which flips exactly the run's members that are escaped, so that no bit loop is needed.)
 #[inline(always)]
 fn escapes(backslash: u64) -> (u64, u64) {
     const ODD: u64 = 0xAAAA_AAAA_AAAA_AAAA;
@@ -458,6 +460,7 @@ mod x86 {
         let mut at = start;
         // The value so far, once an escape was met (a string without one is borrowed).
         let mut out: Option<Vec<u8>> = None;
+        // 0x80 once a byte of the content so far is not ASCII, else 0 (see `string_from`).
         let mut high = 0u64;
         loop {
             let take = (n - at).min(64);
@@ -493,6 +496,8 @@ mod x86 {
                 let same = is(b'"') | is(b'\\') | is(b'/');
                 if esc & !(bs | f | nl | r | t | same) != 0 {
                     // `\u` (its four hex digits, surrogate pairs) or an invalid escape.
+                    #[cfg(test)]
+                    super::tests::HANDOVERS.with(|h| h.set(h.get() + 1));
                     return super::string_from::<Blocks>(
                         line,
                         start,
@@ -821,25 +826,100 @@ mod tests {
         }
     }
 
+    thread_local! {
+        /// How many times the block unescaper handed a string over to the stop scanner, on
+        /// this test's thread.
+        pub(super) static HANDOVERS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    #[test]
+    fn two_byte_escapes_never_leave_the_block_unescaper() {
+        if !unescape_available() {
+            eprintln!("jsonscan: no AVX-512 VBMI2 here, the block unescaper is not tested");
+            return;
+        }
+        // Each of the eight two-byte escapes at every phase of a step; a `\u` for contrast.
+        for esc in [
+            "\\n", "\\t", "\\r", "\\b", "\\f", "\\\"", "\\\\", "\\/", "\\u0041",
+        ] {
+            for gap in 0..70 {
+                let text = format!("{}{esc}", "w".repeat(gap)).repeat(5);
+                let line = format!(r#"{{"id":"x","text":"{text}"}}"#);
+                HANDOVERS.with(|h| h.set(0));
+                let got = scan(line.as_bytes(), "id", "text", Scanner::Unescape);
+                assert_eq!(got, scan(line.as_bytes(), "id", "text", Scanner::Portable));
+                let handed = HANDOVERS.with(|h| h.get());
+                assert_eq!(handed, (esc == "\\u0041") as usize, "{esc} after {gap}");
+            }
+        }
+    }
+
+    /// [`escapes`] read left to right: a backslash that is not escaped starts an escape, and
+    /// the next byte is escaped.
+    fn escapes_naive(backslash: u64) -> (u64, u64) {
+        let (mut escaped, mut starters) = (0u64, 0u64);
+        let mut i = 0;
+        while i < 64 {
+            if backslash >> i & 1 == 1 {
+                starters |= 1 << i;
+                if i < 63 {
+                    escaped |= 1 << (i + 1);
+                }
+                i += 2;
+            } else {
+                i += 1;
+            }
+        }
+        (escaped, starters)
+    }
+
     proptest! {
         #[test]
         fn escapes_are_found_as_a_left_to_right_reading_finds_them(backslash in any::<u64>()) {
-            // The naive reading: a backslash that is not escaped starts an escape, and the
-            // next byte is escaped.
-            let (mut escaped, mut starters) = (0u64, 0u64);
-            let mut i = 0;
-            while i < 64 {
-                if backslash >> i & 1 == 1 {
-                    starters |= 1 << i;
-                    if i < 63 {
-                        escaped |= 1 << (i + 1);
+            prop_assert_eq!(escapes(backslash), escapes_naive(backslash));
+        }
+    }
+
+    #[test]
+    fn escapes_of_every_run_and_pair_of_runs() {
+        // Random masks seldom hold long runs: every run (any start, any length, those that
+        // end at bit 63 and the full mask included), and every pair of runs of up to 8.
+        let run = |from: u32, len: u32| -> u64 {
+            let ones = if len == 64 { !0 } else { (1u64 << len) - 1 };
+            ones << from
+        };
+        for from in 0..64 {
+            for len in 1..=64 - from {
+                let m = run(from, len);
+                assert_eq!(escapes(m), escapes_naive(m), "{m:#x}");
+                for from2 in from + len + 1..64 {
+                    for len2 in 1..=(64 - from2).min(8) {
+                        let m2 = m | run(from2, len2);
+                        assert_eq!(escapes(m2), escapes_naive(m2), "{m2:#x}");
                     }
-                    i += 2;
-                } else {
-                    i += 1;
                 }
             }
-            prop_assert_eq!(escapes(backslash), (escaped, starters));
+        }
+    }
+
+    #[test]
+    fn a_byte_that_is_not_ascii_before_a_hand_over_is_still_checked() {
+        // A high byte in the block unescaper's first step and a `\u` in a later one: the stop
+        // scanner it hands over to must still know of the high byte (it decides whether the
+        // value is checked as UTF-8).
+        for first in [&b"\xff"[..], "é".as_bytes(), b"\xc3"] {
+            let mut line = br#"{"id":"x","text":""#.to_vec();
+            line.extend_from_slice(first);
+            line.extend_from_slice(&[b'a'; 70]);
+            line.extend_from_slice(br#"\u00e9"}"#);
+            let want = std::str::from_utf8(first)
+                .ok()
+                .map(|f| format!("{f}{}é", "a".repeat(70)));
+            for simd in modes() {
+                let got = scan(&line, "id", "text", simd).map(|(_, t)| t.into_owned());
+                assert_eq!(got, want, "{simd:?} {first:?}");
+            }
+            agrees(&line, "id", "text");
         }
     }
 
@@ -861,7 +941,9 @@ mod tests {
         (
             prop::collection::vec(("[a-z]{1,3}|id|text", value()), 0..5),
             "[^\u{0}]{1,20}",
-            "[a-z \\n\"é]{0,300}",
+            // Long texts whose escapes serde_json writes as two bytes (`\n`, `\"`, `\\`, `\t`,
+            // `/` unescaped) and as `\u0001`, which the block unescaper hands over.
+            "[a-z \\n\"\\\\/\\t\u{1}é]{0,300}",
             any::<bool>(),
         )
             .prop_map(|(extra, id, text, spaced)| {

@@ -264,7 +264,7 @@ pub(crate) mod simd {
         let n = bytes.len();
         // Each 64-byte store may write up to 64 bytes past the cursor.
         out.reserve(n + 64);
-        // Each step stores 16 or 32 starts, up to 32 past the cursor.
+        // A step with word starts stores 16 or 32 of them, up to 32 slots past the cursor.
         starts.reserve(n / 2 + 1 + 32);
         let base = out.len();
         let mut len = base;
@@ -560,6 +560,16 @@ mod simd_tests {
                 ascii_run_scalar(&text, &mut o1, &mut s1, &mut p1);
                 unsafe { simd::ascii_run_avx512(&text, &mut o2, &mut s2, &mut p2) };
                 assert_eq!((o1, s1, p1), (o2, s2, p2), "len {len} prev {prev}");
+            }
+        }
+        // The most word starts a block can hold: 32 (one-letter words), in both phases.
+        for text in ["a ".repeat(100), " a".repeat(100)] {
+            for prev in [false, true] {
+                let (mut o1, mut s1, mut p1) = (Vec::new(), Vec::new(), prev);
+                let (mut o2, mut s2, mut p2) = (Vec::new(), Vec::new(), prev);
+                ascii_run_scalar(text.as_bytes(), &mut o1, &mut s1, &mut p1);
+                unsafe { simd::ascii_run_avx512(text.as_bytes(), &mut o2, &mut s2, &mut p2) };
+                assert_eq!((o1, s1, p1), (o2, s2, p2), "{text:?} prev {prev}");
             }
         }
     }
