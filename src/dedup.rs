@@ -478,10 +478,10 @@ pub fn id_order(
     });
     // Equal ids sit together, in input order; a pair of neighbours is the first two
     // documents of its id only when the one before them has another id.
+    let same = |x: u32, y: u32| ids.get_bytes(x as usize) == ids.get_bytes(y as usize);
     let mut first_repeat: Option<(u32, u32)> = None;
     for (i, w) in order.windows(2).enumerate() {
         let (a, b) = (w[0], w[1]);
-        let same = |x: u32, y: u32| ids.get_bytes(x as usize) == ids.get_bytes(y as usize);
         if same(a, b)
             && (i == 0 || !same(order[i - 1], a))
             && first_repeat.is_none_or(|(_, second)| b < second)

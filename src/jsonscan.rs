@@ -59,7 +59,7 @@ fn scan<'a>(
     line: &'a [u8],
     id_key: &str,
     text_key: &str,
-    simd: Scanner,
+    scanner: Scanner,
 ) -> Option<(Cow<'a, str>, Cow<'a, str>)> {
     let mut at = skip_ws(line, 0);
     if line.get(at) != Some(&b'{') {
@@ -75,7 +75,7 @@ fn scan<'a>(
             if line.get(at) != Some(&b'"') {
                 return None;
             }
-            let (key, next) = string(line, at + 1, Keep::KeyWithoutEscapes, simd)?;
+            let (key, next) = string(line, at + 1, Keep::KeyWithoutEscapes, scanner)?;
             let key = key.expect("kept");
             at = skip_ws(line, next);
             if line.get(at) != Some(&b':') {
@@ -91,13 +91,13 @@ fn scan<'a>(
             };
             match (line.get(at)?, wanted) {
                 (b'"', Some(slot)) => {
-                    let (value, next) = string(line, at + 1, Keep::Value, simd)?;
+                    let (value, next) = string(line, at + 1, Keep::Value, scanner)?;
                     *slot = value;
                     at = next;
                 }
                 // Only checked (more strictly than the full parse, which does not check an
                 // ignored string's UTF-8: such a line merely takes the full parse).
-                (b'"', None) => at = string(line, at + 1, Keep::Nothing, simd)?.1,
+                (b'"', None) => at = string(line, at + 1, Keep::Nothing, scanner)?.1,
                 // A wanted field that is `true`, `false` or `null`: unless a later repeat of
                 // the key overrides it (the last wins), the full parse explains it. A number
                 // goes to the full parse at once: it reads a wanted field's number for its
@@ -147,29 +147,30 @@ enum Keep {
 
 /// Scan the string whose content starts at `start`, in one pass: the next quote, backslash
 /// or control byte found 64 or eight bytes at a time, escapes decoded as they come (a kept
-/// value's two-byte ones a block at a time, with VBMI2). Returns its value (per `keep`) and the index after the closing quote; `None` for a raw control character (JSON
-/// forbids them), an unterminated string, invalid UTF-8, an escape the full parse would
+/// value's two-byte ones a block at a time, with VBMI2). Returns its value (per `keep`) and
+/// the index after the closing quote; `None` for a raw control character (JSON forbids them),
+/// an unterminated string, invalid UTF-8, an escape the full parse would
 /// reject, a surrogate `\u` escape in a kept value, or an escaped key.
 fn string(
     line: &[u8],
     start: usize,
     keep: Keep,
-    simd: Scanner,
+    scanner: Scanner,
 ) -> Option<(Option<Cow<'_, str>>, usize)> {
     // The features are asked again, so that a caller passing a scanner this CPU lacks cannot
     // reach the intrinsics.
     #[cfg(target_arch = "x86_64")]
     {
-        if simd == Scanner::Unescape && keep == Keep::Value && unescape_available() {
+        if scanner == Scanner::Unescape && keep == Keep::Value && unescape_available() {
             // SAFETY: `unescape_available` said AVX-512 F+BW+VBMI2, POPCNT and BMI1 run here.
             return unsafe { x86::string_unescape(line, start) };
         }
-        if simd != Scanner::Portable && simd_available() {
+        if scanner != Scanner::Portable && simd_available() {
             // SAFETY: `simd_available` said AVX-512 F+BW run here.
             return unsafe { x86::string(line, start, keep) };
         }
     }
-    let _ = simd;
+    let _ = scanner;
     string_with::<Swar>(line, start, keep)
 }
 
@@ -647,8 +648,8 @@ mod tests {
             numeric_ids: false,
         };
         let mut answered = false;
-        for simd in modes() {
-            let fast = scan(line, id, text, simd);
+        for scanner in modes() {
+            let fast = scan(line, id, text, scanner);
             if let Some((i, t)) = &fast {
                 answered = true;
                 let full = parse_record_full(line, &fields, "f", 1);
@@ -659,11 +660,11 @@ mod tests {
                         id: i.clone(),
                         text: t.clone(),
                     };
-                    assert_eq!(full.ok(), Some(want), "{simd:?}: {:?}", show(line));
+                    assert_eq!(full.ok(), Some(want), "{scanner:?}: {:?}", show(line));
                 }
             }
             // Every scanner gives the portable one's answer.
-            assert_eq!(fast, scan(line, id, text, Scanner::Portable), "{simd:?}");
+            assert_eq!(fast, scan(line, id, text, Scanner::Portable), "{scanner:?}");
         }
         answered
     }
@@ -675,10 +676,10 @@ mod tests {
     #[test]
     fn the_common_shape_is_read_and_everything_else_left_to_serde_json() {
         let some = |line: &str, id: &str, text: &str| {
-            for simd in modes() {
-                let got = scan(line.as_bytes(), "id", "text", simd);
+            for scanner in modes() {
+                let got = scan(line.as_bytes(), "id", "text", scanner);
                 let got = got.as_ref().map(|(i, t)| (i.as_ref(), t.as_ref()));
-                assert_eq!(got, Some((id, text)), "{simd:?}: {line}");
+                assert_eq!(got, Some((id, text)), "{scanner:?}: {line}");
             }
             assert!(agrees(line.as_bytes(), "id", "text"));
         };
@@ -708,8 +709,8 @@ mod tests {
             "t",
         );
         let none = |line: &[u8]| {
-            for simd in modes() {
-                assert_eq!(scan(line, "id", "text", simd), None, "{:?}", show(line));
+            for scanner in modes() {
+                assert_eq!(scan(line, "id", "text", scanner), None, "{:?}", show(line));
             }
             agrees(line, "id", "text");
         };
@@ -785,15 +786,15 @@ mod tests {
                 let line = format!(r#"{{"id":"x","text":"{text}"}}"#);
                 assert!(agrees(line.as_bytes(), "id", "text"), "{line}");
                 let want: String = serde_json::from_str(&format!("\"{text}\"")).unwrap();
-                for simd in modes() {
-                    let (_, t) = scan(line.as_bytes(), "id", "text", simd).unwrap();
+                for scanner in modes() {
+                    let (_, t) = scan(line.as_bytes(), "id", "text", scanner).unwrap();
                     assert_eq!(t, want);
                 }
                 // Cut short anywhere: never an answer.
                 for cut in 0..line.len() {
                     let part = &line.as_bytes()[..cut];
-                    for simd in modes() {
-                        assert_eq!(scan(part, "id", "text", simd), None, "{cut}");
+                    for scanner in modes() {
+                        assert_eq!(scan(part, "id", "text", scanner), None, "{cut}");
                     }
                 }
                 // A raw control byte at the same place: never an answer.
@@ -813,12 +814,12 @@ mod tests {
                 let text = format!("{}{tail}{}", unit.repeat(40), unit.repeat(3));
                 let line = format!(r#"{{"id":"x","text":"{text}"}}"#);
                 let want: Option<String> = serde_json::from_str(&format!("\"{text}\"")).ok();
-                for simd in modes() {
-                    let got = scan(line.as_bytes(), "id", "text", simd).map(|(_, t)| t);
+                for scanner in modes() {
+                    let got = scan(line.as_bytes(), "id", "text", scanner).map(|(_, t)| t);
                     match (&want, tail) {
                         // A surrogate pair in a kept value goes to the full parse.
-                        (_, "\\ud83d\\ude00x") | (None, _) => assert_eq!(got, None, "{simd:?}"),
-                        (Some(w), _) => assert_eq!(got.as_deref(), Some(w.as_str()), "{simd:?}"),
+                        (_, "\\ud83d\\ude00x") | (None, _) => assert_eq!(got, None, "{scanner:?}"),
+                        (Some(w), _) => assert_eq!(got.as_deref(), Some(w.as_str()), "{scanner:?}"),
                     }
                 }
                 agrees(line.as_bytes(), "id", "text");
@@ -915,9 +916,9 @@ mod tests {
             let want = std::str::from_utf8(first)
                 .ok()
                 .map(|f| format!("{f}{}é", "a".repeat(70)));
-            for simd in modes() {
-                let got = scan(&line, "id", "text", simd).map(|(_, t)| t.into_owned());
-                assert_eq!(got, want, "{simd:?} {first:?}");
+            for scanner in modes() {
+                let got = scan(&line, "id", "text", scanner).map(|(_, t)| t.into_owned());
+                assert_eq!(got, want, "{scanner:?} {first:?}");
             }
             agrees(&line, "id", "text");
         }
