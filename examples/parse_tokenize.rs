@@ -1,6 +1,7 @@
-//! One thread's cost of the two host stages in front of hashing, on a JSONL corpus held in
-//! memory: `io::parse_record` (the record scanner, serde_json where it declines) over every
-//! line, and `text::push_words` (the tokenizer) over every text. Best of 25 rounds; the data
+//! One thread's cost of the host stages in front of the permutations, on a JSONL corpus held
+//! in memory: `io::parse_record` (the record scanner, serde_json where it declines) over every
+//! line, `text::push_words` (the tokenizer) over every text, and `kernel::hash_docs` (FNV-1a of
+//! every 5-word shingle) over batches of 1,024 documents. Best of 25 rounds; the data
 //! is hot in cache, so this is the stages' own cost, not a run's (which also waits on memory).
 //!
 //! ```sh
@@ -50,13 +51,32 @@ fn main() {
         }
         tokenize = tokenize.min(t.elapsed().as_secs_f64());
     }
+    // Hashing, as the engine does it: batches of documents, each hashed whole.
+    let batches: Vec<neardup::PackedBatch> = texts
+        .chunks(1024)
+        .map(neardup::PackedBatch::from_texts)
+        .collect();
+    let shingles: usize = batches.iter().map(|b| b.total_shingles(5)).sum();
+    let mut xs = Vec::with_capacity(shingles);
+    let mut hash = f64::MAX;
+    for _ in 0..25 {
+        let t = Instant::now();
+        xs.clear();
+        for b in &batches {
+            neardup::kernel::hash_docs(b, 0..b.num_docs(), 5, &mut xs);
+        }
+        hash = hash.min(t.elapsed().as_secs_f64());
+    }
     println!(
-        "parse {:.2} ms ({:.3} ns a byte of JSONL), tokenize {:.2} ms ({:.2} ns a word), {} lines, {} words",
+        "parse {:.2} ms ({:.3} ns a byte of JSONL), tokenize {:.2} ms ({:.2} ns a word), hash {:.2} ms ({:.2} ns a shingle), {} lines, {} words, {} shingles",
         parse * 1e3,
         parse * 1e9 / data.len() as f64,
         tokenize * 1e3,
         tokenize * 1e9 / words as f64,
+        hash * 1e3,
+        hash * 1e9 / shingles as f64,
         lines.len(),
-        words
+        words,
+        shingles
     );
 }

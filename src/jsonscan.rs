@@ -36,6 +36,8 @@ enum Scanner {
     Portable,
     /// 64 bytes at a time (AVX-512 F+BW), still one stop at a time.
     Blocks,
+    /// [`Scanner::Blocks`] with AVX2: each 64 bytes in two 32-byte halves.
+    Blocks32,
     /// [`Scanner::Blocks`], and a kept value's two-byte escapes decoded a whole block at a
     /// time (VBMI2's byte compress): see [`x86::string_unescape`].
     Unescape,
@@ -48,6 +50,8 @@ impl Scanner {
             Scanner::Unescape
         } else if simd_available() {
             Scanner::Blocks
+        } else if avx2_available() {
+            Scanner::Blocks32
         } else {
             Scanner::Portable
         }
@@ -165,9 +169,13 @@ fn string(
             // SAFETY: `unescape_available` said AVX-512 F+BW+VBMI2, POPCNT and BMI1 run here.
             return unsafe { x86::string_unescape(line, start) };
         }
-        if scanner != Scanner::Portable && simd_available() {
+        if scanner != Scanner::Portable && scanner != Scanner::Blocks32 && simd_available() {
             // SAFETY: `simd_available` said AVX-512 F+BW run here.
             return unsafe { x86::string(line, start, keep) };
+        }
+        if scanner != Scanner::Portable && avx2_available() {
+            // SAFETY: `avx2_available` said AVX2 runs here.
+            return unsafe { x86::string_avx2(line, start, keep) };
         }
     }
     let _ = scanner;
@@ -422,6 +430,20 @@ fn simd_available() -> bool {
     false
 }
 
+/// Whether [`x86::specials64_avx2`] runs here (AVX2), unless `NEARDUP_KERNEL=scalar`.
+fn avx2_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *OK.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
@@ -436,7 +458,20 @@ mod x86 {
         start: usize,
         keep: super::Keep,
     ) -> Option<(Option<std::borrow::Cow<'_, str>>, usize)> {
-        super::string_with::<Blocks>(line, start, keep)
+        super::string_with::<Blocks<true>>(line, start, keep)
+    }
+
+    /// [`super::string`] with [`Blocks`] on AVX2 (the CPUs without AVX-512).
+    ///
+    /// # Safety
+    /// AVX2 must be present.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn string_avx2(
+        line: &[u8],
+        start: usize,
+        keep: super::Keep,
+    ) -> Option<(Option<std::borrow::Cow<'_, str>>, usize)> {
+        super::string_with::<Blocks<false>>(line, start, keep)
     }
 
     /// [`super::string`] for a kept value, 64 bytes a step with every two-byte escape in the
@@ -499,7 +534,7 @@ mod x86 {
                     // `\u` (its four hex digits, surrogate pairs) or an invalid escape.
                     #[cfg(test)]
                     super::tests::HANDOVERS.with(|h| h.set(h.get() + 1));
-                    return super::string_from::<Blocks>(
+                    return super::string_from::<Blocks<true>>(
                         line,
                         start,
                         super::Keep::Value,
@@ -552,17 +587,19 @@ mod x86 {
 
     /// 64 bytes at a time, keeping the last block's stops: text with an escape every few
     /// dozen bytes finds the next one without loading again.
+    /// The stops of a 64-byte block at a time: found by [`specials64`] (AVX-512) when `WIDE`,
+    /// else by [`specials64_avx2`].
     #[derive(Default)]
-    pub struct Blocks {
+    pub struct Blocks<const WIDE: bool> {
         /// Where the last block starts, and its stops (bit i: byte `from + i`).
         from: usize,
         stops: u64,
         loaded: bool,
     }
 
-    impl super::StopFinder for Blocks {
-        /// Only reached through [`string`] (a `target_feature` function the caller checked
-        /// for): `Blocks` is private to this module and built nowhere else.
+    impl<const WIDE: bool> super::StopFinder for Blocks<WIDE> {
+        /// Only reached through [`string`] or [`string_avx2`] (`target_feature` functions the
+        /// caller checked for): `Blocks` is private to this module and built nowhere else.
         #[inline(always)]
         fn next_stop(&mut self, line: &[u8], at: usize, high: &mut u64) -> usize {
             if self.loaded && at < self.from + 64 {
@@ -578,8 +615,15 @@ mod x86 {
                 self.from = at;
             }
             loop {
-                // SAFETY: only called from `string` (AVX-512 F+BW present); from <= len.
-                let (stops, hi) = unsafe { specials64(line, self.from) };
+                // SAFETY: only called from `string` (AVX-512 F+BW present) with `WIDE` and
+                // `string_avx2` (AVX2 present) without; from <= len.
+                let (stops, hi) = unsafe {
+                    if WIDE {
+                        specials64(line, self.from)
+                    } else {
+                        specials64_avx2(line, self.from)
+                    }
+                };
                 self.loaded = true;
                 self.stops = stops;
                 *high |= hi;
@@ -614,6 +658,42 @@ mod x86 {
         let high = if _mm512_movepi8_mask(v) != 0 { 0x80 } else { 0 };
         ((quote | backslash | control) & live, high)
     }
+
+    /// [`specials64`] with AVX2: two 32-byte halves. Near the end of the line the bytes left
+    /// are copied into a zeroed block first, so nothing past the end is read (the zeros are
+    /// control bytes, and masked off like the AVX-512 version's missing lanes).
+    ///
+    /// # Safety
+    /// AVX2 must be present; `at <= line.len()`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub unsafe fn specials64_avx2(line: &[u8], at: usize) -> (u64, u64) {
+        debug_assert!(at <= line.len());
+        let n = (line.len() - at).min(64);
+        let mut tail = [0u8; 64];
+        let p = if n == 64 {
+            line.as_ptr().add(at)
+        } else {
+            tail[..n].copy_from_slice(&line[at..]);
+            tail.as_ptr()
+        };
+        let half = |v: __m256i| -> (u64, i32) {
+            let quote = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'"' as i8));
+            let backslash = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\\' as i8));
+            // Below 0x20 unsigned: min(v, 0x1f) == v.
+            let control = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1f)), v);
+            let any = _mm256_or_si256(quote, _mm256_or_si256(backslash, control));
+            (
+                _mm256_movemask_epi8(any) as u32 as u64,
+                _mm256_movemask_epi8(v),
+            )
+        };
+        let (lo, hi_lo) = half(_mm256_loadu_si256(p as *const __m256i));
+        let (hi, hi_hi) = half(_mm256_loadu_si256(p.add(32) as *const __m256i));
+        let live = if n == 64 { !0 } else { (1u64 << n) - 1 };
+        let high = if hi_lo | hi_hi != 0 { 0x80 } else { 0 };
+        ((lo | hi << 32) & live, high)
+    }
 }
 
 #[cfg(test)]
@@ -629,7 +709,12 @@ mod tests {
         if simd_available() {
             m.push(Scanner::Blocks);
         } else {
-            eprintln!("jsonscan: no AVX-512 BW here, only the portable scanner is tested");
+            eprintln!("jsonscan: no AVX-512 BW here, the AVX-512 block scanner is not tested");
+        }
+        if avx2_available() {
+            m.push(Scanner::Blocks32);
+        } else {
+            eprintln!("jsonscan: no AVX2 here, the AVX2 block scanner is not tested");
         }
         if unescape_available() {
             m.push(Scanner::Unescape);
@@ -800,6 +885,38 @@ mod tests {
                 // A raw control byte at the same place: never an answer.
                 let bad = format!(r#"{{"id":"x","text":"{body}{}{body}"}}"#, '\u{1f}');
                 assert!(!agrees(bad.as_bytes(), "id", "text"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_byte_that_is_not_ascii_is_seen_at_every_offset_of_a_block() {
+        // A scanner that misses a high byte takes the text as ASCII, unchecked: invalid UTF-8
+        // would become a `String`. Each offset from the text's start through three 64-byte
+        // blocks (the line's own offset shifts the phase too), in the id and in the text.
+        for at in 0..200 {
+            for (bad, valid) in [
+                (&b"\xff"[..], false),
+                (b"\x80", false),
+                ("é".as_bytes(), true),
+            ] {
+                let mut text = b"w".repeat(at);
+                text.extend_from_slice(bad);
+                text.extend_from_slice(b"tail");
+                for line in [
+                    [&br#"{"id":"x","text":""#[..], &text, br#""}"#].concat(),
+                    [&br#"{"id":""#[..], &text, br#"","text":"t"}"#].concat(),
+                ] {
+                    for scanner in modes() {
+                        let got = scan(&line, "id", "text", scanner);
+                        if valid {
+                            let (i, t) = got.expect("valid UTF-8 is answered");
+                            assert!(i.contains('é') || t.contains('é'), "{scanner:?} at {at}");
+                        } else {
+                            assert_eq!(got, None, "{scanner:?}: invalid UTF-8 at {at}");
+                        }
+                    }
+                }
             }
         }
     }

@@ -174,15 +174,22 @@ static ASCII_LOWER_WORD: [u8; 256] = {
 };
 
 /// Pack a run of ASCII bytes (see [`ascii_run_scalar`]); 64 bytes at a time with AVX-512 where
-/// the CPU has it.
+/// the CPU has it, else 32 at a time with AVX2.
 #[inline]
 fn ascii_run(bytes: &[u8], out: &mut Vec<u8>, starts: &mut Vec<u32>, prev_word: &mut bool) {
     #[cfg(target_arch = "x86_64")]
     {
-        if bytes.len() >= 16 && simd::available() {
-            // SAFETY: the CPU has AVX-512F, BW and VBMI2 (checked by `available`).
-            unsafe { simd::ascii_run_avx512(bytes, out, starts, prev_word) };
-            return;
+        if bytes.len() >= 16 {
+            if simd::available() {
+                // SAFETY: the CPU has AVX-512F, BW and VBMI2 (checked by `available`).
+                unsafe { simd::ascii_run_avx512(bytes, out, starts, prev_word) };
+                return;
+            }
+            if simd::avx2_available() {
+                // SAFETY: the CPU has AVX2, POPCNT and BMI1 (checked by `avx2_available`).
+                unsafe { simd::ascii_run_avx2(bytes, out, starts, prev_word) };
+                return;
+            }
         }
     }
     ascii_run_scalar(bytes, out, starts, prev_word)
@@ -246,6 +253,138 @@ pub(crate) mod simd {
                 && std::arch::is_x86_feature_detected!("bmi2")
                 && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
         })
+    }
+
+    /// AVX2 with POPCNT and BMI1, for [`ascii_run_avx2`] (the CPUs without AVX-512: AMD before
+    /// Zen 4, Intel's client cores).
+    pub fn avx2_available() -> bool {
+        static OK: OnceLock<bool> = OnceLock::new();
+        *OK.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("popcnt")
+                && std::arch::is_x86_feature_detected!("bmi1")
+                && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
+        })
+    }
+
+    /// For each 8-bit mask, the indices of its set bits packed to the front (the rest 0x80, which
+    /// `pshufb` turns into zeros): the control that compresses eight bytes to the kept ones.
+    static COMPRESS8: [u64; 256] = {
+        let mut t = [0u64; 256];
+        let mut m = 0;
+        while m < 256 {
+            let mut v = 0x8080_8080_8080_8080u64;
+            let (mut bit, mut at) = (0, 0);
+            while bit < 8 {
+                if m & (1 << bit) != 0 {
+                    v &= !(0xffu64 << (8 * at));
+                    v |= (bit as u64) << (8 * at);
+                    at += 1;
+                }
+                bit += 1;
+            }
+            t[m] = v;
+            m += 1;
+        }
+        t
+    };
+
+    /// [`super::ascii_run_scalar`] 32 bytes a step, for CPUs with AVX2 but not AVX-512: the same
+    /// classification as [`ascii_run_avx512`] (byte compares into a mask `M` of word bytes, keep
+    /// `M | M << 1`); AVX2 has no byte compress, so each 8 bytes are compressed by a `pshufb`
+    /// whose control is looked up by their 8 mask bits, two groups of 8 a shuffle, each stored
+    /// (8 bytes) at the cursor. Word starts are few (one per 7 bytes of text): each is placed by
+    /// a popcount of the kept bits below it. No `pext`: it is microcoded on AMD before Zen 3.
+    #[target_feature(enable = "avx2,popcnt,bmi1")]
+    pub unsafe fn ascii_run_avx2(
+        bytes: &[u8],
+        out: &mut Vec<u8>,
+        starts: &mut Vec<u32>,
+        prev_word: &mut bool,
+    ) {
+        let n = bytes.len();
+        // Each 8-byte store may write up to 8 bytes past the cursor.
+        out.reserve(n + 8);
+        starts.reserve(n / 2 + 1);
+        let base = out.len();
+        let mut len = base;
+        let mut ns = starts.len();
+        let dst = out.as_mut_ptr();
+        let sdst = starts.as_mut_ptr();
+        let mut carry = *prev_word as u64;
+        let a = _mm256_set1_epi8(b'a' as i8);
+        let zero = _mm256_set1_epi8(b'0' as i8);
+        let under = _mm256_set1_epi8(b'_' as i8);
+        let bit5 = _mm256_set1_epi8(0x20);
+        let space = _mm256_set1_epi8(b' ' as i8);
+        let n25 = _mm256_set1_epi8(25);
+        let n9 = _mm256_set1_epi8(9);
+        let second = _mm_set_epi64x(0x0808_0808_0808_0808, 0);
+        let mut i = 0;
+        while i < n {
+            let take = (n - i).min(32);
+            let lane: u64 = (1u64 << take) - 1;
+            let v = if take == 32 {
+                _mm256_loadu_si256(bytes.as_ptr().add(i) as *const __m256i)
+            } else {
+                // The last, short step: missing lanes read as separators (zero bytes).
+                let mut tail = [0u8; 32];
+                tail[..take].copy_from_slice(&bytes[i..]);
+                _mm256_loadu_si256(tail.as_ptr() as *const __m256i)
+            };
+            let lower = _mm256_or_si256(v, bit5);
+            // x <= y unsigned is min(x, y) == x.
+            let la = _mm256_sub_epi8(lower, a);
+            let alpha = _mm256_cmpeq_epi8(_mm256_min_epu8(la, n25), la);
+            let d = _mm256_sub_epi8(v, zero);
+            let digit = _mm256_cmpeq_epi8(_mm256_min_epu8(d, n9), d);
+            let us = _mm256_cmpeq_epi8(v, under);
+            let word = _mm256_or_si256(alpha, _mm256_or_si256(digit, us));
+            let m = _mm256_movemask_epi8(word) as u32 as u64 & lane;
+            let shifted = (m << 1) | carry;
+            let keep = (m | shifted) & lane;
+            // Letters lower-cased, digits and '_' as they are, separators a space.
+            let word_bytes = _mm256_blendv_epi8(v, lower, alpha);
+            let packed = _mm256_blendv_epi8(space, word_bytes, word);
+            let before = len;
+            for (h, half) in [
+                _mm256_castsi256_si128(packed),
+                _mm256_extracti128_si256::<1>(packed),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let k0 = (keep >> (16 * h)) & 0xff;
+                let k1 = (keep >> (16 * h + 8)) & 0xff;
+                // The second group's indices are 8 on (0x80 stays a zeroing index).
+                let ctrl = _mm_or_si128(
+                    _mm_set_epi64x(COMPRESS8[k1 as usize] as i64, COMPRESS8[k0 as usize] as i64),
+                    second,
+                );
+                let c = _mm_shuffle_epi8(half, ctrl);
+                _mm_storel_epi64(dst.add(len) as *mut __m128i, c);
+                len += k0.count_ones() as usize;
+                _mm_storel_epi64(dst.add(len) as *mut __m128i, _mm_unpackhi_epi64(c, c));
+                len += k1.count_ones() as usize;
+            }
+            // Word starts: word bytes whose predecessor is not one; each lands after the kept
+            // bytes before it.
+            let mut st = m & !shifted;
+            while st != 0 {
+                let below = (st & st.wrapping_neg()) - 1;
+                sdst.add(ns)
+                    .write((before + (keep & below).count_ones() as usize) as u32);
+                ns += 1;
+                st &= st - 1;
+            }
+            carry = (m >> (take - 1)) & 1;
+            i += take;
+        }
+        // SAFETY: `len - base` bytes and `ns` starts were written, within the reservations
+        // (starts are at least two bytes apart in the input, so at most n/2 + 1 of them).
+        out.set_len(len);
+        starts.set_len(ns);
+        *prev_word = carry == 1;
     }
 
     /// [`super::ascii_run_scalar`], 64 bytes a step: classify with byte compares into a mask
@@ -540,20 +679,41 @@ mod tests {
 mod simd_tests {
     use super::*;
 
-    /// The AVX-512 packer equals the scalar one, byte for byte, across block boundaries and
-    /// with either incoming state.
     #[test]
     fn avx512_ascii_run_equals_scalar() {
         if !simd::available() {
-            eprintln!("AVX-512 BW/VBMI2 not available: only the scalar packer runs here");
+            eprintln!("AVX-512 BW/VBMI2 not available: the AVX-512 packer is not tested here");
+            assert!(
+                std::env::var_os("NEARDUP_REQUIRE_AVX512").is_none(),
+                "NEARDUP_REQUIRE_AVX512 is set but the AVX-512 packer does not run here"
+            );
             return;
         }
+        packer_equals_scalar(|t, o, s, p| unsafe { simd::ascii_run_avx512(t, o, s, p) });
+    }
+
+    #[test]
+    fn avx2_ascii_run_equals_scalar() {
+        if !simd::avx2_available() {
+            eprintln!("AVX2 not available: the AVX2 packer is not tested here");
+            assert!(
+                std::env::var_os("NEARDUP_REQUIRE_SIMD").is_none(),
+                "NEARDUP_REQUIRE_SIMD is set but the AVX2 packer does not run here"
+            );
+            return;
+        }
+        packer_equals_scalar(|t, o, s, p| unsafe { simd::ascii_run_avx2(t, o, s, p) });
+    }
+
+    /// A SIMD packer equals the scalar one, byte for byte, across block boundaries and with
+    /// either incoming state.
+    fn packer_equals_scalar(packer: impl Fn(&[u8], &mut Vec<u8>, &mut Vec<u32>, &mut bool)) {
         // Both packers from the same state (what is already in the buffers, `prev_word`).
         let same = |text: &[u8], out: &[u8], starts: &[u32], prev: bool, what: &str| {
             let (mut o1, mut s1, mut p1) = (out.to_vec(), starts.to_vec(), prev);
             let (mut o2, mut s2, mut p2) = (out.to_vec(), starts.to_vec(), prev);
             ascii_run_scalar(text, &mut o1, &mut s1, &mut p1);
-            unsafe { simd::ascii_run_avx512(text, &mut o2, &mut s2, &mut p2) };
+            packer(text, &mut o2, &mut s2, &mut p2);
             assert_eq!((o1, s1, p1), (o2, s2, p2), "{what} prev {prev}");
         };
         let mut rng = crate::hash::Pcg32::new(11);
