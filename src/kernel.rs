@@ -1257,7 +1257,9 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     fn the_vector_hashers_refuse_only_the_lanes_whose_loads_would_pass_the_end() {
         for (name, kernel) in vector_hashers("the vector hashers' bounds check") {
-            let bytes: Vec<u8> = (0..100u8).collect();
+            // The bytes end right before an unmapped page: a load past them crashes the test.
+            let guarded = crate::guarded::Guarded::new(&(0..100u8).collect::<Vec<u8>>());
+            let bytes = guarded.bytes();
             // A lane reads whole words: 90 + 9 bytes reaches 90 + 16 > 100; 84 + 16 ends
             // exactly at the end. Then ranges at the edges of u32 (a 32-bit sum would wrap
             // and pass), in the first group and the last. Empty lanes (start 1,000) read
@@ -1266,6 +1268,9 @@ mod tests {
                 (90u32, 9u32, false),
                 (84, 9, true),
                 (84, 16, true),
+                // A short lane whose last word ends at the end, and one that would pass it.
+                (92, 8, true),
+                (96, 4, false),
                 (u32::MAX, 1, false),
                 (u32::MAX - 3, 8, false),
                 (0, u32::MAX, false),
@@ -1279,7 +1284,7 @@ mod tests {
                     ranges[lane] = pack_range(start, len);
                     let mut out = [1u64; HASH_BLOCK];
                     // SAFETY: vector_hashers lists only kernels this CPU runs.
-                    let refused = unsafe { kernel(&bytes, &ranges, &mut out) };
+                    let refused = unsafe { kernel(bytes, &ranges, &mut out) };
                     let what = format!("{name}: start {start} len {len} in lane {lane}");
                     assert_eq!(refused, if fits { 0 } else { 1 << lane }, "{what}");
                     if fits {
@@ -1302,7 +1307,9 @@ mod tests {
     fn the_vector_and_scalar_hashers_agree_on_random_blocks() {
         for (name, kernel) in vector_hashers("the vector hashers against hash_lanes_scalar") {
             let mut rng = crate::hash::Pcg32::new(17);
-            let bytes: Vec<u8> = (0..4096).map(|_| rng.next_u32() as u8).collect();
+            let random: Vec<u8> = (0..4096).map(|_| rng.next_u32() as u8).collect();
+            let guarded = crate::guarded::Guarded::new(&random);
+            let bytes = guarded.bytes();
             for round in 0..200 {
                 // Lengths from 0 to 130, some blocks of one length class, some mixed; some
                 // lanes end within 7 bytes of the end of the bytes (refused, then scalar).
@@ -1313,10 +1320,10 @@ mod tests {
                     let start = rng.below((bytes.len() - len + 1) as u32);
                     pack_range(start, len as u32)
                 });
-                let want = hash_block_scalar(&bytes, &ranges);
+                let want = hash_block_scalar(bytes, &ranges);
                 let mut got = [0u64; HASH_BLOCK];
                 // SAFETY: vector_hashers lists only kernels this CPU runs.
-                let mut refused = unsafe { kernel(&bytes, &ranges, &mut got) };
+                let mut refused = unsafe { kernel(bytes, &ranges, &mut got) };
                 // Refused lanes (their loads would pass the end) are the caller's to hash.
                 while refused != 0 {
                     let l = refused.trailing_zeros() as usize;
@@ -1324,7 +1331,7 @@ mod tests {
                     refused &= refused - 1;
                 }
                 assert_eq!(got, want, "{name}: round {round}");
-                assert_eq!(hash_block(&bytes, &ranges), want, "round {round}");
+                assert_eq!(hash_block(bytes, &ranges), want, "round {round}");
             }
         }
     }

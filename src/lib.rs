@@ -15,6 +15,8 @@ pub mod cli;
 pub mod decontam;
 pub mod dedup;
 pub mod engine;
+#[cfg(test)]
+mod guarded;
 pub mod hash;
 pub mod html;
 pub mod io;
