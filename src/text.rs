@@ -381,6 +381,9 @@ pub(crate) mod simd {
             carry = (m >> (take - 1)) & 1;
             i += take;
         }
+        // The reservations held (a broken bound would have written past them: caught here in
+        // tests, not silently).
+        debug_assert!(len + 8 <= out.capacity() && ns <= starts.capacity());
         // SAFETY: `len - base` bytes and `ns` starts were written, within the reservations
         // (starts are at least two bytes apart in the input, so at most n/2 + 1 of them).
         out.set_len(len);
