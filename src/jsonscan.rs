@@ -50,7 +50,7 @@ impl Scanner {
             Scanner::Unescape
         } else if simd_available() {
             Scanner::Blocks
-        } else if avx2_available() {
+        } else if crate::kernel::avx2_available() {
             Scanner::Blocks32
         } else {
             Scanner::Portable
@@ -169,11 +169,11 @@ fn string(
             // SAFETY: `unescape_available` said AVX-512 F+BW+VBMI2, POPCNT and BMI1 run here.
             return unsafe { x86::string_unescape(line, start) };
         }
-        if scanner != Scanner::Portable && scanner != Scanner::Blocks32 && simd_available() {
+        if matches!(scanner, Scanner::Blocks | Scanner::Unescape) && simd_available() {
             // SAFETY: `simd_available` said AVX-512 F+BW run here.
             return unsafe { x86::string(line, start, keep) };
         }
-        if scanner != Scanner::Portable && avx2_available() {
+        if scanner != Scanner::Portable && crate::kernel::avx2_available() {
             // SAFETY: `avx2_available` said AVX2 runs here.
             return unsafe { x86::string_avx2(line, start, keep) };
         }
@@ -423,20 +423,6 @@ fn simd_available() -> bool {
         *OK.get_or_init(|| {
             std::arch::is_x86_feature_detected!("avx512f")
                 && std::arch::is_x86_feature_detected!("avx512bw")
-                && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
-/// Whether [`x86::specials64_avx2`] runs here (AVX2), unless `NEARDUP_KERNEL=scalar`.
-fn avx2_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *OK.get_or_init(|| {
-            std::arch::is_x86_feature_detected!("avx2")
                 && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
         })
     }
@@ -713,7 +699,7 @@ mod tests {
         } else {
             eprintln!("jsonscan: no AVX-512 BW here, the AVX-512 block scanner is not tested");
         }
-        if avx2_available() {
+        if crate::kernel::avx2_available() {
             m.push(Scanner::Blocks32);
         } else {
             eprintln!("jsonscan: no AVX2 here, the AVX2 block scanner is not tested");

@@ -70,6 +70,24 @@ impl Kernel {
     }
 }
 
+/// Whether the AVX2 paths for CPUs without AVX-512 (the hasher, the tokenizer's packer, the
+/// record scanner's stop finder) run here: AVX2 with POPCNT and BMI1 (which every AVX2 CPU
+/// has), unless `NEARDUP_KERNEL=scalar`.
+pub(crate) fn avx2_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static OK: OnceLock<bool> = OnceLock::new();
+        *OK.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("popcnt")
+                && std::arch::is_x86_feature_detected!("bmi1")
+                && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Which kernel variant runs on this machine (for reports).
 pub fn describe() -> String {
     format!("{} kernel", Kernel::detect().name())
@@ -576,20 +594,11 @@ mod x86 {
         *K.get_or_init(|| {
             if fnv_available() {
                 Some(fnv_lanes as FnvLanes)
-            } else if fnv_avx2_available() {
+            } else if super::avx2_available() {
                 Some(fnv_lanes_avx2 as FnvLanes)
             } else {
                 None
             }
-        })
-    }
-
-    /// AVX2, unless `NEARDUP_KERNEL=scalar`.
-    pub fn fnv_avx2_available() -> bool {
-        static OK: OnceLock<bool> = OnceLock::new();
-        *OK.get_or_init(|| {
-            std::arch::is_x86_feature_detected!("avx2")
-                && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
         })
     }
 
@@ -1206,7 +1215,7 @@ mod tests {
         if avx512_hasher(what) {
             v.push(("avx512", x86::fnv_lanes as x86::FnvLanes));
         }
-        if x86::fnv_avx2_available() {
+        if avx2_available() {
             v.push(("avx2", x86::fnv_lanes_avx2 as x86::FnvLanes));
         } else {
             assert!(

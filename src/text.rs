@@ -185,7 +185,7 @@ fn ascii_run(bytes: &[u8], out: &mut Vec<u8>, starts: &mut Vec<u32>, prev_word: 
                 unsafe { simd::ascii_run_avx512(bytes, out, starts, prev_word) };
                 return;
             }
-            if simd::avx2_available() {
+            if crate::kernel::avx2_available() {
                 // SAFETY: the CPU has AVX2, POPCNT and BMI1 (checked by `avx2_available`).
                 unsafe { simd::ascii_run_avx2(bytes, out, starts, prev_word) };
                 return;
@@ -251,18 +251,6 @@ pub(crate) mod simd {
                 && std::arch::is_x86_feature_detected!("popcnt")
                 && std::arch::is_x86_feature_detected!("bmi1")
                 && std::arch::is_x86_feature_detected!("bmi2")
-                && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
-        })
-    }
-
-    /// AVX2 with POPCNT and BMI1, for [`ascii_run_avx2`] (the CPUs without AVX-512: AMD before
-    /// Zen 4, Intel's client cores).
-    pub fn avx2_available() -> bool {
-        static OK: OnceLock<bool> = OnceLock::new();
-        *OK.get_or_init(|| {
-            std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("popcnt")
-                && std::arch::is_x86_feature_detected!("bmi1")
                 && std::env::var("NEARDUP_KERNEL").map_or(true, |k| k != "scalar")
         })
     }
@@ -698,7 +686,7 @@ mod simd_tests {
 
     #[test]
     fn avx2_ascii_run_equals_scalar() {
-        if !simd::avx2_available() {
+        if !crate::kernel::avx2_available() {
             eprintln!("AVX2 not available: the AVX2 packer is not tested here");
             assert!(
                 std::env::var_os("NEARDUP_REQUIRE_SIMD").is_none(),
