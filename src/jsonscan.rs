@@ -36,11 +36,16 @@ enum Scanner {
     Portable,
     /// 64 bytes at a time (AVX-512 F+BW), still one stop at a time.
     Blocks,
-    /// [`Scanner::Blocks`] with AVX2: each 64 bytes in two 32-byte halves.
+    /// [`Scanner::Blocks`] with AVX2: each 64 bytes in two 32-byte halves. Chosen only by the
+    /// tests: [`Scanner::Unescape32`] scans the other strings as this one does.
+    #[cfg_attr(not(test), allow(dead_code))]
     Blocks32,
     /// [`Scanner::Blocks`], and a kept value's two-byte escapes decoded a whole block at a
     /// time (VBMI2's byte compress): see [`x86::string_unescape`].
     Unescape,
+    /// [`Scanner::Unescape`] with AVX2 ([`Scanner::Blocks32`] for what it hands over): see
+    /// [`x86::string_unescape_avx2`].
+    Unescape32,
 }
 
 impl Scanner {
@@ -51,7 +56,7 @@ impl Scanner {
         } else if simd_available() {
             Scanner::Blocks
         } else if crate::kernel::avx2_available() {
-            Scanner::Blocks32
+            Scanner::Unescape32
         } else {
             Scanner::Portable
         }
@@ -172,6 +177,11 @@ fn string(
         if matches!(scanner, Scanner::Blocks | Scanner::Unescape) && simd_available() {
             // SAFETY: `simd_available` said AVX-512 F+BW run here.
             return unsafe { x86::string(line, start, keep) };
+        }
+        if scanner == Scanner::Unescape32 && keep == Keep::Value && crate::kernel::avx2_available()
+        {
+            // SAFETY: `avx2_available` said AVX2, POPCNT and BMI1 run here.
+            return unsafe { x86::string_unescape_avx2(line, start) };
         }
         if scanner != Scanner::Portable && crate::kernel::avx2_available() {
             // SAFETY: `avx2_available` said AVX2 runs here.
@@ -571,6 +581,167 @@ mod x86 {
         }
     }
 
+    /// What a two-byte escape's second byte stands for (0: not a two-byte escape, such as
+    /// `u`), for [`string_unescape_avx2`].
+    static UNESCAPE: [u8; 256] = {
+        let mut t = [0u8; 256];
+        t[b'"' as usize] = b'"';
+        t[b'\\' as usize] = b'\\';
+        t[b'/' as usize] = b'/';
+        t[b'b' as usize] = 0x08;
+        t[b'f' as usize] = 0x0c;
+        t[b'n' as usize] = b'\n';
+        t[b'r' as usize] = b'\r';
+        t[b't' as usize] = b'\t';
+        t
+    };
+
+    /// [`string_unescape`] for CPUs with AVX2 but not AVX-512: the same 64-byte steps, each
+    /// loaded as two 32-byte halves (near the end of the line the bytes left are copied into
+    /// a zeroed block first, as [`specials64_avx2`] does). Without masked moves, the escaped
+    /// bytes of a step (about two in real text) are translated one by one in a copy of the
+    /// block on the stack, through a 256-entry table that also says which are two-byte
+    /// escapes; without a byte compress, the escaping backslashes are squeezed out eight bytes
+    /// a `pshufb` ([`crate::text::simd::compress_store16`], the tokenizer's packer). A `\u` or
+    /// an invalid escape hands the rest of the string to the stop scanner from the start of the
+    /// step, a raw control byte or a line that ends before the closing quote is `None`, as
+    /// there.
+    ///
+    /// # Safety
+    /// AVX2, POPCNT and BMI1 must be present.
+    #[target_feature(enable = "avx2,popcnt,bmi1")]
+    pub unsafe fn string_unescape_avx2(
+        line: &[u8],
+        start: usize,
+    ) -> Option<(Option<std::borrow::Cow<'_, str>>, usize)> {
+        use std::borrow::Cow;
+        let n = line.len();
+        let mut at = start;
+        // The value so far, once an escape was met (a string without one is borrowed).
+        let mut out: Option<Vec<u8>> = None;
+        // 0x80 once a byte of the content so far is not ASCII, else 0 (see `string_from`).
+        let mut high = 0u64;
+        let byte = |b: u8| _mm256_set1_epi8(b as i8);
+        let mask = |v: __m256i| _mm256_movemask_epi8(v) as u32 as u64;
+        // The step's bytes, 32-byte aligned for the stores below.
+        #[repr(align(32))]
+        struct Block([u8; 64]);
+        let mut block = Block([0; 64]);
+        loop {
+            let take = (n - at).min(64);
+            let live: u64 = if take == 64 { !0 } else { (1u64 << take) - 1 };
+            let p = if take == 64 {
+                line.as_ptr().add(at)
+            } else {
+                // Missing bytes read as zeros: never a quote or backslash, and control bytes
+                // only outside `live`, masked off below.
+                block.0 = [0; 64];
+                block.0[..take].copy_from_slice(&line[at..]);
+                block.0.as_ptr()
+            };
+            let v = [
+                _mm256_loadu_si256(p as *const __m256i),
+                _mm256_loadu_si256(p.add(32) as *const __m256i),
+            ];
+            let both = |f: &dyn Fn(__m256i) -> __m256i| mask(f(v[0])) | mask(f(v[1])) << 32;
+            let quote = both(&|x| _mm256_cmpeq_epi8(x, byte(b'"')));
+            let backslash = both(&|x| _mm256_cmpeq_epi8(x, byte(b'\\')));
+            // Below 0x20 unsigned: min(x, 0x1f) == x.
+            let control = both(&|x| _mm256_cmpeq_epi8(_mm256_min_epu8(x, byte(0x1f)), x)) & live;
+            // `at` is never inside an escape: a step ends at the closing quote, at the end of
+            // the block, or before a backslash whose escaped byte is in the next block.
+            let (escaped, starters) = super::escapes(backslash);
+            let close = quote & !escaped;
+            let end = if close != 0 {
+                close.trailing_zeros() as usize
+            } else if take < 64 {
+                // No closing quote before the line ends: unterminated (or worse).
+                return None;
+            } else {
+                64 - (starters >> 63) as usize
+            };
+            let part = if end == 64 { !0 } else { (1u64 << end) - 1 };
+            if control & part != 0 {
+                return None;
+            }
+            let esc = escaped & part;
+            // The step's bytes with each escaped one translated, in one pass that also checks
+            // that every escape is a two-byte one before anything is kept. (An escaped byte
+            // has its backslash before it in the step, so `esc` is empty when `drop` below
+            // is, and the block is needed only then.)
+            if esc != 0 {
+                _mm256_store_si256(block.0.as_mut_ptr() as *mut __m256i, v[0]);
+                _mm256_store_si256(block.0.as_mut_ptr().add(32) as *mut __m256i, v[1]);
+            }
+            let mut e = esc;
+            while e != 0 {
+                let i = e.trailing_zeros() as usize;
+                let t = UNESCAPE[block.0[i] as usize];
+                block.0[i] = t;
+                if t == 0 {
+                    // `\u` (its four hex digits, surrogate pairs) or an invalid escape.
+                    #[cfg(test)]
+                    super::tests::HANDOVERS.with(|h| h.set(h.get() + 1));
+                    return super::string_from::<Blocks<false>>(
+                        line,
+                        start,
+                        super::Keep::Value,
+                        at,
+                        out,
+                        high,
+                    );
+                }
+                e &= e - 1;
+            }
+            if (mask(v[0]) | mask(v[1]) << 32) & part != 0 {
+                high = 0x80;
+            }
+            let drop = starters & part;
+            if drop != 0 && out.is_none() {
+                // The first escape: the raw bytes before it are the value so far. Room for
+                // the rest of the line, up to 64 KiB (as the stop scanner reserves).
+                let mut o = Vec::with_capacity((n - start).min(64 << 10) + 72);
+                o.extend_from_slice(&line[start..at]);
+                out = Some(o);
+            }
+            if let Some(o) = out.as_mut() {
+                // Four stores of up to 16 kept bytes, each writing up to 8 past them: from the
+                // translated block, or straight from the step's bytes when it had no escape.
+                o.reserve(64 + 8);
+                let kept = part & !drop;
+                let from = if esc != 0 { block.0.as_ptr() } else { p };
+                let dst = o.as_mut_ptr().add(o.len());
+                let mut len = 0;
+                for q in 0..4 {
+                    let bytes = _mm_loadu_si128(from.add(16 * q) as *const __m128i);
+                    len += crate::text::simd::compress_store16(
+                        bytes,
+                        (kept >> (16 * q)) as u32 & 0xffff,
+                        dst.add(len),
+                    );
+                }
+                debug_assert!(
+                    len == kept.count_ones() as usize && o.len() + len + 8 <= o.capacity()
+                );
+                // SAFETY: the stores wrote `len` kept bytes (and junk past them, within the
+                // 8 spare bytes) into the reserved room.
+                o.set_len(o.len() + len);
+            }
+            if close != 0 {
+                let stop = at + end;
+                let value = match out {
+                    None => Cow::Borrowed(super::utf8(&line[start..stop], high == 0)?),
+                    // Raw bytes and decoded escapes (all ASCII): UTF-8 whenever the raw
+                    // bytes are, checked as the stop scanner checks them.
+                    Some(o) if high == 0 => Cow::Owned(String::from_utf8_unchecked(o)),
+                    Some(o) => Cow::Owned(String::from_utf8(o).ok()?),
+                };
+                return Some((Some(value), stop + 1));
+            }
+            at += end;
+        }
+    }
+
     /// 64 bytes at a time, keeping the last block's stops: text with an escape every few
     /// dozen bytes finds the next one without loading again.
     ///
@@ -701,8 +872,11 @@ mod tests {
         }
         if crate::kernel::avx2_available() {
             m.push(Scanner::Blocks32);
+            m.push(Scanner::Unescape32);
         } else {
-            eprintln!("jsonscan: no AVX2 here, the AVX2 block scanner is not tested");
+            eprintln!(
+                "jsonscan: no AVX2 here, the AVX2 block scanner and unescaper are not tested"
+            );
         }
         if unescape_available() {
             m.push(Scanner::Unescape);
@@ -943,22 +1117,28 @@ mod tests {
 
     #[test]
     fn two_byte_escapes_never_leave_the_block_unescaper() {
-        if !unescape_available() {
-            eprintln!("jsonscan: no AVX-512 VBMI2 here, the block unescaper is not tested");
-            return;
+        let unescapers: Vec<Scanner> = modes()
+            .into_iter()
+            .filter(|m| matches!(m, Scanner::Unescape | Scanner::Unescape32))
+            .collect();
+        if unescapers.is_empty() {
+            eprintln!("jsonscan: no AVX-512 VBMI2 or AVX2 here, no block unescaper is tested");
         }
         // Each of the eight two-byte escapes at every phase of a step; a `\u` for contrast.
-        for esc in [
-            "\\n", "\\t", "\\r", "\\b", "\\f", "\\\"", "\\\\", "\\/", "\\u0041",
-        ] {
-            for gap in 0..70 {
-                let text = format!("{}{esc}", "w".repeat(gap)).repeat(5);
-                let line = format!(r#"{{"id":"x","text":"{text}"}}"#);
-                HANDOVERS.with(|h| h.set(0));
-                let got = scan(line.as_bytes(), "id", "text", Scanner::Unescape);
-                assert_eq!(got, scan(line.as_bytes(), "id", "text", Scanner::Portable));
-                let handed = HANDOVERS.with(|h| h.get());
-                assert_eq!(handed, (esc == "\\u0041") as usize, "{esc} after {gap}");
+        for scanner in unescapers {
+            for esc in [
+                "\\n", "\\t", "\\r", "\\b", "\\f", "\\\"", "\\\\", "\\/", "\\u0041",
+            ] {
+                for gap in 0..70 {
+                    let text = format!("{}{esc}", "w".repeat(gap)).repeat(5);
+                    let line = format!(r#"{{"id":"x","text":"{text}"}}"#);
+                    HANDOVERS.with(|h| h.set(0));
+                    let got = scan(line.as_bytes(), "id", "text", scanner);
+                    assert_eq!(got, scan(line.as_bytes(), "id", "text", Scanner::Portable));
+                    let handed = HANDOVERS.with(|h| h.get());
+                    let want = (esc == "\\u0041") as usize;
+                    assert_eq!(handed, want, "{scanner:?}: {esc} after {gap}");
+                }
             }
         }
     }

@@ -623,18 +623,20 @@ mod x86 {
     ) -> u64 {
         // The same reach check as `fnv_lanes`, in scalar form: a refused lane runs as an empty
         // one (offset 0, length 0: it loads nothing).
+        // Every lane's offset and length is written, the refused ones as zeros: a conditional
+        // write became masked stores (`vpmaskmovq`), which are slow on AMD (a tenth of this
+        // kernel's time on Zen 3).
         let mut refused = 0u64;
         let mut offs = [0i64; FNV_SIMD_LANES];
         let mut lens = [0i64; FNV_SIMD_LANES];
         for (l, &r) in ranges.iter().enumerate() {
             let (start, len) = super::unpack_range(r);
             let reach = start as u64 + ((len as u64 + 7) & !7);
-            if len != 0 && reach > bytes.len() as u64 {
-                refused |= 1 << l;
-            } else {
-                offs[l] = start as i64;
-                lens[l] = len as i64;
-            }
+            let out = len != 0 && reach > bytes.len() as u64;
+            refused |= (out as u64) << l;
+            let keep = (out as i64).wrapping_sub(1);
+            offs[l] = start as i64 & keep;
+            lens[l] = len as i64 & keep;
         }
         for pass in 0..FNV_SIMD_LANES / (4 * AVX2_GROUPS) {
             let at = 4 * AVX2_GROUPS * pass;

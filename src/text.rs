@@ -277,6 +277,30 @@ pub(crate) mod simd {
         t
     };
 
+    /// Store the bytes of `v` whose bits are set in the low 16 of `keep`, in order, at `dst`;
+    /// returns how many. Each 8 bytes are compressed by one `pshufb` whose control is looked
+    /// up by their 8 bits, and stored whole, so up to 8 bytes past the kept ones are written
+    /// (junk): `dst` must have room for the kept bytes and 8 more.
+    ///
+    /// # Safety
+    /// AVX2 and POPCNT must be present; `dst` as above.
+    #[target_feature(enable = "avx2,popcnt")]
+    #[inline]
+    pub(crate) unsafe fn compress_store16(v: __m128i, keep: u32, dst: *mut u8) -> usize {
+        let k0 = keep & 0xff;
+        let k1 = (keep >> 8) & 0xff;
+        // The second group's indices are 8 on (0x80 stays a zeroing index).
+        let ctrl = _mm_or_si128(
+            _mm_set_epi64x(COMPRESS8[k1 as usize] as i64, COMPRESS8[k0 as usize] as i64),
+            _mm_set_epi64x(0x0808_0808_0808_0808, 0),
+        );
+        let c = _mm_shuffle_epi8(v, ctrl);
+        _mm_storel_epi64(dst as *mut __m128i, c);
+        let first = k0.count_ones() as usize;
+        _mm_storel_epi64(dst.add(first) as *mut __m128i, _mm_unpackhi_epi64(c, c));
+        first + k1.count_ones() as usize
+    }
+
     /// [`super::ascii_run_scalar`] 32 bytes a step, for CPUs with AVX2 but not AVX-512: the same
     /// classification as [`ascii_run_avx512`] (byte compares into a mask `M` of word bytes, keep
     /// `M | M << 1`); AVX2 has no byte compress, so each 8 bytes are compressed by a `pshufb`
@@ -308,7 +332,6 @@ pub(crate) mod simd {
         let space = _mm256_set1_epi8(b' ' as i8);
         let n25 = _mm256_set1_epi8(25);
         let n9 = _mm256_set1_epi8(9);
-        let second = _mm_set_epi64x(0x0808_0808_0808_0808, 0);
         let mut i = 0;
         while i < n {
             let take = (n - i).min(32);
@@ -336,26 +359,12 @@ pub(crate) mod simd {
             let word_bytes = _mm256_blendv_epi8(v, lower, alpha);
             let packed = _mm256_blendv_epi8(space, word_bytes, word);
             let before = len;
-            for (h, half) in [
-                _mm256_castsi256_si128(packed),
+            len += compress_store16(_mm256_castsi256_si128(packed), keep as u32, dst.add(len));
+            len += compress_store16(
                 _mm256_extracti128_si256::<1>(packed),
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                let k0 = (keep >> (16 * h)) & 0xff;
-                let k1 = (keep >> (16 * h + 8)) & 0xff;
-                // The second group's indices are 8 on (0x80 stays a zeroing index).
-                let ctrl = _mm_or_si128(
-                    _mm_set_epi64x(COMPRESS8[k1 as usize] as i64, COMPRESS8[k0 as usize] as i64),
-                    second,
-                );
-                let c = _mm_shuffle_epi8(half, ctrl);
-                _mm_storel_epi64(dst.add(len) as *mut __m128i, c);
-                len += k0.count_ones() as usize;
-                _mm_storel_epi64(dst.add(len) as *mut __m128i, _mm_unpackhi_epi64(c, c));
-                len += k1.count_ones() as usize;
-            }
+                (keep >> 16) as u32,
+                dst.add(len),
+            );
             // Word starts: word bytes whose predecessor is not one; each lands after the kept
             // bytes before it.
             let mut st = m & !shifted;
