@@ -1,7 +1,8 @@
 //! A fast scanner for the common shape of a JSONL record: one flat object whose values are
 //! strings, numbers, `true`, `false` or `null`, keys without escapes. It pulls out the id and
-//! text fields in one pass over the line, 64 bytes at a time (AVX-512 BW) or eight (SWAR);
-//! with VBMI2, a kept value's two-byte escapes (`\n`, `\"` ...) are decoded a block at a time.
+//! text fields in one pass over the line, 64 bytes at a time (AVX-512 BW, or AVX2 in two
+//! halves) or eight (SWAR); with VBMI2 or AVX2, a kept value's two-byte escapes (`\n`, `\"` ...)
+//! are decoded a block at a time.
 //!
 //! It is only a shortcut in front of serde_json (`io::parse_record`): it answers `None`
 //! whenever it is not sure, and the full parse then decides, errors and messages included.
@@ -633,8 +634,8 @@ mod x86 {
             let p = if take == 64 {
                 line.as_ptr().add(at)
             } else {
-                // Missing bytes read as zeros: never a quote or backslash, and control bytes
-                // only outside `live`, masked off below.
+                // Missing bytes read as zeros (the block may hold an earlier step's bytes);
+                // their lanes are masked off below all the same.
                 block.0 = [0; 64];
                 block.0[..take].copy_from_slice(&line[at..]);
                 block.0.as_ptr()
@@ -644,8 +645,8 @@ mod x86 {
                 _mm256_loadu_si256(p.add(32) as *const __m256i),
             ];
             let both = |f: &dyn Fn(__m256i) -> __m256i| mask(f(v[0])) | mask(f(v[1])) << 32;
-            let quote = both(&|x| _mm256_cmpeq_epi8(x, byte(b'"')));
-            let backslash = both(&|x| _mm256_cmpeq_epi8(x, byte(b'\\')));
+            let quote = both(&|x| _mm256_cmpeq_epi8(x, byte(b'"'))) & live;
+            let backslash = both(&|x| _mm256_cmpeq_epi8(x, byte(b'\\'))) & live;
             // Below 0x20 unsigned: min(x, 0x1f) == x.
             let control = both(&|x| _mm256_cmpeq_epi8(_mm256_min_epu8(x, byte(0x1f)), x)) & live;
             // `at` is never inside an escape: a step ends at the closing quote, at the end of
@@ -665,10 +666,9 @@ mod x86 {
                 return None;
             }
             let esc = escaped & part;
-            // The step's bytes with each escaped one translated, in one pass that also checks
-            // that every escape is a two-byte one before anything is kept. (An escaped byte
-            // has its backslash before it in the step, so `esc` is empty when `drop` below
-            // is, and the block is needed only then.)
+            // The step's bytes with each escaped one translated, in a copy on the stack, in one
+            // pass that also checks that every escape is a two-byte one before anything is
+            // kept. The copy is what is kept whenever `esc` is not empty.
             if esc != 0 {
                 _mm256_store_si256(block.0.as_mut_ptr() as *mut __m256i, v[0]);
                 _mm256_store_si256(block.0.as_mut_ptr().add(32) as *mut __m256i, v[1]);
@@ -700,14 +700,16 @@ mod x86 {
             if drop != 0 && out.is_none() {
                 // The first escape: the raw bytes before it are the value so far. Room for
                 // the rest of the line, up to 64 KiB (as the stop scanner reserves).
-                let mut o = Vec::with_capacity((n - start).min(64 << 10) + 72);
+                let mut o = Vec::with_capacity((n - start).min(64 << 10) + 64);
                 o.extend_from_slice(&line[start..at]);
                 out = Some(o);
             }
             if let Some(o) = out.as_mut() {
-                // Four stores of up to 16 kept bytes, each writing up to 8 past them: from the
-                // translated block, or straight from the step's bytes when it had no escape.
-                o.reserve(64 + 8);
+                // The kept bytes of each 16, by `compress_store16`: from the translated copy, or
+                // straight from the step's bytes when it had no escape. Its 8-byte stores write
+                // junk past the kept bytes, but the store for bytes `8g ..` of the step starts
+                // at most `8g` bytes in, so every store ends within 64 bytes.
+                o.reserve(64);
                 let kept = part & !drop;
                 let from = if esc != 0 { block.0.as_ptr() } else { p };
                 let dst = o.as_mut_ptr().add(o.len());
@@ -720,11 +722,9 @@ mod x86 {
                         dst.add(len),
                     );
                 }
-                debug_assert!(
-                    len == kept.count_ones() as usize && o.len() + len + 8 <= o.capacity()
-                );
-                // SAFETY: the stores wrote `len` kept bytes (and junk past them, within the
-                // 8 spare bytes) into the reserved room.
+                debug_assert!(len == kept.count_ones() as usize && o.len() + 64 <= o.capacity());
+                // SAFETY: the stores wrote `len` kept bytes (and junk past them) within the 64
+                // bytes reserved.
                 o.set_len(o.len() + len);
             }
             if close != 0 {
@@ -1209,6 +1209,60 @@ mod tests {
                 assert_eq!(got, want, "{scanner:?} {first:?}");
             }
             agrees(&line, "id", "text");
+        }
+    }
+
+    #[test]
+    fn a_byte_that_is_not_ascii_among_escapes_is_checked() {
+        // A text decoded into an owned copy (escapes throughout) with one byte or character
+        // that is not ASCII at every offset, escapes' middles included: a valid character is
+        // read, invalid UTF-8 (a stray byte, a cut sequence) never makes a `String`.
+        let body = b"w\\n".repeat(50);
+        for odd in [
+            &b"\xff"[..],
+            b"\x80",
+            b"\xc3",
+            "\u{e9}".as_bytes(),
+            "\u{1f600}".as_bytes(),
+        ] {
+            for at in 0..=body.len() {
+                let mut text = body[..at].to_vec();
+                text.extend_from_slice(odd);
+                text.extend_from_slice(&body[at..]);
+                let mut line = br#"{"id":"x","text":""#.to_vec();
+                line.extend_from_slice(&text);
+                line.extend_from_slice(br#""}"#);
+                let mut quoted = vec![b'"'];
+                quoted.extend_from_slice(&text);
+                quoted.push(b'"');
+                let want: Option<String> = serde_json::from_slice(&quoted).ok();
+                let guarded = Guarded::new(&line);
+                for scanner in modes() {
+                    let got = scan(guarded.bytes(), "id", "text", scanner).map(|(_, t)| t);
+                    assert_eq!(
+                        got.as_deref(),
+                        want.as_deref(),
+                        "{scanner:?} {odd:?} at {at}"
+                    );
+                }
+                agrees(&line, "id", "text");
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_value_with_escapes_throughout() {
+        // Past the 64 KiB the unescapers reserve at their first escape, so the owned copy
+        // grows while steps are stored into it (a step's stores write past its kept bytes).
+        for unit in ["ab\\n", "\\t\\\"", "w\\u00e9x\\n"] {
+            let text = unit.repeat(100_000 / unit.len());
+            let line = format!(r#"{{"id":"x","text":"{text}"}}"#);
+            let want: String = serde_json::from_str(&format!("\"{text}\"")).unwrap();
+            let guarded = Guarded::new(line.as_bytes());
+            for scanner in modes() {
+                let (_, t) = scan(guarded.bytes(), "id", "text", scanner).unwrap();
+                assert!(t == want, "{scanner:?} {unit}");
+            }
         }
     }
 
