@@ -444,6 +444,7 @@ fn simd_available() -> bool {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
+    use std::borrow::Cow;
 
     /// [`super::string`] with [`Blocks`].
     ///
@@ -486,8 +487,7 @@ mod x86 {
     pub unsafe fn string_unescape(
         line: &[u8],
         start: usize,
-    ) -> Option<(Option<std::borrow::Cow<'_, str>>, usize)> {
-        use std::borrow::Cow;
+    ) -> Option<(Option<Cow<'_, str>>, usize)> {
         let n = line.len();
         let byte = |b: u8| _mm512_set1_epi8(b as i8);
         let mut at = start;
@@ -504,22 +504,13 @@ mod x86 {
             let quote = _mm512_cmpeq_epi8_mask(v, byte(b'"'));
             let backslash = _mm512_cmpeq_epi8_mask(v, byte(b'\\'));
             let control = _mm512_cmplt_epu8_mask(v, byte(0x20)) & live;
-            // `at` is never inside an escape: a step ends at the closing quote, at the end of
-            // the block, or before a backslash whose escaped byte is in the next block.
-            let (escaped, starters) = super::escapes(backslash);
-            let close = quote & !escaped;
-            let end = if close != 0 {
-                close.trailing_zeros() as usize
-            } else if take < 64 {
-                // No closing quote before the line ends: unterminated (or worse).
-                return None;
-            } else {
-                64 - (starters >> 63) as usize
-            };
-            let part = if end == 64 { !0 } else { (1u64 << end) - 1 };
-            if control & part != 0 {
-                return None;
-            }
+            let Step {
+                escaped,
+                starters,
+                close,
+                end,
+                part,
+            } = step(quote, backslash, control, take)?;
             let esc = escaped & part;
             let mut w = v;
             if esc != 0 {
@@ -551,11 +542,7 @@ mod x86 {
             }
             let drop = starters & part;
             if drop != 0 && out.is_none() {
-                // The first escape: the raw bytes before it are the value so far. Room for
-                // the rest of the line, up to 64 KiB (as the stop scanner reserves).
-                let mut o = Vec::with_capacity((n - start).min(64 << 10) + 64);
-                o.extend_from_slice(&line[start..at]);
-                out = Some(o);
+                out = Some(first_escape(line, start, at));
             }
             if let Some(o) = out.as_mut() {
                 // Each store writes 64 bytes at the end of `o`, the kept ones first.
@@ -569,17 +556,85 @@ mod x86 {
             }
             if close != 0 {
                 let stop = at + end;
-                let value = match out {
-                    None => Cow::Borrowed(super::utf8(&line[start..stop], high == 0)?),
-                    // Raw bytes and decoded escapes (all ASCII): UTF-8 whenever the raw
-                    // bytes are, checked as the stop scanner checks them.
-                    Some(o) if high == 0 => Cow::Owned(String::from_utf8_unchecked(o)),
-                    Some(o) => Cow::Owned(String::from_utf8(o).ok()?),
-                };
-                return Some((Some(value), stop + 1));
+                // SAFETY: `high` saw every raw byte kept in `out`.
+                return Some((Some(value(line, start, stop, out, high)?), stop + 1));
             }
             at += end;
         }
+    }
+
+    /// What [`step`] finds in a block unescaper's step.
+    struct Step {
+        /// The escaped bytes, and the backslashes escaping them ([`super::escapes`]).
+        escaped: u64,
+        starters: u64,
+        /// The closing quotes (quotes not escaped).
+        close: u64,
+        /// The step's length, and the mask of its bytes.
+        end: usize,
+        part: u64,
+    }
+
+    /// Where a block unescaper's step ends, from the masks of its `take` bytes (bit i: byte i;
+    /// all three only within `take`). `None` when the string cannot be read: no closing quote
+    /// before the line ends (unterminated, or worse), or a raw control byte before the end.
+    #[inline(always)]
+    fn step(quote: u64, backslash: u64, control: u64, take: usize) -> Option<Step> {
+        // The step's start is never inside an escape: a step ends at the closing quote, at the
+        // end of the block, or before a backslash whose escaped byte is in the next block.
+        let (escaped, starters) = super::escapes(backslash);
+        let close = quote & !escaped;
+        let end = if close != 0 {
+            close.trailing_zeros() as usize
+        } else if take < 64 {
+            return None;
+        } else {
+            64 - (starters >> 63) as usize
+        };
+        let part = if end == 64 { !0 } else { (1u64 << end) - 1 };
+        if control & part != 0 {
+            return None;
+        }
+        Some(Step {
+            escaped,
+            starters,
+            close,
+            end,
+            part,
+        })
+    }
+
+    /// A block unescaper's owned value at its first escape: the raw bytes before it, with room
+    /// for the rest of the line, up to 64 KiB (as the stop scanner reserves), and a step more.
+    #[inline(always)]
+    fn first_escape(line: &[u8], start: usize, at: usize) -> Vec<u8> {
+        let mut o = Vec::with_capacity((line.len() - start).min(64 << 10) + 64);
+        o.extend_from_slice(&line[start..at]);
+        o
+    }
+
+    /// The value of a string whose content is `line[start..stop]`, as a block unescaper ends
+    /// it: borrowed when no escape was kept, else `out`; `None` when it is not UTF-8.
+    ///
+    /// # Safety
+    /// With `high == 0`, every byte of `out` is ASCII (raw bytes the scan saw below 0x80, and
+    /// decoded two-byte escapes).
+    #[inline(always)]
+    unsafe fn value(
+        line: &[u8],
+        start: usize,
+        stop: usize,
+        out: Option<Vec<u8>>,
+        high: u64,
+    ) -> Option<Cow<'_, str>> {
+        Some(match out {
+            None => Cow::Borrowed(super::utf8(&line[start..stop], high == 0)?),
+            // Raw bytes and decoded escapes (all ASCII): UTF-8 whenever the raw bytes are,
+            // checked as the stop scanner checks them.
+            // SAFETY: the caller's promise.
+            Some(o) if high == 0 => Cow::Owned(unsafe { String::from_utf8_unchecked(o) }),
+            Some(o) => Cow::Owned(String::from_utf8(o).ok()?),
+        })
     }
 
     /// What a two-byte escape's second byte stands for (0: not a two-byte escape, such as
@@ -614,8 +669,7 @@ mod x86 {
     pub unsafe fn string_unescape_avx2(
         line: &[u8],
         start: usize,
-    ) -> Option<(Option<std::borrow::Cow<'_, str>>, usize)> {
-        use std::borrow::Cow;
+    ) -> Option<(Option<Cow<'_, str>>, usize)> {
         let n = line.len();
         let mut at = start;
         // The value so far, once an escape was met (a string without one is borrowed).
@@ -649,22 +703,13 @@ mod x86 {
             let backslash = both(&|x| _mm256_cmpeq_epi8(x, byte(b'\\'))) & live;
             // Below 0x20 unsigned: min(x, 0x1f) == x.
             let control = both(&|x| _mm256_cmpeq_epi8(_mm256_min_epu8(x, byte(0x1f)), x)) & live;
-            // `at` is never inside an escape: a step ends at the closing quote, at the end of
-            // the block, or before a backslash whose escaped byte is in the next block.
-            let (escaped, starters) = super::escapes(backslash);
-            let close = quote & !escaped;
-            let end = if close != 0 {
-                close.trailing_zeros() as usize
-            } else if take < 64 {
-                // No closing quote before the line ends: unterminated (or worse).
-                return None;
-            } else {
-                64 - (starters >> 63) as usize
-            };
-            let part = if end == 64 { !0 } else { (1u64 << end) - 1 };
-            if control & part != 0 {
-                return None;
-            }
+            let Step {
+                escaped,
+                starters,
+                close,
+                end,
+                part,
+            } = step(quote, backslash, control, take)?;
             let esc = escaped & part;
             // The step's bytes with each escaped one translated, in a copy on the stack, in one
             // pass that also checks that every escape is a two-byte one before anything is
@@ -698,11 +743,7 @@ mod x86 {
             }
             let drop = starters & part;
             if drop != 0 && out.is_none() {
-                // The first escape: the raw bytes before it are the value so far. Room for
-                // the rest of the line, up to 64 KiB (as the stop scanner reserves).
-                let mut o = Vec::with_capacity((n - start).min(64 << 10) + 64);
-                o.extend_from_slice(&line[start..at]);
-                out = Some(o);
+                out = Some(first_escape(line, start, at));
             }
             if let Some(o) = out.as_mut() {
                 // The kept bytes of each 16, by `compress_store16`: from the translated copy, or
@@ -729,14 +770,8 @@ mod x86 {
             }
             if close != 0 {
                 let stop = at + end;
-                let value = match out {
-                    None => Cow::Borrowed(super::utf8(&line[start..stop], high == 0)?),
-                    // Raw bytes and decoded escapes (all ASCII): UTF-8 whenever the raw
-                    // bytes are, checked as the stop scanner checks them.
-                    Some(o) if high == 0 => Cow::Owned(String::from_utf8_unchecked(o)),
-                    Some(o) => Cow::Owned(String::from_utf8(o).ok()?),
-                };
-                return Some((Some(value), stop + 1));
+                // SAFETY: `high` saw every raw byte kept in `out`.
+                return Some((Some(value(line, start, stop, out, high)?), stop + 1));
             }
             at += end;
         }
