@@ -653,8 +653,8 @@ mod x86 {
     };
 
     /// [`string_unescape`] for CPUs with AVX2 but not AVX-512: the same 64-byte steps, each
-    /// loaded as two 32-byte halves (near the end of the line the bytes left are copied into
-    /// a zeroed block first, as [`specials64_avx2`] does). Without masked moves, the escaped
+    /// loaded as two 32-byte halves by [`load64_avx2`], as the stop finder loads them. Without
+    /// masked moves, the escaped
     /// bytes of a step (about two in real text) are translated one by one in a copy of the
     /// block on the stack, through a 256-entry table that also says which are two-byte
     /// escapes; without a byte compress, the escaping backslashes are squeezed out eight bytes
@@ -677,32 +677,17 @@ mod x86 {
         // 0x80 once a byte of the content so far is not ASCII, else 0 (see `string_from`).
         let mut high = 0u64;
         let byte = |b: u8| _mm256_set1_epi8(b as i8);
-        let mask = |v: __m256i| _mm256_movemask_epi8(v) as u32 as u64;
-        // The step's bytes, 32-byte aligned for the stores below.
+        // The short last step's bytes (see `load64_avx2`), and the step's bytes with its escapes
+        // translated; 32-byte aligned for the stores below.
         #[repr(align(32))]
         struct Block([u8; 64]);
         let mut block = Block([0; 64]);
         loop {
             let take = (n - at).min(64);
-            let live: u64 = if take == 64 { !0 } else { (1u64 << take) - 1 };
-            let p = if take == 64 {
-                line.as_ptr().add(at)
-            } else {
-                // Missing bytes read as zeros (the block may hold an earlier step's bytes);
-                // their lanes are masked off below all the same.
-                block.0 = [0; 64];
-                block.0[..take].copy_from_slice(&line[at..]);
-                block.0.as_ptr()
-            };
-            let v = [
-                _mm256_loadu_si256(p as *const __m256i),
-                _mm256_loadu_si256(p.add(32) as *const __m256i),
-            ];
-            let both = |f: &dyn Fn(__m256i) -> __m256i| mask(f(v[0])) | mask(f(v[1])) << 32;
-            let quote = both(&|x| _mm256_cmpeq_epi8(x, byte(b'"'))) & live;
-            let backslash = both(&|x| _mm256_cmpeq_epi8(x, byte(b'\\'))) & live;
-            // Below 0x20 unsigned: min(x, 0x1f) == x.
-            let control = both(&|x| _mm256_cmpeq_epi8(_mm256_min_epu8(x, byte(0x1f)), x)) & live;
+            let (v, live) = load64_avx2(line, at, &mut block.0);
+            let quote = mask64(&v, |x| _mm256_cmpeq_epi8(x, byte(b'"'))) & live;
+            let backslash = mask64(&v, |x| _mm256_cmpeq_epi8(x, byte(b'\\'))) & live;
+            let control = mask64(&v, |x| control32(x)) & live;
             let Step {
                 escaped,
                 starters,
@@ -711,10 +696,11 @@ mod x86 {
                 part,
             } = step(quote, backslash, control, take)?;
             let esc = escaped & part;
-            // The step's bytes with each escaped one translated, in a copy on the stack, in one
-            // pass that also checks that every escape is a two-byte one before anything is
-            // kept. The copy is what is kept whenever `esc` is not empty.
-            if esc != 0 {
+            // The step's bytes on the stack, with each escaped one translated, in one pass that
+            // also checks that every escape is a two-byte one before anything is kept. That
+            // copy is what is kept once a value is owned (an escape kept now or earlier: an
+            // escaped byte has its backslash in the same step, so a first escape has `esc`).
+            if esc != 0 || out.is_some() {
                 _mm256_store_si256(block.0.as_mut_ptr() as *mut __m256i, v[0]);
                 _mm256_store_si256(block.0.as_mut_ptr().add(32) as *mut __m256i, v[1]);
             }
@@ -738,7 +724,7 @@ mod x86 {
                 }
                 e &= e - 1;
             }
-            if (mask(v[0]) | mask(v[1]) << 32) & part != 0 {
+            if mask64(&v, |x| x) & part != 0 {
                 high = 0x80;
             }
             let drop = starters & part;
@@ -746,17 +732,15 @@ mod x86 {
                 out = Some(first_escape(line, start, at));
             }
             if let Some(o) = out.as_mut() {
-                // The kept bytes of each 16, by `compress_store16`: from the translated copy, or
-                // straight from the step's bytes when it had no escape. Its 8-byte stores write
-                // junk past the kept bytes, but the store for bytes `8g ..` of the step starts
-                // at most `8g` bytes in, so every store ends within 64 bytes.
+                // The kept bytes of each 16 of the copy, by `compress_store16`. Its 8-byte
+                // stores write junk past the kept bytes, but the store for bytes `8g ..` of the
+                // step starts at most `8g` bytes in, so every store ends within 64 bytes.
                 o.reserve(64);
                 let kept = part & !drop;
-                let from = if esc != 0 { block.0.as_ptr() } else { p };
                 let dst = o.as_mut_ptr().add(o.len());
                 let mut len = 0;
                 for q in 0..4 {
-                    let bytes = _mm_loadu_si128(from.add(16 * q) as *const __m128i);
+                    let bytes = _mm_load_si128(block.0.as_ptr().add(16 * q) as *const __m128i);
                     len += crate::text::simd::compress_store16(
                         bytes,
                         (kept >> (16 * q)) as u32 & 0xffff,
@@ -852,40 +836,66 @@ mod x86 {
         ((quote | backslash | control) & live, high)
     }
 
-    /// [`specials64`] with AVX2: two 32-byte halves. Near the end of the line the bytes left
-    /// are copied into a zeroed block first, so nothing past the end is read (the zeros are
-    /// control bytes, and masked off like the AVX-512 version's missing lanes).
+    /// Up to 64 bytes of `line` from `at` as two 32-byte halves, and the mask of those that are
+    /// the line's (bit i: byte `at + i`). Near the end of the line the bytes left are copied
+    /// into `tail`, zeroed first, so nothing past the end is read: the missing bytes read as
+    /// zeros (control bytes, never a quote or backslash), which the callers mask off.
+    ///
+    /// # Safety
+    /// AVX2 must be present; `at <= line.len()`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn load64_avx2(line: &[u8], at: usize, tail: &mut [u8; 64]) -> ([__m256i; 2], u64) {
+        debug_assert!(at <= line.len());
+        let n = (line.len() - at).min(64);
+        let p = if n == 64 {
+            line.as_ptr().add(at)
+        } else {
+            *tail = [0; 64];
+            tail[..n].copy_from_slice(&line[at..]);
+            tail.as_ptr()
+        };
+        let live = if n == 64 { !0 } else { (1u64 << n) - 1 };
+        (
+            [
+                _mm256_loadu_si256(p as *const __m256i),
+                _mm256_loadu_si256(p.add(32) as *const __m256i),
+            ],
+            live,
+        )
+    }
+
+    /// The 64-bit mask of the bytes of the two halves `v` that `f` sets to 0xff (bit i: byte i).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn mask64(v: &[__m256i; 2], f: impl Fn(__m256i) -> __m256i) -> u64 {
+        _mm256_movemask_epi8(f(v[0])) as u32 as u64
+            | (_mm256_movemask_epi8(f(v[1])) as u32 as u64) << 32
+    }
+
+    /// 0xff in each byte of `x` below 0x20 (unsigned: `min(x, 0x1f) == x`).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn control32(x: __m256i) -> __m256i {
+        _mm256_cmpeq_epi8(_mm256_min_epu8(x, _mm256_set1_epi8(0x1f)), x)
+    }
+
+    /// [`specials64`] with AVX2: two 32-byte halves from [`load64_avx2`].
     ///
     /// # Safety
     /// AVX2 must be present; `at <= line.len()`.
     #[target_feature(enable = "avx2")]
     #[inline]
     pub unsafe fn specials64_avx2(line: &[u8], at: usize) -> (u64, u64) {
-        debug_assert!(at <= line.len());
-        let n = (line.len() - at).min(64);
         let mut tail = [0u8; 64];
-        let p = if n == 64 {
-            line.as_ptr().add(at)
-        } else {
-            tail[..n].copy_from_slice(&line[at..]);
-            tail.as_ptr()
-        };
-        let half = |v: __m256i| -> (u64, i32) {
-            let quote = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'"' as i8));
-            let backslash = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\\' as i8));
-            // Below 0x20 unsigned: min(v, 0x1f) == v.
-            let control = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1f)), v);
-            let any = _mm256_or_si256(quote, _mm256_or_si256(backslash, control));
-            (
-                _mm256_movemask_epi8(any) as u32 as u64,
-                _mm256_movemask_epi8(v),
-            )
-        };
-        let (lo, hi_lo) = half(_mm256_loadu_si256(p as *const __m256i));
-        let (hi, hi_hi) = half(_mm256_loadu_si256(p.add(32) as *const __m256i));
-        let live = if n == 64 { !0 } else { (1u64 << n) - 1 };
-        let high = if hi_lo | hi_hi != 0 { 0x80 } else { 0 };
-        ((lo | hi << 32) & live, high)
+        let (v, live) = load64_avx2(line, at, &mut tail);
+        let any = mask64(&v, |x| {
+            let quote = _mm256_cmpeq_epi8(x, _mm256_set1_epi8(b'"' as i8));
+            let backslash = _mm256_cmpeq_epi8(x, _mm256_set1_epi8(b'\\' as i8));
+            _mm256_or_si256(quote, _mm256_or_si256(backslash, control32(x)))
+        });
+        let high = if mask64(&v, |x| x) != 0 { 0x80 } else { 0 };
+        (any & live, high)
     }
 }
 

@@ -622,10 +622,9 @@ mod x86 {
         out: &mut [u64; FNV_SIMD_LANES],
     ) -> u64 {
         // The same reach check as `fnv_lanes`, in scalar form: a refused lane runs as an empty
-        // one (offset 0, length 0: it loads nothing).
-        // Every lane's offset and length is written, the refused ones as zeros: a conditional
-        // write became masked stores (`vpmaskmovq`), which are slow on AMD (a tenth of this
-        // kernel's time on Zen 3).
+        // one (offset 0, length 0: it loads nothing). Every lane is written, a refused one as
+        // zeros by a mask: written only when not refused, the compiler made the writes masked
+        // stores (`vpmaskmovq`), which are slow on AMD (a tenth of this kernel on Zen 3).
         let mut refused = 0u64;
         let mut offs = [0i64; FNV_SIMD_LANES];
         let mut lens = [0i64; FNV_SIMD_LANES];
