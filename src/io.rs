@@ -258,15 +258,51 @@ pub struct Chunk {
     pub lines: Vec<(usize, usize, u64)>,
 }
 
-/// Byte buffers of the streaming passes (chunks read, pieces of output) come back here when
-/// done, and the next chunk or piece takes one: a run cycles through a handful of warm buffers
-/// instead of faulting in fresh pages (and copying on growth) for each one.
-static SPARE_BUFFERS: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+/// Buffers of the streaming passes come back to one of these when done, and the next chunk
+/// takes one: a run cycles through a handful of warm buffers instead of faulting in fresh pages
+/// (and copying on growth) for each one. Bounded in count and bytes, so that what the spares
+/// keep between passes never weighs on peak memory (a GPU engine's 64 MiB chunks are simply
+/// freed, as before).
+pub(crate) struct Spares<T>(std::sync::Mutex<Vec<Vec<T>>>);
+
 /// More than a pipeline holds at once (reader, channel, chunks in flight, their output pieces).
 const SPARE_BUFFERS_MAX: usize = 16;
-/// The spares together hold at most this much, so that what they keep between passes never
-/// weighs on peak memory (a GPU engine's 64 MiB chunks are simply freed, as before).
+/// The spares of one kind together hold at most this many bytes.
 const SPARE_BYTES_MAX: usize = 32 << 20;
+
+impl<T> Spares<T> {
+    pub(crate) const fn new() -> Self {
+        Spares(std::sync::Mutex::new(Vec::new()))
+    }
+
+    /// A spare, as it was handed back (contents and length kept).
+    pub(crate) fn take(&self) -> Option<Vec<T>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    /// Keep `b` for [`Spares::take`], or free it when the spares are full.
+    pub(crate) fn give(&self, b: Vec<T>) {
+        if b.capacity() == 0 {
+            return;
+        }
+        let size = std::mem::size_of::<T>();
+        let mut spare = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let held: usize = spare.iter().map(|s| s.capacity() * size).sum();
+        if spare.len() < SPARE_BUFFERS_MAX && held + b.capacity() * size <= SPARE_BYTES_MAX {
+            spare.push(b);
+        }
+    }
+
+    #[cfg(test)]
+    fn held(&self) -> (usize, usize) {
+        let spare = self.0.lock().unwrap();
+        let bytes = spare.iter().map(|s| s.capacity()).sum::<usize>() * std::mem::size_of::<T>();
+        (spare.len(), bytes)
+    }
+}
+
+/// Byte buffers: chunks read, pieces of output.
+static SPARE_BUFFERS: Spares<u8> = Spares::new();
 
 /// An empty buffer of at least `capacity` bytes, a spare one when there is one.
 pub fn spare_buffer(capacity: usize) -> Vec<u8> {
@@ -278,11 +314,7 @@ pub fn spare_buffer(capacity: usize) -> Vec<u8> {
 /// [`spare_buffer`] with its stale contents kept (the spares keep their length): bytes the
 /// caller may overwrite in place, without zeroing them first to make room for a read.
 fn spare_buffer_stale(capacity: usize) -> Vec<u8> {
-    let spare = SPARE_BUFFERS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .pop();
-    match spare {
+    match SPARE_BUFFERS.take() {
         Some(mut b) => {
             b.reserve(capacity.saturating_sub(b.len()));
             b
@@ -293,14 +325,7 @@ fn spare_buffer_stale(capacity: usize) -> Vec<u8> {
 
 /// Hand a buffer back for [`spare_buffer`] to reuse (freed instead when the spares are full).
 pub fn recycle_buffer(b: Vec<u8>) {
-    if b.capacity() == 0 {
-        return;
-    }
-    let mut spare = SPARE_BUFFERS.lock().unwrap_or_else(|e| e.into_inner());
-    let held: usize = spare.iter().map(|s| s.capacity()).sum();
-    if spare.len() < SPARE_BUFFERS_MAX && held + b.capacity() <= SPARE_BYTES_MAX {
-        spare.push(b);
-    }
+    SPARE_BUFFERS.give(b);
 }
 
 /// The bytes of a [`Chunk`]: read into a buffer of its own, or a range of a mapped file.
@@ -1886,9 +1911,8 @@ mod tests {
         for _ in 0..SPARE_BUFFERS_MAX + 4 {
             recycle_buffer(Vec::with_capacity(4 << 20));
         }
-        let spares = SPARE_BUFFERS.lock().unwrap();
-        assert!(spares.len() <= SPARE_BUFFERS_MAX);
-        let held: usize = spares.iter().map(|s| s.capacity()).sum();
+        let (count, held) = SPARE_BUFFERS.held();
+        assert!(count <= SPARE_BUFFERS_MAX);
         assert!(held <= SPARE_BYTES_MAX, "the spares hold {held} bytes");
     }
 

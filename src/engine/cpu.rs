@@ -120,7 +120,7 @@ impl RecordSigner for CpuEngine {
         let mut out = ScannedChunk {
             file_index: chunk.file_index,
             raw_bytes: chunk.data.len() as u64,
-            sigs: vec![0u32; n * np],
+            sigs: crate::pipeline::signature_rows(n * np),
             ..Default::default()
         };
         self.install(|| {
