@@ -1311,6 +1311,26 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_value_that_outgrows_its_reservation_at_every_offset() {
+        // `n` escapes, then plain bytes past the 64 KiB reserved at the first: each escape
+        // drops a byte, so over n = 1..=64 the owned copy's room runs out at every offset of a
+        // step, and a step whose stores reach past the room it reserved starts a store right
+        // at the allocation's end for one of them (AddressSanitizer reports it, run as
+        // `cargo +nightly test` with `-Zsanitizer=address`; it misses stores that only
+        // straddle the end).
+        for n in 1..=64 {
+            let text = format!("{}{}", "\\n".repeat(n), "b".repeat((64 << 10) + 300));
+            let line = format!(r#"{{"id":"x","text":"{text}"}}"#);
+            let want = format!("{}{}", "\n".repeat(n), "b".repeat((64 << 10) + 300));
+            let guarded = Guarded::new(line.as_bytes());
+            for scanner in modes() {
+                let (_, t) = scan(guarded.bytes(), "id", "text", scanner).unwrap();
+                assert!(t == want, "{scanner:?} with {n} escapes");
+            }
+        }
+    }
+
     /// JSON values as serde_json writes them (any string, escapes where it puts them).
     fn value() -> impl Strategy<Value = serde_json::Value> {
         prop_oneof![
