@@ -327,9 +327,10 @@ pub struct ScanStats {
     pub seconds: f64,
 }
 
-/// Signature matrices of chunks handed over: the next chunk signs into a warm one. Fresh, each
-/// chunk's rows (0.8 MB for 2 MiB of 75-word records) were a page fault a 4 KiB page when first
-/// written: 1.6% of a `signatures` run's samples on Zen 3.
+/// Signature matrices of chunks already handed over, for the next chunks to sign into. A fresh
+/// matrix (0.8 MB for 2 MiB of 75-word records) faults in each of its 4 KiB pages when first
+/// written: 1.6% of a `signatures` run's samples on Zen 3. Bounded like the byte buffers (see
+/// [`crate::io::Spares`]), so the spares kept after pass 1 stay small.
 static SPARE_SIGS: crate::io::Spares<u32> = crate::io::Spares::new();
 
 /// A zeroed `docs x num_perm` matrix for a chunk's signatures: a spare one when there is one.
