@@ -1,5 +1,6 @@
 //! Criterion benchmarks of the hot stages, one group each: the tokenizer, FNV-1a shingle
-//! hashing, the permutation kernel (every variant this CPU has), LSH bucketing and union-find.
+//! hashing, the permutation kernel (every variant this CPU has), LSH (bucketing a signature
+//! matrix; the library index's inserts and candidate pairs) and union-find.
 //!
 //!     cargo bench --bench kernels [-- FILTER]
 //!
@@ -9,7 +10,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use neardup::batch::PackedBatch;
 use neardup::hash::P;
 use neardup::kernel::{hash_docs, hash_shingles, permute_min_with, Kernel};
-use neardup::lsh::{band_buckets, LshParams};
+use neardup::lsh::{band_buckets, Lsh, LshParams};
 use neardup::synth::SyntheticDocs;
 use neardup::UnionFind;
 
@@ -112,6 +113,20 @@ fn lsh(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("band_buckets 100k docs 16x8", |b| {
         b.iter(|| band_buckets(&sigs, 128, LshParams::new(16, 8).unwrap(), |_| true).len())
+    });
+    // The library's index over named documents: inserting them, then the candidate pairs.
+    let ids: Vec<String> = (0..n).map(|d| format!("doc-{d}")).collect();
+    let build = || {
+        let mut index = Lsh::new(LshParams::new(16, 8).unwrap());
+        for (id, sig) in ids.iter().zip(sigs.chunks_exact(128)) {
+            index.insert(id, sig).unwrap();
+        }
+        index
+    };
+    g.bench_function("Lsh::insert 100k docs 16x8", |b| b.iter(|| build().len()));
+    let index = build();
+    g.bench_function("Lsh::candidates 100k docs 16x8", |b| {
+        b.iter(|| index.candidates().len())
     });
     g.finish();
 }
