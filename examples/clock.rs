@@ -1,6 +1,7 @@
 //! The clock one core runs at, measured without hardware counters (a VM's `perf` often has
-//! none): a chain of dependent 64-bit adds retires one add a cycle on every x86 core of the
-//! last decade, so adds per second is cycles per second. BENCHMARKS.md turns the criterion
+//! none): a chain of dependent register-to-register 64-bit adds runs one add a cycle, so adds
+//! per second is cycles per second. (Not adds of an immediate: Golden Cove and later Intel
+//! cores fold small ones at rename, several a cycle.) BENCHMARKS.md turns the criterion
 //! kernels' nanoseconds a shingle into cycles with it, to compare them with their instruction
 //! counts.
 //!
@@ -23,11 +24,12 @@ fn main() {
                 // SAFETY: register arithmetic only.
                 unsafe {
                     std::arch::asm!(
-                        "add {x}, 1",
-                        "add {x}, 1",
-                        "add {x}, 1",
-                        "add {x}, 1",
+                        "add {x}, {one}",
+                        "add {x}, {one}",
+                        "add {x}, {one}",
+                        "add {x}, {one}",
                         x = inout(reg) x,
+                        one = in(reg) 1u64,
                         options(nomem, nostack, pure),
                     );
                 }

@@ -267,7 +267,8 @@ pub(crate) struct Spares<T>(std::sync::Mutex<Vec<Vec<T>>>);
 
 /// More than a pipeline holds at once (reader, channel, chunks in flight, their output pieces).
 const SPARE_BUFFERS_MAX: usize = 16;
-/// The spares of one kind together hold at most this many bytes.
+/// The spares of one kind together hold at most this many bytes (so at most 64 MiB for the
+/// two kinds, bytes and signature matrices; `--max-memory` does not count them).
 const SPARE_BYTES_MAX: usize = 32 << 20;
 
 impl<T> Spares<T> {

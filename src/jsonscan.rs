@@ -1315,10 +1315,10 @@ mod tests {
     fn a_value_that_outgrows_its_reservation_at_every_offset() {
         // `n` escapes, then plain bytes past the 64 KiB reserved at the first: each escape
         // drops a byte, so over n = 1..=64 the owned copy's room runs out at every offset of a
-        // step, and a step whose stores reach past the room it reserved starts a store right
-        // at the allocation's end for one of them (AddressSanitizer reports it, run as
-        // `cargo +nightly test` with `-Zsanitizer=address`; it misses stores that only
-        // straddle the end).
+        // step. An unescaper that reserved 56 bytes a step instead of 64 then starts an 8-byte
+        // store right at the allocation's end (at n = 56), which AddressSanitizer reports, run
+        // as `cargo +nightly test` with `-Zsanitizer=address`. It misses stores that only
+        // straddle the end, so other short reservations may pass.
         for n in 1..=64 {
             let text = format!("{}{}", "\\n".repeat(n), "b".repeat((64 << 10) + 300));
             let line = format!(r#"{{"id":"x","text":"{text}"}}"#);
