@@ -504,13 +504,7 @@ mod x86 {
             let quote = _mm512_cmpeq_epi8_mask(v, byte(b'"'));
             let backslash = _mm512_cmpeq_epi8_mask(v, byte(b'\\'));
             let control = _mm512_cmplt_epu8_mask(v, byte(0x20)) & live;
-            let Step {
-                escaped,
-                starters,
-                close,
-                end,
-                part,
-            } = step(quote, backslash, control, take)?;
+            let (escaped, starters, close, end, part) = step(quote, backslash, control, take)?;
             let esc = escaped & part;
             let mut w = v;
             if esc != 0 {
@@ -563,23 +557,18 @@ mod x86 {
         }
     }
 
-    /// What [`step`] finds in a block unescaper's step.
-    struct Step {
-        /// The escaped bytes, and the backslashes escaping them ([`super::escapes`]).
-        escaped: u64,
-        starters: u64,
-        /// The closing quotes (quotes not escaped).
-        close: u64,
-        /// The step's length, and the mask of its bytes.
-        end: usize,
-        part: u64,
-    }
-
     /// Where a block unescaper's step ends, from the masks of its `take` bytes (bit i: byte i;
-    /// all three only within `take`). `None` when the string cannot be read: no closing quote
-    /// before the line ends (unterminated, or worse), or a raw control byte before the end.
+    /// all three only within `take`): the escaped bytes and the backslashes escaping them
+    /// ([`super::escapes`]), the closing quotes (quotes not escaped), the step's length and the
+    /// mask of its bytes. `None` when the string cannot be read: no closing quote before the
+    /// line ends (unterminated, or worse), or a raw control byte before the end.
     #[inline(always)]
-    fn step(quote: u64, backslash: u64, control: u64, take: usize) -> Option<Step> {
+    fn step(
+        quote: u64,
+        backslash: u64,
+        control: u64,
+        take: usize,
+    ) -> Option<(u64, u64, u64, usize, u64)> {
         // The step's start is never inside an escape: a step ends at the closing quote, at the
         // end of the block, or before a backslash whose escaped byte is in the next block.
         let (escaped, starters) = super::escapes(backslash);
@@ -595,13 +584,7 @@ mod x86 {
         if control & part != 0 {
             return None;
         }
-        Some(Step {
-            escaped,
-            starters,
-            close,
-            end,
-            part,
-        })
+        Some((escaped, starters, close, end, part))
     }
 
     /// A block unescaper's owned value at its first escape: the raw bytes before it, with room
@@ -654,11 +637,11 @@ mod x86 {
 
     /// [`string_unescape`] for CPUs with AVX2 but not AVX-512: the same 64-byte steps, each
     /// loaded as two 32-byte halves by [`load64_avx2`], as the stop finder loads them. Without
-    /// masked moves, the escaped
-    /// bytes of a step (about two in real text) are translated one by one in a copy of the
-    /// block on the stack, through a 256-entry table that also says which are two-byte
-    /// escapes; without a byte compress, the escaping backslashes are squeezed out eight bytes
-    /// a `pshufb` ([`crate::text::simd::compress_store16`], the tokenizer's packer). A `\u` or
+    /// masked moves, the escaped bytes of a step (about two in real text) are translated one by
+    /// one in a copy of the block on the stack, through a 256-entry table that also says which
+    /// are two-byte escapes; without a byte compress, the escaping backslashes are squeezed out
+    /// eight bytes a `pshufb` ([`crate::text::simd::compress_store16`], the tokenizer's
+    /// packer). A `\u` or
     /// an invalid escape hands the rest of the string to the stop scanner from the start of the
     /// step, a raw control byte or a line that ends before the closing quote is `None`, as
     /// there.
@@ -688,13 +671,7 @@ mod x86 {
             let quote = mask64(&v, |x| _mm256_cmpeq_epi8(x, byte(b'"'))) & live;
             let backslash = mask64(&v, |x| _mm256_cmpeq_epi8(x, byte(b'\\'))) & live;
             let control = mask64(&v, |x| control32(x)) & live;
-            let Step {
-                escaped,
-                starters,
-                close,
-                end,
-                part,
-            } = step(quote, backslash, control, take)?;
+            let (escaped, starters, close, end, part) = step(quote, backslash, control, take)?;
             let esc = escaped & part;
             // The step's bytes on the stack, with each escaped one translated, in one pass that
             // also checks that every escape is a two-byte one before anything is kept. That
