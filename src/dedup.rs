@@ -523,34 +523,21 @@ fn duplicate_id(
 pub struct UniqueIds {
     ids: IdArena,
     locs: Vec<DocLoc>,
-    /// The id hash, and its seed: drawn per run, so that no corpus can be made whose ids all
-    /// land in a few slots of the table (the error named does not depend on it).
-    hash: fn(&[u8], u64) -> u64,
-    seed: u64,
-    /// Each hash, and the first document with it.
-    first: HashMap<u64, u32, std::hash::BuildHasherDefault<HashIsKey>>,
-    /// Documents whose hash an earlier document with a different id had, in input order: a
-    /// 64-bit collision, which a real corpus never shows (the tests force it).
-    clashes: Vec<u32>,
+    set: IdSet,
 }
 
 impl Default for UniqueIds {
     fn default() -> Self {
-        use std::hash::BuildHasher;
-        let seed = std::collections::hash_map::RandomState::new().hash_one(0u64);
-        UniqueIds::with_hash(xxhash_rust::xxh3::xxh3_64_with_seed, seed)
+        UniqueIds::with_set(IdSet::default())
     }
 }
 
 impl UniqueIds {
-    fn with_hash(hash: fn(&[u8], u64) -> u64, seed: u64) -> Self {
+    fn with_set(set: IdSet) -> Self {
         UniqueIds {
             ids: IdArena::default(),
             locs: Vec::new(),
-            hash,
-            seed,
-            first: HashMap::default(),
-            clashes: Vec::new(),
+            set,
         }
     }
 
@@ -562,7 +549,7 @@ impl UniqueIds {
         let more = |n: usize| n.saturating_add(n / 4);
         self.ids.try_reserve(more(docs), more(id_bytes));
         let _ = self.locs.try_reserve(more(docs));
-        let _ = self.first.try_reserve(docs);
+        self.set.try_reserve(docs);
     }
 
     /// No document yet.
@@ -583,23 +570,81 @@ impl UniqueIds {
         self.locs.extend(locs);
         assert_eq!(self.locs.len(), self.ids.len(), "a location per id");
         for b in from..self.ids.len() {
-            let id = self.ids.get_bytes(b);
-            let a = match self.first.entry((self.hash)(id, self.seed)) {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(b as u32);
-                    continue;
-                }
-                std::collections::hash_map::Entry::Occupied(o) => *o.get() as usize,
-            };
-            let earlier = std::iter::once(a)
-                .chain(self.clashes.iter().map(|&c| c as usize))
-                .find(|&e| self.ids.get_bytes(e) == id);
-            match earlier {
-                Some(a) => return Err(duplicate_id(&self.ids, &self.locs, name_of, a, b)),
-                None => self.clashes.push(b as u32),
+            if let Some(a) = self.set.insert(&self.ids, b) {
+                return Err(duplicate_id(&self.ids, &self.locs, name_of, a, b));
             }
         }
         Ok(())
+    }
+}
+
+/// The ids of an [`IdArena`] already seen, found by their bytes while each is stored only
+/// once, in the arena: each id's 64-bit hash goes into a table with the first id that had it,
+/// and only ids with equal hashes are compared.
+#[derive(Clone)]
+pub(crate) struct IdSet {
+    /// The id hash, and its seed: drawn per set, so that no corpus can be made whose ids all
+    /// land in a few slots of the table (what is found does not depend on it).
+    hash: fn(&[u8], u64) -> u64,
+    seed: u64,
+    /// Each hash, and the first id with it.
+    first: HashMap<u64, u32, std::hash::BuildHasherDefault<HashIsKey>>,
+    /// Ids whose hash an earlier id with other bytes had, in the order added: a 64-bit
+    /// collision, which real ids never show (the tests force it).
+    clashes: Vec<u32>,
+}
+
+impl Default for IdSet {
+    fn default() -> Self {
+        use std::hash::BuildHasher;
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0u64);
+        IdSet::with_hash(xxhash_rust::xxh3::xxh3_64_with_seed, seed)
+    }
+}
+
+impl std::fmt::Debug for IdSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdSet")
+            .field("hashes", &self.first.len())
+            .field("clashes", &self.clashes.len())
+            .finish()
+    }
+}
+
+impl IdSet {
+    /// A set hashing ids with `hash(bytes, seed)` (the tests pass one that collides).
+    pub(crate) fn with_hash(hash: fn(&[u8], u64) -> u64, seed: u64) -> Self {
+        IdSet {
+            hash,
+            seed,
+            first: HashMap::default(),
+            clashes: Vec::new(),
+        }
+    }
+
+    /// Room for `ids` more, where the system gives it.
+    pub(crate) fn try_reserve(&mut self, ids: usize) {
+        let _ = self.first.try_reserve(ids);
+    }
+
+    /// Add id `b` of `ids`, unless an id added before has the same bytes: then that one's index,
+    /// and `b` is not added. Every id added must stay in `ids` at its index.
+    pub(crate) fn insert(&mut self, ids: &IdArena, b: usize) -> Option<usize> {
+        let id = ids.get_bytes(b);
+        let a = match self.first.entry((self.hash)(id, self.seed)) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(b as u32);
+                return None;
+            }
+            std::collections::hash_map::Entry::Occupied(o) => *o.get() as usize,
+        };
+        let earlier = std::iter::once(a)
+            .chain(self.clashes.iter().map(|&c| c as usize))
+            .find(|&e| ids.get_bytes(e) == id);
+        if earlier.is_none() {
+            self.clashes.push(b as u32);
+        }
+        earlier
     }
 }
 
@@ -1223,11 +1268,11 @@ mod tests {
     fn colliding_hashes_neither_hide_a_repeat_nor_make_one_up() {
         let names = |f: u32| format!("f{f}");
         let run = |ids: &[&str]| {
-            let mut u = UniqueIds::with_hash(|b, _| b.len() as u64, 0);
+            let mut u = UniqueIds::with_set(IdSet::with_hash(|b, _| b.len() as u64, 0));
             let mut a = IdArena::default();
             ids.iter().for_each(|i| a.push(i));
             let locs = (1..=ids.len() as u64).map(|line| DocLoc { file: 0, line });
-            u.extend(&a, locs, &names).map(|()| u.clashes.len())
+            u.extend(&a, locs, &names).map(|()| u.set.clashes.len())
         };
         assert_eq!(run(&["ab", "cd", "ef", "g"]).unwrap(), 2);
         for (ids, first, second) in [
@@ -1283,7 +1328,7 @@ mod tests {
             proptest::prop_assert_eq!(&sorted, &streamed);
             // And through the hash-collision path: every id here has the same length, so with
             // the length as hash every repeat is found among the clashes.
-            let mut u = UniqueIds::with_hash(|b, _| b.len() as u64, 0);
+            let mut u = UniqueIds::with_set(IdSet::with_hash(|b, _| b.len() as u64, 0));
             let clashing = describe(u.extend(&a, locs.iter().copied(), &names));
             proptest::prop_assert_eq!(&sorted, &clashing);
         }

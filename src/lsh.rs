@@ -7,12 +7,12 @@
 //! map keeps memory at 16 bytes per document per band being processed and makes the bucket order
 //! deterministic.
 
-use std::collections::HashMap;
-
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+use crate::dedup::IdSet;
 use crate::minhash::is_empty_signature;
+use crate::pipeline::IdArena;
 use crate::Error;
 
 /// The banding: `bands` bands of `rows` rows; `num_perm` must equal `bands * rows`.
@@ -183,8 +183,9 @@ pub fn band_buckets(
 #[derive(Debug, Clone)]
 pub struct Lsh {
     params: LshParams,
-    ids: Vec<String>,
-    seen: HashMap<String, usize>,
+    /// Each id once: the set finds a repeat by its bytes in the arena.
+    ids: IdArena,
+    seen: IdSet,
     sigs: Vec<u32>,
     indexed: Vec<bool>,
 }
@@ -193,8 +194,8 @@ impl Lsh {
     pub fn new(params: LshParams) -> Self {
         Lsh {
             params,
-            ids: Vec::new(),
-            seen: HashMap::new(),
+            ids: IdArena::default(),
+            seen: IdSet::default(),
             sigs: Vec::new(),
             indexed: Vec::new(),
         }
@@ -228,11 +229,11 @@ impl Lsh {
                 self.params.rows
             )));
         }
-        if self.seen.contains_key(id) {
+        self.ids.push(id);
+        if self.seen.insert(&self.ids, self.ids.len() - 1).is_some() {
+            self.ids.pop();
             return Err(Error::Lsh(format!("id {id:?} was inserted already")));
         }
-        self.seen.insert(id.to_string(), self.ids.len());
-        self.ids.push(id.to_string());
         self.sigs.extend_from_slice(sig);
         self.indexed.push(!is_empty_signature(sig));
         Ok(())
@@ -251,20 +252,74 @@ impl Lsh {
     pub fn candidates(&self) -> Vec<(String, String)> {
         let n = self.params.bands * self.params.rows;
         let buckets = band_buckets(&self.sigs, n, self.params, |d| self.indexed[d]);
-        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        // Pairs of documents first: integers sort and dedup cheaply, and ids are unique, so
+        // a pair of documents is a pair of ids.
+        let mut docs: Vec<(u32, u32)> = Vec::new();
         for b in buckets.iter() {
             for (i, &x) in b.iter().enumerate() {
-                for &y in &b[i + 1..] {
-                    let (a, c) = (self.ids[x as usize].as_str(), self.ids[y as usize].as_str());
-                    pairs.push(if a < c { (a, c) } else { (c, a) });
-                }
+                docs.extend(b[i + 1..].iter().map(|&y| (x.min(y), x.max(y))));
             }
         }
-        pairs.sort_unstable();
-        pairs.dedup();
+        docs.par_sort_unstable();
+        docs.dedup();
+        // Then in id order (byte order is `str` order).
+        let mut pairs: Vec<(&[u8], &[u8], u32, u32)> = docs
+            .into_iter()
+            .map(|(x, y)| {
+                let (a, c) = (
+                    self.ids.get_bytes(x as usize),
+                    self.ids.get_bytes(y as usize),
+                );
+                if a < c {
+                    (a, c, x, y)
+                } else {
+                    (c, a, y, x)
+                }
+            })
+            .collect();
+        pairs.par_sort_unstable();
         pairs
             .into_iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .map(|(_, _, x, y)| {
+                let id = |d: u32| self.ids.get(d as usize).to_string();
+                (id(x), id(y))
+            })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With an id hash that collides on purpose (the id's length), distinct ids that share a
+    /// hash are all taken and a repeat of any of them is refused; a refused insert leaves
+    /// nothing behind, so the next document's pairs name it, not the refused repeat.
+    #[test]
+    fn colliding_id_hashes_neither_hide_a_repeat_nor_make_one_up() {
+        let mut l = Lsh::new(LshParams::new(2, 1).unwrap());
+        l.seen = IdSet::with_hash(|b, _| b.len() as u64, 0);
+        for id in ["ab", "cd", "ef"] {
+            l.insert(id, &[1, 2]).unwrap();
+        }
+        for id in ["ab", "cd", "ef"] {
+            assert!(l.insert(id, &[3, 4]).is_err(), "{id}");
+        }
+        assert_eq!(l.len(), 3);
+        l.insert("gh", &[1, 9]).unwrap();
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter().map(|&(a, b)| (a.into(), b.into())).collect()
+        };
+        assert_eq!(
+            l.candidates(),
+            pairs(&[
+                ("ab", "cd"),
+                ("ab", "ef"),
+                ("ab", "gh"),
+                ("cd", "ef"),
+                ("cd", "gh"),
+                ("ef", "gh")
+            ])
+        );
     }
 }

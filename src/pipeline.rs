@@ -62,6 +62,13 @@ impl IdArena {
         let _ = self.bytes.try_reserve(bytes);
     }
 
+    /// Remove the last id, if any.
+    pub fn pop(&mut self) {
+        if self.ends.pop().is_some() {
+            self.bytes.truncate(self.ends.last().copied().unwrap_or(0));
+        }
+    }
+
     pub fn extend_from(&mut self, other: &IdArena) {
         let off = self.bytes.len();
         self.bytes.extend_from_slice(&other.bytes);
