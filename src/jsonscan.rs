@@ -886,24 +886,26 @@ mod tests {
     /// The scanners this machine runs: the portable one always, the AVX-512 and AVX2 ones
     /// where present.
     fn modes() -> Vec<Scanner> {
+        use crate::testsupport::untested;
         let mut m = vec![Scanner::Portable];
         if simd_available() {
             m.push(Scanner::Blocks);
         } else {
-            eprintln!("jsonscan: no AVX-512 BW here, the AVX-512 block scanner is not tested");
+            untested("the AVX-512 block scanner", "NEARDUP_REQUIRE_AVX512");
         }
         if crate::kernel::avx2_available() {
             m.push(Scanner::Blocks32);
             m.push(Scanner::Unescape32);
         } else {
-            eprintln!(
-                "jsonscan: no AVX2 here, the AVX2 block scanner and unescaper are not tested"
+            untested(
+                "the AVX2 block scanner and unescaper",
+                "NEARDUP_REQUIRE_SIMD",
             );
         }
         if unescape_available() {
             m.push(Scanner::Unescape);
         } else {
-            eprintln!("jsonscan: no AVX-512 VBMI2 here, the block unescaper is not tested");
+            untested("the AVX-512 block unescaper", "NEARDUP_REQUIRE_AVX512");
         }
         m
     }

@@ -32,6 +32,21 @@ pub mod synth;
 pub mod text;
 pub mod unionfind;
 
+/// What the unit tests of several modules share.
+#[cfg(test)]
+mod testsupport {
+    /// A SIMD path this CPU does not run (it lacks the instructions, or `NEARDUP_KERNEL=scalar`):
+    /// fail when `require` (`NEARDUP_REQUIRE_SIMD` for AVX2, `NEARDUP_REQUIRE_AVX512`) says the
+    /// machine must run it, else say loudly that `what` is not tested.
+    pub(crate) fn untested(what: &str, require: &str) {
+        assert!(
+            std::env::var_os(require).is_none(),
+            "{require} is set but {what} does not run here"
+        );
+        eprintln!("!!! {what} NOT TESTED: this CPU lacks it (or NEARDUP_KERNEL=scalar) !!!");
+    }
+}
+
 pub use batch::PackedBatch;
 pub use decontam::{contaminated, protected_ngrams, Decontaminator, ProtectedSet};
 pub use dedup::{clusters, Clustering, Confirm, DedupConfig};

@@ -683,11 +683,7 @@ mod simd_tests {
     #[test]
     fn avx512_ascii_run_equals_scalar() {
         if !simd::available() {
-            eprintln!("AVX-512 BW/VBMI2 not available: the AVX-512 packer is not tested here");
-            assert!(
-                std::env::var_os("NEARDUP_REQUIRE_AVX512").is_none(),
-                "NEARDUP_REQUIRE_AVX512 is set but the AVX-512 packer does not run here"
-            );
+            crate::testsupport::untested("the AVX-512 packer", "NEARDUP_REQUIRE_AVX512");
             return;
         }
         packer_equals_scalar(|t, o, s, p| unsafe { simd::ascii_run_avx512(t, o, s, p) });
@@ -696,11 +692,7 @@ mod simd_tests {
     #[test]
     fn avx2_ascii_run_equals_scalar() {
         if !crate::kernel::avx2_available() {
-            eprintln!("AVX2 not available: the AVX2 packer is not tested here");
-            assert!(
-                std::env::var_os("NEARDUP_REQUIRE_SIMD").is_none(),
-                "NEARDUP_REQUIRE_SIMD is set but the AVX2 packer does not run here"
-            );
+            crate::testsupport::untested("the AVX2 packer", "NEARDUP_REQUIRE_SIMD");
             return;
         }
         packer_equals_scalar(|t, o, s, p| unsafe { simd::ascii_run_avx2(t, o, s, p) });

@@ -14,7 +14,8 @@ use neardup::text::Words;
 use proptest::prelude::*;
 
 /// The SIMD kernels this machine runs. Without any, the comparisons below have nothing to
-/// compare: say so loudly, and fail when `NEARDUP_REQUIRE_SIMD=1` says the machine must have them.
+/// compare: say so loudly, and fail when `NEARDUP_REQUIRE_SIMD=1` says the machine must have them
+/// (or `NEARDUP_REQUIRE_AVX512=1` the AVX-512 one).
 fn simd_kernels() -> Vec<Kernel> {
     let simd: Vec<Kernel> = Kernel::available()
         .into_iter()
@@ -26,6 +27,13 @@ fn simd_kernels() -> Vec<Kernel> {
             "NEARDUP_REQUIRE_SIMD is set but this CPU has no SIMD kernel"
         );
         eprintln!("!!! SIMD KERNEL TESTS SKIPPED: this CPU has neither AVX2 nor AVX-512 !!!");
+    }
+    if !simd.contains(&Kernel::Avx512) {
+        assert!(
+            std::env::var_os("NEARDUP_REQUIRE_AVX512").is_none(),
+            "NEARDUP_REQUIRE_AVX512 is set but this CPU has no AVX-512 permutation kernel"
+        );
+        eprintln!("!!! the AVX-512 permutation kernel NOT TESTED: this CPU has no AVX-512 !!!");
     }
     simd
 }
