@@ -631,9 +631,10 @@ impl IdSet {
     /// and `b` is not added. Every id added must stay in `ids` at its index.
     pub(crate) fn insert(&mut self, ids: &IdArena, b: usize) -> Option<usize> {
         let id = ids.get_bytes(b);
+        let b = u32::try_from(b).expect("at most 2^32 ids");
         let a = match self.first.entry((self.hash)(id, self.seed)) {
             std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(b as u32);
+                v.insert(b);
                 return None;
             }
             std::collections::hash_map::Entry::Occupied(o) => *o.get() as usize,
@@ -642,7 +643,7 @@ impl IdSet {
             .chain(self.clashes.iter().map(|&c| c as usize))
             .find(|&e| ids.get_bytes(e) == id);
         if earlier.is_none() {
-            self.clashes.push(b as u32);
+            self.clashes.push(b);
         }
         earlier
     }

@@ -307,6 +307,12 @@ mod tests {
         }
         assert_eq!(l.len(), 3);
         l.insert("gh", &[1, 9]).unwrap();
+        // The index shows its ids as strings, each once.
+        let shown = format!("{l:?}");
+        assert!(
+            shown.contains(r#"ids: ["ab", "cd", "ef", "gh"]"#),
+            "{shown}"
+        );
         let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
             v.iter().map(|&(a, b)| (a.into(), b.into())).collect()
         };

@@ -18,10 +18,19 @@ use crate::Error;
 pub const DEFAULT_CHUNK_BYTES: usize = 2 << 20;
 
 /// Ids of a whole corpus in one arena (no allocation per id).
-#[derive(Debug, Default, Clone)]
+#[derive(Default, Clone)]
 pub struct IdArena {
     bytes: Vec<u8>,
     ends: Vec<usize>,
+}
+
+/// The ids, as a list of strings.
+impl std::fmt::Debug for IdArena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries((0..self.len()).map(|i| self.get(i)))
+            .finish()
+    }
 }
 
 impl IdArena {
