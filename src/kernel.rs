@@ -102,8 +102,9 @@ pub fn hash_shingles(batch: &PackedBatch, d: usize, k: usize, xs: &mut Vec<u32>)
 /// included, text order), to `xs`: document `d`'s are the next `batch.shingle_count(d, k)`.
 ///
 /// FNV-1a is a chain of dependent multiplies per shingle, so shingles are hashed in lockstep
-/// blocks of [`HASH_BLOCK`] whose chains interleave and the multiplier never waits; see
-/// [`hash_blocks`] for how the blocks are formed.
+/// blocks of [`HASH_BLOCK`] whose chains interleave and the multiplier never waits; the
+/// shingles are sorted into blocks by length first (the private `hash_blocks` says how and
+/// why).
 pub fn hash_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, xs: &mut Vec<u32>) {
     let lists = || {
         docs.clone().map(|d| {

@@ -1,6 +1,6 @@
 //! neardup: near-duplicate removal and benchmark decontamination for text corpora.
 //!
-//! Texts become sets of word shingles ([`text`]); MinHash signatures ([`minhash`], with the hash
+//! Texts become sets of word shingles ([`text`]); MinHash signatures ([`mod@minhash`], with the hash
 //! family in [`hash`]) estimate their Jaccard similarity; LSH banding ([`lsh`]) proposes
 //! candidate pairs, confirmation keeps the true ones and union-find ([`unionfind`]) makes
 //! clusters whose root is the smallest id ([`dedup`]). [`decontam`] drops documents that share a
