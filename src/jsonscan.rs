@@ -641,10 +641,9 @@ mod x86 {
     /// one in a copy of the block on the stack, through a 256-entry table that also says which
     /// are two-byte escapes; without a byte compress, the escaping backslashes are squeezed out
     /// eight bytes a `pshufb` ([`crate::text::simd::compress_store16`], the tokenizer's
-    /// packer). A `\u` or
-    /// an invalid escape hands the rest of the string to the stop scanner from the start of the
-    /// step, a raw control byte or a line that ends before the closing quote is `None`, as
-    /// there.
+    /// packer). A `\u` or an invalid escape hands the rest of the string to the stop scanner
+    /// from the start of the step, a raw control byte or a line that ends before the closing
+    /// quote is `None`, as there.
     ///
     /// # Safety
     /// AVX2, POPCNT and BMI1 must be present.
