@@ -904,7 +904,10 @@ mod tests {
         if unescape_available() {
             m.push(Scanner::Unescape);
         } else {
-            untested("the AVX-512 block unescaper", "NEARDUP_REQUIRE_AVX512");
+            untested(
+                "the AVX-512 block unescaper",
+                "NEARDUP_REQUIRE_AVX512_VBMI2",
+            );
         }
         m
     }

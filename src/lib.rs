@@ -36,8 +36,11 @@ pub mod unionfind;
 #[cfg(test)]
 mod testsupport {
     /// A SIMD path this CPU does not run (it lacks the instructions, or `NEARDUP_KERNEL=scalar`):
-    /// fail when `require` (`NEARDUP_REQUIRE_SIMD` for AVX2, `NEARDUP_REQUIRE_AVX512`) says the
-    /// machine must run it, else say loudly that `what` is not tested.
+    /// fail when `require` says the machine must run it (`NEARDUP_REQUIRE_SIMD` for the AVX2
+    /// paths, `NEARDUP_REQUIRE_AVX512` for the AVX-512 F/BW/DQ ones, and
+    /// `NEARDUP_REQUIRE_AVX512_VBMI2` for the two that also need VBMI2), else say loudly that
+    /// `what` is not tested. One variable per set of instructions, so that a CPU with AVX-512
+    /// but no VBMI2 (Skylake-X, Cascade Lake) can still require the paths it has.
     pub(crate) fn untested(what: &str, require: &str) {
         assert!(
             std::env::var_os(require).is_none(),

@@ -683,7 +683,7 @@ mod simd_tests {
     #[test]
     fn avx512_ascii_run_equals_scalar() {
         if !simd::available() {
-            crate::testsupport::untested("the AVX-512 packer", "NEARDUP_REQUIRE_AVX512");
+            crate::testsupport::untested("the AVX-512 packer", "NEARDUP_REQUIRE_AVX512_VBMI2");
             return;
         }
         packer_equals_scalar(|t, o, s, p| unsafe { simd::ascii_run_avx512(t, o, s, p) });
