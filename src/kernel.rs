@@ -1,5 +1,6 @@
 //! The CPU hot loops: shingle hashing and the permutation min-reduction, with explicit SIMD
-//! chosen at run time (AVX-512, AVX2) and a scalar fallback that is the reference for both.
+//! chosen at run time (AVX-512, AVX2), a portable permutation kernel shaped for the compiler's
+//! vectorizer (the fast path on other CPUs), and scalar references for all of them.
 //!
 //! Kept apart from the engine so benchmarks can time each stage alone, and so tests can run
 //! every variant the machine has against the scalar one.
@@ -16,6 +17,10 @@ use crate::text::shingle_layout;
 pub enum Kernel {
     /// Plain Rust, one permutation at a time: the reference.
     Scalar,
+    /// Plain Rust in blocks of [`PORTABLE_BLOCK`] permutations, a shape the compiler
+    /// vectorizes for whatever the target has (SSE2 on any x86-64, NEON on AArch64): the
+    /// fastest kernel on a CPU without AVX2.
+    Portable,
     /// AVX2: 8 permutations a vector.
     Avx2,
     /// AVX-512F: 16 permutations a vector.
@@ -25,7 +30,7 @@ pub enum Kernel {
 impl Kernel {
     /// Every variant this machine can run (always at least `Scalar`).
     pub fn available() -> Vec<Kernel> {
-        let mut v = vec![Kernel::Scalar];
+        let mut v = vec![Kernel::Scalar, Kernel::Portable];
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx2") {
@@ -38,7 +43,7 @@ impl Kernel {
         v
     }
 
-    /// The fastest available variant, or the one `NEARDUP_KERNEL=scalar|avx2|avx512`
+    /// The fastest available variant, or the one `NEARDUP_KERNEL=scalar|portable|avx2|avx512`
     /// names (for benchmarks; an unavailable name falls back to the fastest). It picks the
     /// permutation kernel; `scalar` also turns off the SIMD hasher, tokenizer and record
     /// scanner, any other name leaves them on.
@@ -50,6 +55,7 @@ impl Kernel {
                 .ok()
                 .and_then(|s| match s.as_str() {
                     "scalar" => Some(Kernel::Scalar),
+                    "portable" => Some(Kernel::Portable),
                     "avx2" => Some(Kernel::Avx2),
                     "avx512" => Some(Kernel::Avx512),
                     _ => None,
@@ -64,6 +70,7 @@ impl Kernel {
     pub fn name(self) -> &'static str {
         match self {
             Kernel::Scalar => "scalar",
+            Kernel::Portable => "portable",
             Kernel::Avx2 => "avx2",
             Kernel::Avx512 => "avx512",
         }
@@ -502,6 +509,7 @@ pub fn permute_min_with(kernel: Kernel, xs: &[u32], a: &[u32], b: &[u32], row: &
     debug_assert!(xs.iter().all(|&x| x < P));
     match kernel {
         Kernel::Scalar => permute_min_scalar(xs, a, b, row),
+        Kernel::Portable => permute_min_portable(xs, a, b, row),
         #[cfg(target_arch = "x86_64")]
         Kernel::Avx2 => {
             assert!(std::arch::is_x86_feature_detected!("avx2"));
@@ -528,6 +536,46 @@ pub fn permute_min_scalar(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
         }
         *slot = m;
     }
+}
+
+/// Permutations a block of [`permute_min_portable`]. On x86-64 without AVX2 (SSE2 only),
+/// `permute+min` in criterion ran 14.3M shingles/s with blocks of 4, 10.8M with 8 and 14.8M
+/// with 16, against the scalar reference's 8.2M/s.
+pub const PORTABLE_BLOCK: usize = 16;
+
+/// [`permute_min_scalar`]'s result, computed in blocks of [`PORTABLE_BLOCK`] permutations:
+/// each block's doubled parameters and running minima sit in fixed-size arrays, and one pass
+/// over `xs` updates the whole block: independent lanes of the same arithmetic, which the
+/// compiler turns into SIMD (`pmuludq` with SSE2; with NEON, `umull`/`umlal` over four values
+/// of `xs` at a time, as read in the AArch64 assembly, not timed on an ARM machine). The
+/// arithmetic is [`fold_min_doubled`], as in the explicit kernels. Rows of any length: the
+/// permutations past the last whole block take the scalar way.
+pub fn permute_min_portable(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
+    const B: usize = PORTABLE_BLOCK;
+    assert!(a.len() >= row.len() && b.len() >= row.len());
+    let full = row.len() / B * B;
+    for off in (0..full).step_by(B) {
+        // Doubled, below 2^32: 32-bit lanes, widened by the multiply (`umull`, `pmuludq`).
+        let a2: [u32; B] = std::array::from_fn(|j| 2 * a[off + j]);
+        let b2: [u32; B] = std::array::from_fn(|j| 2 * b[off + j]);
+        let acc: &mut [u32; B] = (&mut row[off..off + B]).try_into().expect("B");
+        let mut m = *acc;
+        for &x in xs {
+            let x = x as u64;
+            let f: [u32; B] =
+                std::array::from_fn(|j| fold_min_doubled(a2[j] as u64 * x + b2[j] as u64));
+            for j in 0..B {
+                m[j] = m[j].min(f[j]);
+            }
+        }
+        *acc = m;
+    }
+    permute_min_scalar(
+        xs,
+        &a[full..row.len()],
+        &b[full..row.len()],
+        &mut row[full..],
+    );
 }
 
 /// The reduction every SIMD variant uses, written out once in scalar form.
