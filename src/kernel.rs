@@ -215,7 +215,7 @@ struct Pending<const C: usize> {
 
 const SLOTS: usize = HASH_BLOCK.next_power_of_two();
 
-// The kernels hash a block in groups of eight lanes, and a block fits its slots.
+// The scalar way hashes a block in groups of `LANES`, and a block fits its slots.
 const _: () = assert!(HASH_BLOCK.is_multiple_of(LANES) && SLOTS >= HASH_BLOCK);
 
 impl<const C: usize> Pending<C> {
@@ -427,6 +427,9 @@ fn hash_lanes_scalar(bytes: &[u8], ranges: &[u64; LANES], out: &mut [u64; LANES]
 /// Shingles hashed in lockstep: four chains of a multiply and an xor (four cycles each) keep
 /// a 64-bit multiplier busy, and four hashes and four byte pointers fit x86-64's registers.
 const LANES: usize = 4;
+
+// `hash_lanes_scalar` names its four lanes one by one.
+const _: () = assert!(LANES == 4);
 
 /// Documents with fewer shingles are permuted whole by [`sign_docs`](crate::engine::cpu): in
 /// the real-text benchmark corpus, repeats are 2-7% of the shingles of documents under 1,024
