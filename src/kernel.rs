@@ -28,8 +28,10 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    /// Every variant this machine can run (always at least `Scalar`).
+    /// Every variant this machine can run (always at least `Scalar` and `Portable`), slowest
+    /// first.
     pub fn available() -> Vec<Kernel> {
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut v = vec![Kernel::Scalar, Kernel::Portable];
         #[cfg(target_arch = "x86_64")]
         {
@@ -505,11 +507,14 @@ pub fn permute_min(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
     permute_min_with(Kernel::detect(), xs, a, b, row)
 }
 
-/// [`permute_min`] with a chosen kernel. Panics if the machine cannot run it.
+/// [`permute_min`] with a chosen kernel. Panics if the machine cannot run it. The values and
+/// parameters must be below `P`, as the SPEC's are (`x(s)` is reduced mod `P`, and
+/// `perm_params` draws below it): the kernels' folds rely on it.
 pub fn permute_min_with(kernel: Kernel, xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
     assert_eq!(a.len(), row.len());
     assert_eq!(b.len(), row.len());
     debug_assert!(xs.iter().all(|&x| x < P));
+    debug_assert!(a.iter().chain(b).all(|&v| v < P));
     match kernel {
         Kernel::Scalar => permute_min_scalar(xs, a, b, row),
         Kernel::Portable => permute_min_portable(xs, a, b, row),
@@ -526,7 +531,7 @@ pub fn permute_min_with(kernel: Kernel, xs: &[u32], a: &[u32], b: &[u32], row: &
             unsafe { x86::permute_min_avx512(xs, a, b, row) }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        _ => permute_min_scalar(xs, a, b, row),
+        _ => panic!("the {} kernel does not run on this CPU", kernel.name()),
     }
 }
 

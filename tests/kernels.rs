@@ -1,4 +1,4 @@
-//! Every CPU kernel variant this machine can run (scalar, AVX2, AVX-512) gives
+//! Every CPU kernel variant this machine can run (scalar, portable, AVX2, AVX-512) gives
 //! the scalar reference's bits, and the SIMD shingle hasher gives `fnv1a64 mod P` for every
 //! shingle, across the lane-group boundaries (8 and `HASH_BLOCK` shingles), across documents,
 //! and at the end of a batch.
@@ -31,7 +31,10 @@ fn simd_kernels() -> Vec<Kernel> {
             std::env::var_os("NEARDUP_REQUIRE_SIMD").is_none(),
             "NEARDUP_REQUIRE_SIMD is set but this CPU has no SIMD kernel"
         );
-        eprintln!("!!! SIMD KERNEL TESTS SKIPPED: this CPU has neither AVX2 nor AVX-512 !!!");
+        eprintln!(
+            "!!! AVX2/AVX-512 KERNEL TESTS SKIPPED: this CPU has neither (the portable kernel is \
+             still tested) !!!"
+        );
     }
     if !simd.contains(&Kernel::Avx512) {
         assert!(
