@@ -1482,10 +1482,32 @@ impl Write for Output {
     }
 }
 
+/// Refuse an output target that exists and is not a regular file (after symlinks): a device
+/// (`/dev/null`), a pipe (`/dev/stdout`, `>(gzip > f)`), a socket or a directory. Outputs are
+/// renamed into place, which would not write to such a target but replace it: `-o /dev/null`
+/// run as root once left a regular file at `/dev/null`, and every later program writing there
+/// filled it.
+pub(crate) fn check_replaceable(target: &Path, name: &str) -> Result<(), Error> {
+    match std::fs::metadata(target) {
+        Ok(meta) if !meta.is_file() => Err(Error::io(
+            name,
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "it exists and is not a regular file (a device, a pipe or a directory); outputs \
+                 are written to a temporary file and renamed into place, which would replace it: \
+                 give a file path (or `-` for standard output, where the option takes it)",
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A hidden temporary file in the target's directory (so the final rename cannot cross file
-/// systems). A missing directory is an error naming the target.
+/// systems). A missing directory, or a target that is not a regular file
+/// ([`check_replaceable`]), is an error naming the target.
 fn temp_beside(target: &Path) -> Result<tempfile::NamedTempFile, Error> {
     let name = target.display().to_string();
+    check_replaceable(target, &name)?;
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),

@@ -105,6 +105,7 @@ impl SigWriter {
             )));
         }
         let target = Path::new(path);
+        crate::io::check_replaceable(target, path)?;
         let dir = match target.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => ".".into(),

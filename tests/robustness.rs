@@ -322,6 +322,44 @@ fn missing_inputs_and_missing_output_directories() {
     );
 }
 
+/// An output path that exists but is not a regular file (a pipe, a device such as /dev/null, a
+/// directory) is refused before any work, and left as it was: outputs are renamed into place,
+/// which would have replaced it with a regular file (as it once did to /dev/null, run as root).
+#[cfg(unix)]
+#[test]
+fn outputs_that_are_not_regular_files_are_refused_not_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let c = Case::new();
+    let p = c.write("in.jsonl", GOOD.as_bytes());
+    let fifo = c.path("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo");
+    let link = c.path("link-to-pipe");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    let dir = c.path("a-directory");
+    std::fs::create_dir(&dir).unwrap();
+    let prot = c.write("p.txt", b"protected words here");
+    for target in [&fifo, &link, &dir] {
+        let t = target.to_str().unwrap();
+        let needles = [t, "not a regular file"];
+        c.fails(&["dedup", &p, "-o", t, "--engine", "cpu"], &needles);
+        c.fails(&["signatures", &p, "-o", t, "--engine", "cpu"], &needles);
+        c.fails(&["signatures", &p, "-o", t, "--format", "tsv"], &needles);
+        c.fails(&["decontam", &p, "--protected", &prot, "-o", t], &needles);
+        let out = c.out();
+        c.fails(
+            &["dedup", &p, "-o", &out, "--clusters", t, "--engine", "cpu"],
+            &needles,
+        );
+    }
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::metadata(&dir).unwrap().is_dir());
+}
+
 #[test]
 fn parameters_out_of_range() {
     let c = Case::new();
