@@ -1487,7 +1487,7 @@ impl Write for Output {
 /// renamed into place, which would not write to such a target but replace it: `-o /dev/null`
 /// run as root once left a regular file at `/dev/null`, and every later program writing there
 /// filled it.
-pub(crate) fn check_replaceable(target: &Path, name: &str) -> Result<(), Error> {
+fn check_replaceable(target: &Path, name: &str) -> Result<(), Error> {
     match std::fs::metadata(target) {
         Ok(meta) if !meta.is_file() => Err(Error::io(
             name,
@@ -1505,7 +1505,7 @@ pub(crate) fn check_replaceable(target: &Path, name: &str) -> Result<(), Error> 
 /// A hidden temporary file in the target's directory (so the final rename cannot cross file
 /// systems). A missing directory, or a target that is not a regular file
 /// ([`check_replaceable`]), is an error naming the target.
-fn temp_beside(target: &Path) -> Result<tempfile::NamedTempFile, Error> {
+pub(crate) fn temp_beside(target: &Path) -> Result<tempfile::NamedTempFile, Error> {
     let name = target.display().to_string();
     check_replaceable(target, &name)?;
     let dir = match target.parent() {

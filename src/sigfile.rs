@@ -104,26 +104,7 @@ impl SigWriter {
                  compress the file afterwards if you need to)"
             )));
         }
-        let target = Path::new(path);
-        crate::io::check_replaceable(target, path)?;
-        let dir = match target.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => ".".into(),
-        };
-        if !dir.is_dir() {
-            return Err(Error::Io {
-                path: path.to_string(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("the output directory {} does not exist", dir.display()),
-                ),
-            });
-        }
-        let mut b = tempfile::Builder::new();
-        b.prefix(".neardup-sig.").suffix(".partial");
-        crate::io::set_output_mode(&mut b);
-        let mut main =
-            crate::io::Partial::new(b.tempfile_in(&dir).map_err(|e| Error::io(path, e))?);
+        let mut main = crate::io::Partial::new(crate::io::temp_beside(Path::new(path))?);
         let meta = SigMeta {
             contract: CONTRACT_VERSION.to_string(),
             k: params.k,
