@@ -128,6 +128,8 @@ pub struct BenchReport {
     pub corpus: CorpusFacts,
     pub stages: Vec<Stage>,
     pub engines_skipped: Vec<String>,
+    /// What the reader must know to read the figures (a software GPU adapter).
+    pub notes: Vec<String>,
     pub peak_rss_bytes: Option<u64>,
 }
 
@@ -251,9 +253,21 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
     push(&mut stages, "tokenize", "host", tok_secs, &facts);
 
     let mut skipped = Vec::new();
+    let mut notes = Vec::new();
     let mut sigs: Vec<u32> = Vec::new();
-    let want_cpu = matches!(a.engine, BenchEngine::Cpu | BenchEngine::All);
-    let want_gpu = matches!(a.engine, BenchEngine::Gpu | BenchEngine::All);
+    let want_cpu = matches!(
+        a.engine,
+        BenchEngine::Auto | BenchEngine::Cpu | BenchEngine::All
+    );
+    let no_gpu_here = a.engine == BenchEngine::Auto
+        && crate::engine::gpu_device_nodes(std::path::Path::new("/dev")) == Some(false);
+    if no_gpu_here {
+        skipped.push(
+            "gpu: this machine has no GPU device node (--engine gpu measures a software adapter)"
+                .into(),
+        );
+    }
+    let want_gpu = a.engine != BenchEngine::Cpu && !no_gpu_here;
     if want_cpu {
         let perms = params.perms();
         // hash: every shingle's x, as the engine hashes them (runs of documents at once), kept
@@ -333,12 +347,20 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
     if want_gpu {
         let opts = GpuOptions {
             backend: a.backend,
-            allow_software: true,
+            // A software adapter times the CPU under another name: only when asked for.
+            allow_software: a.engine != BenchEngine::Auto,
             profile: true,
             ..GpuOptions::default()
         };
         match GpuEngine::new(params, &opts) {
             Ok(mut gpu) => {
+                if gpu.adapter().software {
+                    notes.push(format!(
+                        "{} is a software adapter (it runs on the CPU): its gpu rows are not a \
+                         GPU's speed",
+                        gpu.adapter().name
+                    ));
+                }
                 // The sign row as a run signs: one compute pass, no timestamps.
                 let can_profile = gpu.profiling();
                 gpu.set_profiling(false);
@@ -371,7 +393,9 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
                 }
                 sigs = s;
             }
-            Err(e) if a.engine == BenchEngine::All => skipped.push(format!("gpu: {e}")),
+            Err(e) if matches!(a.engine, BenchEngine::All | BenchEngine::Auto) => {
+                skipped.push(format!("gpu: {e}"))
+            }
             Err(e) => return Err(e),
         }
     }
@@ -456,6 +480,7 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
         corpus: facts,
         stages,
         engines_skipped: skipped,
+        notes,
         peak_rss_bytes: crate::report::peak_rss_bytes(),
     })
 }
@@ -560,6 +585,9 @@ pub fn render(r: &BenchReport) -> String {
     }
     for e in &r.engines_skipped {
         let _ = writeln!(s, "skipped {e}");
+    }
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {n}");
     }
     if let Some(p) = r.peak_rss_bytes {
         let _ = writeln!(s, "peak RSS: {:.1} MiB", p as f64 / (1 << 20) as f64);

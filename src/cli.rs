@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::dedup::{Confirm, DedupConfig};
 use crate::engine::gpu::{BackendChoice, GpuOptions};
 use crate::engine::EngineChoice;
-use crate::io::{Fields, InputSpec, Inputs};
+use crate::io::{check_output_paths, Fields, InputSpec, Inputs, NamedPath};
 use crate::lsh::LshParams;
 use crate::minhash::MinHashParams;
 use crate::progress::ProgressMode;
@@ -68,20 +68,18 @@ Exits 1 on any mismatch, naming the first few (document id and position)."
     )]
     Verify(VerifyArgs),
     /// Measure signature throughput (and stage times) of each engine.
-    #[command(
-        after_help = "Examples:\n  neardup bench fixtures/example.jsonl --engine all\n  \
-neardup bench --synthetic 100000 --engine cpu --json"
-    )]
+    #[command(after_help = "Examples:\n  neardup bench fixtures/example.jsonl\n  \
+neardup bench --synthetic 100000 --engine cpu --json")]
     Bench(BenchArgs),
     /// List every GPU adapter wgpu can see, with the limits that matter.
     #[command(after_help = "Example:\n  neardup devices --backend all")]
     Devices(DevicesArgs),
-    /// Choose bands x rows for a threshold: the least weighted false-positive and
-    /// false-negative area under the S-curve.
-    #[command(
-        after_help = "Example:\n  neardup tune --threshold 0.8 --num-perm 128\n\n\
-Only splits with bands x rows = num_perm are considered (dedup needs them equal)."
-    )]
+    /// Choose bands x rows for a threshold: for exact-Jaccard confirmation the least work that
+    /// keeps the recall at the threshold, otherwise the least weighted error area.
+    #[command(after_help = "Examples:\n  neardup tune --threshold 0.8\n  \
+neardup tune --threshold 0.8 --confirm estimate --fp-weight 0.3 --fn-weight 0.7\n\n\
+Only splits with bands x rows = num_perm are considered (dedup needs them equal). work is the \
+expected share of pairs checked when similarities spread evenly over [0, 1].")]
     Tune(TuneArgs),
     /// Explain a pair: shingle counts, exact Jaccard, MinHash estimate, colliding bands, shared
     /// shingles.
@@ -176,6 +174,11 @@ impl InputArgs {
     /// The inputs, checked and ready to read (see [`Inputs::new`] for `spool_stdin`).
     pub fn open(&self, spool_stdin: bool) -> Result<Inputs, Error> {
         Ok(Inputs::new(&self.specs(), spool_stdin)?.with_mmap(!self.no_mmap))
+    }
+
+    /// The inputs as the user named them, for [`check_output_paths`].
+    fn named(&self) -> Vec<NamedPath<'_>> {
+        self.inputs.iter().map(|p| ("input", p.as_str())).collect()
     }
 
     pub fn fields(&self) -> Result<Fields, Error> {
@@ -281,6 +284,15 @@ pub struct DedupArgs {
 }
 
 impl DedupArgs {
+    /// Refuse outputs that name an input or each other, before any work.
+    pub fn check_paths(&self) -> Result<(), Error> {
+        let mut outs = vec![("-o", self.output.as_str())];
+        outs.extend(self.clusters.iter().map(|p| ("--clusters", p.as_str())));
+        outs.extend(self.pairs.iter().map(|p| ("--pairs", p.as_str())));
+        outs.extend(self.report.iter().map(|p| ("--report", p.as_str())));
+        check_output_paths(&self.input.named(), &outs)
+    }
+
     pub fn config(&self) -> Result<DedupConfig, Error> {
         let cfg = DedupConfig {
             params: self.hash.params()?,
@@ -316,6 +328,22 @@ pub struct DecontamArgs {
     pub run: RunArgs,
 }
 
+impl DecontamArgs {
+    /// Refuse outputs that name an input, a protected file or each other, before any work.
+    pub fn check_paths(&self) -> Result<(), Error> {
+        let mut ins = self.input.named();
+        let protected: Vec<String> = self
+            .protected
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        ins.extend(protected.iter().map(|p| ("--protected", p.as_str())));
+        let mut outs = vec![("-o", self.output.as_str())];
+        outs.extend(self.report.iter().map(|p| ("--report", p.as_str())));
+        check_output_paths(&ins, &outs)
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct SignaturesArgs {
     #[command(flatten)]
@@ -332,6 +360,21 @@ pub struct SignaturesArgs {
     pub engine: EngineArgs,
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+impl SignaturesArgs {
+    /// Refuse outputs (the npy format's two companion files included) that name an input or
+    /// each other, before any work.
+    pub fn check_paths(&self) -> Result<(), Error> {
+        let ids = format!("{}.ids", self.output);
+        let meta = format!("{}.meta.json", self.output);
+        let mut outs = vec![("-o", self.output.as_str())];
+        if self.format == SigFormat::Npy {
+            outs.push(("-o (its ids file)", ids.as_str()));
+            outs.push(("-o (its metadata file)", meta.as_str()));
+        }
+        check_output_paths(&self.input.named(), &outs)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -355,10 +398,21 @@ pub struct TuneArgs {
     /// Permutations to split into bands x rows.
     #[arg(long = "num-perm", default_value_t = 128)]
     pub num_perm: usize,
-    /// Weight of false positives (area under p(s) below the threshold).
+    /// How dedup will confirm candidates. jaccard (dedup's default): a false positive costs
+    /// only an exact check, so the split with the least work whose p(threshold) reaches
+    /// --recall; estimate or none: the least weighted false-positive and false-negative area.
+    #[arg(long, value_enum, default_value_t = Confirm::Jaccard)]
+    pub confirm: Confirm,
+    /// With --confirm jaccard: the least chance that a pair at the threshold becomes a
+    /// candidate.
+    #[arg(long, default_value_t = 0.95)]
+    pub recall: f64,
+    /// With --confirm estimate or none: weight of false positives (area under p(s) below the
+    /// threshold).
     #[arg(long = "fp-weight", default_value_t = 0.5)]
     pub fp_weight: f64,
-    /// Weight of false negatives (area above p(s) from the threshold up).
+    /// With --confirm estimate or none: weight of false negatives (area above p(s) from the
+    /// threshold up).
     #[arg(long = "fn-weight", default_value_t = 0.5)]
     pub fn_weight: f64,
     /// Also draw the chosen curve to this SVG file.
@@ -426,8 +480,12 @@ pub struct VerifyArgs {
 /// Which engines `bench` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BenchEngine {
+    /// The CPU engine, and a hardware GPU when wgpu finds one (never a software adapter).
+    Auto,
     Cpu,
+    /// The GPU engine on any adapter, a software one (llvmpipe) included.
     Gpu,
+    /// Both, the GPU on any adapter.
     All,
 }
 
@@ -450,8 +508,9 @@ pub struct BenchArgs {
     pub hash: HashArgs,
     #[command(flatten)]
     pub lsh: LshArgs,
-    /// Engines to measure.
-    #[arg(long, value_enum, default_value_t = BenchEngine::All)]
+    /// Engines to measure: auto (the CPU, and a hardware GPU if wgpu finds one), cpu, gpu or
+    /// all (gpu and all take any adapter, a software one such as llvmpipe included).
+    #[arg(long, value_enum, default_value_t = BenchEngine::Auto)]
     pub engine: BenchEngine,
     /// wgpu backends to search.
     #[arg(long, value_enum)]

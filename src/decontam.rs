@@ -57,6 +57,9 @@ pub struct ProtectedFile {
     pub texts: u64,
     /// Distinct n-grams it contributes.
     pub ngrams: u64,
+    /// Texts of at least one word but fewer than `n`: they contribute no n-gram, so they
+    /// protect nothing.
+    pub texts_too_short: u64,
 }
 
 /// The protected n-grams of a set of files.
@@ -110,11 +113,15 @@ impl ProtectedSet {
             path: name.to_string(),
             texts: 0,
             ngrams: 0,
+            texts_too_short: 0,
         };
         let mut w = Words::default();
         for t in texts {
             file.texts += 1;
             w.reset(t);
+            if !w.is_empty() && w.len() < self.n {
+                file.texts_too_short += 1;
+            }
             for g in w.ngram_slices(self.n) {
                 let key = xxh3_128(g);
                 match self.grams.get(&key) {
@@ -259,6 +266,31 @@ pub fn protected_ngrams<P: AsRef<Path>>(paths: &[P], n: usize) -> Result<Protect
     Ok(set)
 }
 
+impl ProtectedSet {
+    /// What the user must hear about the protected texts before trusting the run: nothing is
+    /// protected at all (every text is shorter than `n` words, or there is none), or some texts
+    /// protect nothing. `None` when every text of a word or more yields an n-gram.
+    pub fn short_texts_warning(&self) -> Option<String> {
+        let texts: u64 = self.files.iter().map(|f| f.texts).sum();
+        let short: u64 = self.files.iter().map(|f| f.texts_too_short).sum();
+        let n = self.n;
+        if self.is_empty() {
+            Some(format!(
+                "warning: NOTHING IS PROTECTED: the protected files yield no {n}-gram ({short} of \
+                 their {texts} texts are shorter than {n} words, the others have no words), so \
+                 no document can be caught; lower --n to protect short items"
+            ))
+        } else if short > 0 {
+            Some(format!(
+                "note: {short} of the {texts} protected texts are shorter than {n} words and \
+                 protect nothing (lower --n to protect them)"
+            ))
+        } else {
+            None
+        }
+    }
+}
+
 /// Is `text` contaminated: does any of its word `n`-grams (the last window included) belong to
 /// `grams`? `n` must be the `n` the set was built with.
 pub fn contaminated(text: &str, grams: &ProtectedSet, n: usize) -> bool {
@@ -317,6 +349,8 @@ pub struct FileHits {
     pub path: String,
     pub texts: u64,
     pub ngrams: u64,
+    /// Texts shorter than `n` words, which protect nothing.
+    pub texts_too_short: u64,
     pub documents_caught: u64,
     /// Up to [`EVIDENCE_PER_FILE`] (document id, matched n-gram) pairs.
     pub evidence: Vec<Evidence>,
@@ -385,6 +419,7 @@ pub fn run_decontam(
             path: f.path.clone(),
             texts: f.texts,
             ngrams: f.ngrams,
+            texts_too_short: f.texts_too_short,
             documents_caught: 0,
             evidence: Vec::new(),
         })

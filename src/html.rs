@@ -187,7 +187,7 @@ h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}table{border
 td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}\
 .members{display:grid;grid-template-columns:repeat(auto-fit,minmax(240px,1fr));gap:10px;margin:.5em 0 1.5em}\
 .member{border:1px solid #ddd;border-radius:6px;padding:8px;font-size:.85em;white-space:pre-wrap;overflow-wrap:anywhere}\
-.member b{display:block;margin-bottom:4px;font-family:monospace}mark{background:#ffe066}\
+.member b{display:block;margin-bottom:4px;font-family:monospace}.more{color:#666;font-style:italic}mark{background:#ffe066}\
 .hit{border-left:4px solid #d62728;padding:6px 10px;margin:8px 0;background:#fafafa;white-space:pre-wrap;overflow-wrap:anywhere}\
 .muted{color:#666;font-size:.9em}";
 
@@ -279,6 +279,13 @@ pub fn dedup_page(s: &DedupSummary, cfg: &DedupConfig, inputs: &[String], engine
                 "<div class=\"member\"><b>{}</b>{}</div>",
                 escape(id),
                 escape(text)
+            );
+        }
+        let more = c.size.saturating_sub(c.members.len());
+        if more > 0 {
+            let _ = write!(
+                b,
+                "<div class=\"member more\">+{more} more (the clusters file lists every member)</div>"
             );
         }
         b.push_str("</div>");

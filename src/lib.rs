@@ -110,6 +110,9 @@ pub enum Error {
     /// The run would need more memory than allowed.
     #[error("{0}")]
     Memory(String),
+    /// An output names an input or another output of the same run (refused before any work).
+    #[error("{0}")]
+    Output(String),
 }
 
 impl Error {
@@ -117,6 +120,17 @@ impl Error {
         Error::Io {
             path: path.to_string(),
             source,
+        }
+    }
+
+    /// A missing GPU adapter's message, with what to do instead where the user is (`hint`);
+    /// any other error unchanged.
+    pub fn with_hint(self, hint: &str) -> Self {
+        match self {
+            Error::Engine(engine::EngineError::NoAdapter(m)) => {
+                Error::Engine(engine::EngineError::NoAdapter(format!("{m}; {hint}")))
+            }
+            e => e,
         }
     }
 

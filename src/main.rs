@@ -104,6 +104,7 @@ fn per_second(n: f64, secs: f64) -> f64 {
 
 fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
     let cfg = a.config()?;
+    a.check_paths()?;
     let fields = a.input.fields()?;
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
@@ -195,22 +196,23 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
             neardup::io::write_file_atomic(path, body.as_bytes())?;
         }
     }
-    let (ex, near) = if cfg.drop {
-        (s.cluster.exact_duplicates, s.cluster.near_duplicates)
+    // Only what applies: exact duplicates with --exact; "tagged" rather than "dropped" with
+    // --tag-only.
+    let verb = if cfg.drop { "dropped" } else { "tagged" };
+    let exact = if cfg.exact {
+        format!("{} exact duplicates {verb}, ", s.cluster.exact_duplicates)
     } else {
-        (0, 0)
+        String::new()
     };
     // The bars' last state (written when they go) comes before the summary.
     drop(progress);
     say(
         &a.run,
         format!(
-            "neardup dedup: {} documents read, {} exact duplicates dropped, {} near duplicates \
-             dropped, {} clusters, 0 contaminated, {} written; {:.2} s, {} docs/s, {} shingles/s \
-             [{}]",
+            "neardup dedup: {} documents read, {exact}{} near duplicates {verb}, {} clusters, {} \
+             written; {:.2} s, {} docs/s, {} shingles/s [{}]",
             s.scan.documents,
-            ex,
-            near,
+            s.cluster.near_duplicates,
             s.cluster.clusters,
             s.documents_written,
             secs,
@@ -223,6 +225,7 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
 }
 
 fn cmd_decontam(a: DecontamArgs) -> Result<ExitCode> {
+    a.check_paths()?;
     let fields = a.input.fields()?;
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
@@ -267,12 +270,17 @@ fn cmd_decontam(a: DecontamArgs) -> Result<ExitCode> {
     }
     // The bars' last state (written when they go) comes before the summary.
     drop(progress);
+    if let Some(w) = grams.short_texts_warning() {
+        // A run that protects nothing says so even under --quiet: it is close to an error.
+        if grams.is_empty() || !a.run.quiet {
+            eprintln!("neardup: {w}");
+        }
+    }
     say(
         &a.run,
         format!(
-            "neardup decontam: {} documents read, 0 exact duplicates dropped, 0 near duplicates \
-             dropped, 0 clusters, {} contaminated, {} written; {} protected {}-grams from {} \
-             files; {:.2} s, {} docs/s",
+            "neardup decontam: {} documents read, {} contaminated, {} written; {} protected \
+             {}-grams from {} files; {:.2} s, {} docs/s",
             s.documents,
             s.contaminated,
             s.documents_written,
@@ -304,6 +312,7 @@ fn corpus_docs_estimate(total: u64, bytes: u64, docs: usize) -> Option<usize> {
 
 fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
     let params = a.hash.params()?;
+    a.check_paths()?;
     let fields = a.input.fields()?;
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
@@ -343,8 +352,7 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
     say(
         &a.run,
         format!(
-            "neardup signatures: {} documents read, 0 exact duplicates dropped, 0 near \
-             duplicates dropped, 0 clusters, 0 contaminated; {} shingles; {:.2} s, {} docs/s, {} \
+            "neardup signatures: {} documents read, {} shingles; {:.2} s, {} docs/s, {} \
              shingles/s [{}]",
             stats.documents,
             stats.shingles,
@@ -382,7 +390,13 @@ fn cmd_verify(a: VerifyArgs) -> Result<ExitCode> {
         allow_software: true,
         ..GpuOptions::default()
     };
-    let mut gpu = GpuEngine::new(params, &gpu_opts)?;
+    let mut gpu = GpuEngine::new(params, &gpu_opts).map_err(|e| {
+        e.with_hint(
+            "verify compares the GPU engine with the CPU engine, so it needs an adapter; to \
+             compute signatures on the CPU alone, run `neardup signatures IN... -o OUT \
+             --engine cpu`",
+        )
+    })?;
     let mut cpu = CpuEngine::new(params, 0)?;
     let report = neardup::bench::verify(&inputs, &fields, &mut cpu, &mut gpu, a.show, &progress)?;
     let np = params.num_perm;
@@ -397,6 +411,13 @@ fn cmd_verify(a: VerifyArgs) -> Result<ExitCode> {
         println!(
             "  mismatch: id {:?} position {}: cpu {} gpu {}",
             m.id, m.position, m.cpu, m.gpu
+        );
+    }
+    if gpu.adapter().software {
+        println!(
+            "note: {} is a software adapter (it runs on the CPU): the comparison holds, but its \
+             speed is not a GPU's",
+            gpu.adapter().name
         );
     }
     println!(
@@ -547,16 +568,62 @@ fn cmd_tune(a: TuneArgs) -> Result<ExitCode> {
     {
         anyhow::bail!("--num-perm must be at least 1 and the weights non-negative, not both 0");
     }
-    let choices = neardup::report::tune(a.threshold, a.num_perm, a.fp_weight, a.fn_weight);
+    if !(a.recall > 0.0 && a.recall <= 1.0) {
+        anyhow::bail!("--recall {} is outside (0, 1]", a.recall);
+    }
+    let t = a.threshold;
+    let choices = match a.confirm {
+        dedup::Confirm::Jaccard => neardup::report::tune_for_recall(t, a.num_perm, a.recall),
+        _ => neardup::report::tune(t, a.num_perm, a.fp_weight, a.fn_weight),
+    };
     let best = choices[0];
+    let confirm = match a.confirm {
+        dedup::Confirm::Jaccard => "jaccard",
+        dedup::Confirm::Estimate => "estimate",
+        dedup::Confirm::None => "none",
+    };
     println!(
-        "threshold {}, {} permutations, weights fp {} / fn {}:\nbest: --bands {} --rows {}  (false-positive area {:.4}, false-negative area {:.4})\n",
-        a.threshold, a.num_perm, a.fp_weight, a.fn_weight, best.bands, best.rows,
-        best.false_positive_area, best.false_negative_area
+        "threshold {t}, {} permutations, --confirm {confirm}:",
+        a.num_perm
     );
+    if a.confirm == dedup::Confirm::Jaccard {
+        println!(
+            "every candidate is checked by exact Jaccard, so a false positive costs one check and \
+             a false negative is a lost duplicate: the least work with p({t}) >= {}",
+            a.recall
+        );
+        if best.p_at_threshold < a.recall {
+            println!(
+                "warning: no split of {} permutations reaches p({t}) >= {}; the most likely one \
+                 is shown (more permutations allow more bands)",
+                a.num_perm, a.recall
+            );
+        }
+        println!(
+            "best: --bands {} --rows {}  (p({t}) = {:.4}, work {:.4})\n",
+            best.bands, best.rows, best.p_at_threshold, best.work
+        );
+    } else {
+        println!(
+            "a candidate above the estimate's threshold is merged unchecked: the least weighted \
+             error area, weights fp {} / fn {}",
+            a.fp_weight, a.fn_weight
+        );
+        println!(
+            "best: --bands {} --rows {}  (false-positive area {:.4}, false-negative area {:.4})\n",
+            best.bands, best.rows, best.false_positive_area, best.false_negative_area
+        );
+    }
     println!(
-        "{:>6} {:>5} {:>10} {:>10} {:>10} {:>10}",
-        "bands", "rows", "fp area", "fn area", "cost", "(1/b)^(1/r)"
+        "{:>6} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "bands",
+        "rows",
+        format!("p({t})"),
+        "work",
+        "fp area",
+        "fn area",
+        "cost",
+        "(1/b)^(1/r)"
     );
     for c in choices.iter().take(8) {
         let p = neardup::LshParams {
@@ -564,15 +631,21 @@ fn cmd_tune(a: TuneArgs) -> Result<ExitCode> {
             rows: c.rows,
         };
         println!(
-            "{:>6} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4}",
+            "{:>6} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>12.4}",
             c.bands,
             c.rows,
+            c.p_at_threshold,
+            c.work,
             c.false_positive_area,
             c.false_negative_area,
             c.cost,
             p.threshold()
         );
     }
+    println!(
+        "(p({t}): the chance a pair at the threshold becomes a candidate; work: the expected \
+         share of pairs checked when similarities spread evenly over [0, 1])"
+    );
     let p = neardup::LshParams {
         bands: best.bands,
         rows: best.rows,

@@ -167,7 +167,7 @@ fn integrate(f: impl Fn(f64) -> f64, a: f64, b: f64) -> f64 {
     s * h / 3.0
 }
 
-/// One banding's error areas at a threshold.
+/// One banding's error areas, candidate probability and work at a threshold.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct TuneChoice {
     pub bands: usize,
@@ -176,14 +176,20 @@ pub struct TuneChoice {
     pub false_positive_area: f64,
     /// `∫_t^1 (1 - p(s)) ds`: pairs above it that do not.
     pub false_negative_area: f64,
-    /// The weighted sum that is minimised.
+    /// The weighted sum that [`tune`] minimises.
     pub cost: f64,
+    /// `p(t)`: the chance that a pair exactly at the threshold becomes a candidate (the recall
+    /// there).
+    pub p_at_threshold: f64,
+    /// `∫_0^1 p(s) ds`: the expected share of pairs that become candidates (and are checked)
+    /// when similarities spread evenly over [0, 1]; a measure of confirmation work.
+    pub work: f64,
 }
 
-/// Every split `bands x rows = num_perm`, best first, by weighted false-positive and
-/// false-negative area (as datasketch's optimal parameters, but keeping `b * r = num_perm`).
-pub fn tune(threshold: f64, num_perm: usize, fp_weight: f64, fn_weight: f64) -> Vec<TuneChoice> {
-    let mut v: Vec<TuneChoice> = (1..=num_perm)
+/// Every split `bands x rows = num_perm`, with its areas, `p(threshold)` and work, in order of
+/// bands; `cost` weighs the two areas.
+fn splits(threshold: f64, num_perm: usize, fp_weight: f64, fn_weight: f64) -> Vec<TuneChoice> {
+    (1..=num_perm)
         .filter(|&b| num_perm.is_multiple_of(b))
         .map(|b| {
             let p = LshParams {
@@ -198,10 +204,36 @@ pub fn tune(threshold: f64, num_perm: usize, fp_weight: f64, fn_weight: f64) -> 
                 false_positive_area: fp,
                 false_negative_area: fne,
                 cost: fp * fp_weight + fne * fn_weight,
+                p_at_threshold: p.probability(threshold),
+                work: integrate(|s| p.probability(s), 0.0, 1.0),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Every split `bands x rows = num_perm`, best first, by weighted false-positive and
+/// false-negative area (as datasketch's optimal parameters, but keeping `b * r = num_perm`).
+/// The choice for confirmation by estimate or none, where a false positive is a wrong merge.
+pub fn tune(threshold: f64, num_perm: usize, fp_weight: f64, fn_weight: f64) -> Vec<TuneChoice> {
+    let mut v = splits(threshold, num_perm, fp_weight, fn_weight);
     v.sort_by(|a, b| a.cost.total_cmp(&b.cost));
+    v
+}
+
+/// Every split `bands x rows = num_perm`, best first, for exact-Jaccard confirmation: there a
+/// false positive costs one check and a false negative is a lost duplicate, so the splits whose
+/// `p(threshold)` is at least `recall` come first, least work first; the others follow, most
+/// likely candidates first. (`cost` is the unweighted sum of the two areas.)
+pub fn tune_for_recall(threshold: f64, num_perm: usize, recall: f64) -> Vec<TuneChoice> {
+    let mut v = splits(threshold, num_perm, 0.5, 0.5);
+    v.sort_by(|a, b| {
+        let (ma, mb) = (a.p_at_threshold >= recall, b.p_at_threshold >= recall);
+        mb.cmp(&ma).then(if ma {
+            a.work.total_cmp(&b.work)
+        } else {
+            b.p_at_threshold.total_cmp(&a.p_at_threshold)
+        })
+    });
     v
 }
 

@@ -107,12 +107,13 @@ fn dedup_on_the_planted_corpus_drops_exactly_the_planted_duplicates() {
         format!("{planted_exact} exact duplicates dropped"),
         format!("{planted_near} near duplicates dropped"),
         "clusters".into(),
-        "contaminated".into(),
         " s,".into(),
         "docs/s".into(),
     ] {
         assert!(err.contains(&part), "summary lacks {part:?}: {err}");
     }
+    // Each command's summary says only what applies to it.
+    assert!(!err.contains("contaminated"), "{err}");
 }
 
 #[test]
@@ -311,7 +312,7 @@ fn compressed_inputs_stdin_and_stdout() {
     std::fs::write(&zst, zstd::encode_all(&plain[..], 3).unwrap()).unwrap();
     // `dedup` of `inp` into `out` on the CPU engine, with `extra` flags and environment.
     let dedup = |inp: &Path, out: &Path, extra: &[&str], env: &[(&str, &str)]| {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_neardup"))
+        let o = common::neardup_command()
             .args(["dedup", inp.to_str().unwrap(), "-o", out.to_str().unwrap()])
             .args(["--engine", "cpu"])
             .args(extra)
@@ -546,4 +547,243 @@ fn output_records_keep_their_values_byte_for_byte() {
         "{}",
         stderr(&o)
     );
+}
+
+/// The stderr line that starts with `neardup CMD:`.
+fn summary_of(o: &std::process::Output, cmd: &str) -> String {
+    let err = stderr(o);
+    err.lines()
+        .find(|l| l.starts_with(&format!("neardup {cmd}:")))
+        .unwrap_or_else(|| panic!("no summary line: {err}"))
+        .to_string()
+}
+
+#[test]
+fn each_summary_says_only_what_applies_to_its_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = fixture("example.jsonl");
+    let example = example.to_str().unwrap();
+    let out = dir.path().join("o.jsonl");
+    let out = out.to_str().unwrap();
+    let dedup = |extra: &[&str]| {
+        let mut v = vec!["dedup", example, "-o", out, "--engine", "cpu"];
+        v.extend_from_slice(extra);
+        let o = neardup(&v);
+        ok(&o);
+        summary_of(&o, "dedup")
+    };
+    let plain = dedup(&[]);
+    assert!(
+        plain.contains("483 documents read, 92 near duplicates dropped, 56 clusters, 391 written"),
+        "{plain}"
+    );
+    assert!(
+        !plain.contains("exact") && !plain.contains("contaminated"),
+        "{plain}"
+    );
+    let exact = dedup(&["--exact"]);
+    assert!(exact.contains("exact duplicates dropped, "), "{exact}");
+    let tagged = dedup(&["--tag-only"]);
+    assert!(
+        tagged.contains("92 near duplicates tagged, 56 clusters, 483 written"),
+        "{tagged}"
+    );
+    assert!(!tagged.contains("dropped"), "{tagged}");
+
+    let o = neardup(&[
+        "decontam",
+        example,
+        "--protected",
+        fixture("protected.jsonl").to_str().unwrap(),
+        "-o",
+        out,
+    ]);
+    ok(&o);
+    let d = summary_of(&o, "decontam");
+    assert!(
+        d.contains("documents read, ") && d.contains(" contaminated, "),
+        "{d}"
+    );
+    for word in ["near duplicates", "exact duplicates", "clusters"] {
+        assert!(!d.contains(word), "{d}");
+    }
+
+    let sig = dir.path().join("s.tsv");
+    let o = neardup(&[
+        "signatures",
+        example,
+        "-o",
+        sig.to_str().unwrap(),
+        "--format",
+        "tsv",
+        "--engine",
+        "cpu",
+    ]);
+    ok(&o);
+    let s = summary_of(&o, "signatures");
+    assert!(
+        s.contains("483 documents read, ") && s.contains(" shingles; "),
+        "{s}"
+    );
+    for word in ["duplicates", "clusters", "contaminated"] {
+        assert!(!s.contains(word), "{s}");
+    }
+}
+
+#[test]
+fn decontam_warns_when_protected_items_are_too_short_to_protect_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("in.jsonl");
+    std::fs::write(
+        &inp,
+        "{\"id\":\"a\",\"text\":\"what is the capital of france\"}\n",
+    )
+    .unwrap();
+    let short = dir.path().join("short.jsonl");
+    std::fs::write(
+        &short,
+        "{\"q\":\"what is the capital of france\",\"a\":\"paris\"}\n{\"q\":\"two plus two\"}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("o.jsonl");
+    let rep = dir.path().join("r.json");
+    let run = |extra: &[&str]| {
+        let mut v = vec![
+            "decontam",
+            inp.to_str().unwrap(),
+            "--protected",
+            short.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--report",
+            rep.to_str().unwrap(),
+        ];
+        v.extend_from_slice(extra);
+        let o = neardup(&v);
+        ok(&o);
+        stderr(&o)
+    };
+    // Three texts, all shorter than 13 words: nothing is protected, said loudly, even --quiet.
+    for quiet in [&[][..], &["--quiet"][..]] {
+        let err = run(quiet);
+        assert!(err.contains("NOTHING IS PROTECTED"), "{err}");
+        assert!(
+            err.contains("3 of their 3 texts are shorter than 13 words"),
+            "{err}"
+        );
+    }
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+    assert_eq!(r["protected_files"][0]["texts_too_short"], 3);
+    assert_eq!(r["counts"]["protected_ngrams"], 0);
+    // With --n 3, two texts protect and one ("paris") does not: a note, not the warning.
+    let err = run(&["--n", "3"]);
+    assert!(!err.contains("NOTHING IS PROTECTED"), "{err}");
+    assert!(
+        err.contains("note: 1 of the 3 protected texts are shorter than 3 words"),
+        "{err}"
+    );
+    assert!(err.contains("1 contaminated"), "{err}");
+    // Items long enough: no word about it.
+    let err = run(&["--n", "1"]);
+    assert!(!err.contains("shorter than"), "{err}");
+}
+
+#[test]
+fn gpu_messages_say_what_to_do_where_the_user_is() {
+    // No Metal adapter exists off Apple machines: a way to have no adapter at all.
+    if cfg!(target_os = "macos") {
+        return;
+    }
+    let example = fixture("example.jsonl");
+    let example = example.to_str().unwrap();
+    let o = neardup(&["verify", example, "--backend", "metal"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("no GPU adapter found"), "{err}");
+    assert!(
+        err.contains("verify compares the GPU engine with the CPU engine"),
+        "{err}"
+    );
+    assert!(
+        err.contains("neardup signatures IN... -o OUT --engine cpu"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("or use --engine cpu"),
+        "verify has no --engine: {err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let sig = dir.path().join("s.npy");
+    let o = neardup(&[
+        "signatures",
+        example,
+        "-o",
+        sig.to_str().unwrap(),
+        "--engine",
+        "gpu",
+        "--backend",
+        "metal",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("or use --engine cpu"), "{}", stderr(&o));
+}
+
+#[test]
+fn bench_times_a_software_adapter_only_when_asked_and_names_it() {
+    let o = neardup(&["bench", "--synthetic", "300", "--repeat", "1", "--json"]);
+    ok(&o);
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let engines: Vec<&str> = r["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["engine"].as_str().unwrap())
+        .collect();
+    assert!(engines.iter().any(|e| e.starts_with("cpu")), "{engines:?}");
+    assert!(
+        !engines.iter().any(|e| e.contains("software")),
+        "the default never times a software adapter: {engines:?}"
+    );
+    // Asked for, it runs and is named as what it is.
+    let o = neardup(&[
+        "bench",
+        "--synthetic",
+        "300",
+        "--repeat",
+        "1",
+        "--engine",
+        "gpu",
+    ]);
+    if !o.status.success() {
+        assert!(
+            std::env::var("NEARDUP_REQUIRE_GPU").is_err(),
+            "NEARDUP_REQUIRE_GPU is set but bench --engine gpu failed: {}",
+            stderr(&o)
+        );
+        return;
+    }
+    let out = stdout(&o);
+    let software = out.contains("llvmpipe") || out.contains("lavapipe");
+    if software {
+        assert!(
+            out.contains("is a software adapter (it runs on the CPU)"),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn the_tests_give_mesa_a_runtime_directory() {
+    // `devices` starts every adapter wgpu can find; Mesa's drivers complain on stderr about a
+    // missing or invalid XDG_RUNTIME_DIR each time, unless the tests give them one.
+    let c = neardup_command();
+    let dir = c
+        .get_envs()
+        .find(|(k, _)| *k == "XDG_RUNTIME_DIR")
+        .and_then(|(_, v)| v)
+        .expect("the tests' neardup runs with a runtime directory");
+    assert!(std::path::Path::new(dir).is_dir());
+    let o = neardup(&["devices"]);
+    ok(&o);
+    assert!(!stderr(&o).contains("XDG_RUNTIME_DIR"), "{}", stderr(&o));
 }

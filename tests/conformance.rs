@@ -312,20 +312,7 @@ fn gpu_ports_with_default_sub_batches_conform() {
 
 /// A GPU engine, or None (and a loud note) when there is no adapter and none is required.
 fn gpu(p: MinHashParams, opts: &GpuOptions) -> Option<GpuEngine> {
-    match GpuEngine::new(p, opts) {
-        Ok(e) => Some(e),
-        Err(e) => {
-            if std::env::var("NEARDUP_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-                panic!("NEARDUP_REQUIRE_GPU=1 but no GPU engine could be built: {e}");
-            }
-            let _ = writeln!(
-                std::io::stderr(),
-                "\n*** GPU TEST SKIPPED: no adapter ({e}).\n*** Install a Vulkan driver \
-                 (apt-get install mesa-vulkan-drivers libvulkan1) or set NEARDUP_REQUIRE_GPU=1 to make this a failure.\n"
-            );
-            None
-        }
-    }
+    common::gpu_or_skip(p, opts)
 }
 
 fn gpu_suite(label: &str, opts: GpuOptions) {

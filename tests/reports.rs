@@ -112,6 +112,19 @@ fn dedup_html_report_has_the_charts_and_clusters_and_loads_cleanly() {
         .iter()
         .any(|b| b["pairs"].as_u64().unwrap() > 0));
     assert_eq!(r["largest_clusters"].as_array().unwrap().len(), 5);
+    // A cluster larger than the members shown says how many more it has.
+    let mut cut = 0;
+    for c in r["largest_clusters"].as_array().unwrap() {
+        let more = c["size"].as_u64().unwrap() - c["members"].as_array().unwrap().len() as u64;
+        if more > 0 {
+            cut += 1;
+            assert!(
+                page.contains(&format!("+{more} more")),
+                "page lacks +{more} more"
+            );
+        }
+    }
+    assert_eq!(page.matches("class=\"member more\"").count(), cut);
     if let Some(b) = browser() {
         let (dom, log) = load_in_browser(&b, &html);
         assert!(
@@ -285,8 +298,46 @@ fn scurve_svg_draws_every_curve_with_its_threshold() {
 }
 
 #[test]
-fn tune_minimises_the_weighted_error_areas() {
-    let o = neardup(&["tune", "--threshold", "0.8", "--num-perm", "128"]);
+fn a_cluster_larger_than_the_members_shown_says_how_many_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("in.jsonl");
+    let base = "one two three four five six seven eight nine ten eleven twelve thirteen \
+                fourteen fifteen sixteen seventeen eighteen nineteen twenty";
+    let docs: Vec<(String, String)> = (0..7)
+        .map(|i| (format!("d{i}"), format!("{base} extra{}", i % 2)))
+        .collect();
+    write_jsonl(&inp, &docs);
+    let html = dir.path().join("r.html");
+    ok(&neardup(&[
+        "dedup",
+        inp.to_str().unwrap(),
+        "-o",
+        dir.path().join("o.jsonl").to_str().unwrap(),
+        "--report",
+        html.to_str().unwrap(),
+        "--engine",
+        "cpu",
+    ]));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("root d0 — 7 documents"),
+        "one cluster of all seven"
+    );
+    assert_eq!(page.matches("class=\"member\"").count(), 4);
+    assert!(page.contains("+3 more"), "the page says what it leaves out");
+}
+
+#[test]
+fn tune_minimises_the_weighted_error_areas_for_estimate_confirmation() {
+    let o = neardup(&[
+        "tune",
+        "--threshold",
+        "0.8",
+        "--num-perm",
+        "128",
+        "--confirm",
+        "estimate",
+    ]);
     ok(&o);
     assert!(
         stdout(&o).contains("best: --bands 8 --rows 16"),
@@ -300,6 +351,8 @@ fn tune_minimises_the_weighted_error_areas() {
         "0.8",
         "--num-perm",
         "128",
+        "--confirm",
+        "none",
         "--fp-weight",
         "0.05",
         "--fn-weight",
@@ -322,6 +375,78 @@ fn tune_minimises_the_weighted_error_areas() {
         (best.threshold() - 0.5).abs() < 0.15,
         "the chosen curve turns near 0.5: {best:?}"
     );
+}
+
+/// The `best: --bands B --rows R` line of `tune`.
+fn tune_best(args: &[&str]) -> (String, String, String) {
+    let mut v = vec!["tune"];
+    v.extend_from_slice(args);
+    let o = neardup(&v);
+    ok(&o);
+    let out = stdout(&o);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("best: "))
+        .unwrap_or_else(|| panic!("no best line: {out}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!((w[1], w[3]), ("--bands", "--rows"), "{line}");
+    (w[2].to_string(), w[4].to_string(), out)
+}
+
+#[test]
+fn tune_for_exact_confirmation_keeps_the_recall_at_the_threshold() {
+    // The default is dedup's default confirmation, exact Jaccard: the least work with
+    // p(0.8) >= 0.95. 16 x 8 has p(0.8) = 0.9470, so 32 x 4.
+    let (b, r, out) = tune_best(&["--threshold", "0.8"]);
+    assert_eq!((b.as_str(), r.as_str()), ("32", "4"), "{out}");
+    assert!(out.contains("p(0.8) = 1.0000"), "{out}");
+    assert!(out.contains("work"), "{out}");
+    // Every row shows p(threshold) and the work; the qualifying rows come first, least work
+    // first, then the rest by p(threshold).
+    let c = neardup::report::tune_for_recall(0.8, 128, 0.95);
+    let meets = c.iter().take_while(|x| x.p_at_threshold >= 0.95).count();
+    assert!(meets > 0 && c[meets..].iter().all(|x| x.p_at_threshold < 0.95));
+    assert!(c[..meets].windows(2).all(|w| w[0].work <= w[1].work));
+    assert!(c[meets..]
+        .windows(2)
+        .all(|w| w[0].p_at_threshold >= w[1].p_at_threshold));
+    // A lower recall asked for allows less work: 16 x 8.
+    let (b, r, _) = tune_best(&["--threshold", "0.8", "--recall", "0.9"]);
+    assert_eq!((b.as_str(), r.as_str()), ("16", "8"));
+    // No split reaches it: the most likely one, and a warning.
+    let (b, r, out) = tune_best(&["--threshold", "0.3", "--num-perm", "2", "--recall", "0.99"]);
+    assert_eq!((b.as_str(), r.as_str()), ("2", "1"));
+    assert!(out.contains("warning: no split"), "{out}");
+
+    // On the example, the recommendation finds at least every near duplicate 16 x 8 finds.
+    let (b, r, _) = tune_best(&["--threshold", "0.8", "--confirm", "jaccard"]);
+    let dir = tempfile::tempdir().unwrap();
+    let near = |bands: &str, rows: &str| {
+        let rep = dir.path().join(format!("r{bands}x{rows}.json"));
+        let out = dir.path().join(format!("o{bands}x{rows}.jsonl"));
+        ok(&neardup(&[
+            "dedup",
+            fixture("example.jsonl").to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--report",
+            rep.to_str().unwrap(),
+            "--bands",
+            bands,
+            "--rows",
+            rows,
+            "--engine",
+            "cpu",
+        ]));
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+        r["counts"]["near_duplicates"].as_u64().unwrap()
+    };
+    let (tuned, default) = (near(&b, &r), near("16", "8"));
+    assert!(
+        default >= 90,
+        "the example plants near duplicates: {default}"
+    );
+    assert!(tuned >= default, "{b} x {r}: {tuned} < 16 x 8: {default}");
 }
 
 #[test]

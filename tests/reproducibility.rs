@@ -163,19 +163,10 @@ fn shuffled_input_keeps_survivors_and_roots_and_follows_input_order() {
 
 #[test]
 fn cpu_and_gpu_engines_give_identical_bytes() {
-    let probe =
-        neardup::engine::GpuEngine::new(neardup::MinHashParams::default(), &Default::default());
-    if let Err(e) = probe {
-        if std::env::var("NEARDUP_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-            panic!("NEARDUP_REQUIRE_GPU=1 but no adapter: {e}");
-        }
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** GPU TEST SKIPPED: no adapter ({e})\n"
-        );
+    let Some(probe) = common::gpu_or_skip(neardup::MinHashParams::default(), &Default::default())
+    else {
         return;
-    }
+    };
     drop(probe);
     let dir = tempfile::tempdir().unwrap();
     let input = fixture("example.jsonl");

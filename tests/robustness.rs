@@ -97,7 +97,16 @@ fn a_record_that_is_not_an_object() {
 fn missing_or_mistyped_id_and_text() {
     let c = Case::new();
     let cases: [(&str, &[&str]); 8] = [
-        ("{\"text\":\"x\"}", &["in.jsonl:2", "field `id`", "missing"]),
+        (
+            "{\"text\":\"x\"}",
+            &[
+                "in.jsonl:2",
+                "field `id`",
+                "missing",
+                "fields are \"text\"",
+                "--id-field",
+            ],
+        ),
         (
             "{\"id\":7,\"text\":\"x\"}",
             &["in.jsonl:2", "field `id`", "number", "--numeric-ids"],
@@ -110,7 +119,16 @@ fn missing_or_mistyped_id_and_text() {
             "{\"id\":\"\",\"text\":\"x\"}",
             &["in.jsonl:2", "field `id`", "empty"],
         ),
-        ("{\"id\":\"b\"}", &["in.jsonl:2", "field `text`", "missing"]),
+        (
+            "{\"id\":\"b\",\"content\":\"x\"}",
+            &[
+                "in.jsonl:2",
+                "field `text`",
+                "missing",
+                "fields are \"id\", \"content\"",
+                "--text-field",
+            ],
+        ),
         (
             "{\"id\":\"b\",\"text\":3.5}",
             &["in.jsonl:2", "field `text`", "number"],
@@ -326,6 +344,146 @@ fn missing_inputs_and_missing_output_directories() {
 /// directory) is refused before any work, and left as it was: outputs are renamed into place,
 /// which would have replaced it with a regular file (as it once did to /dev/null, run as root).
 #[cfg(unix)]
+/// An output naming an input would replace the input with the run's result (outputs are
+/// renamed into place), and two outputs naming one file would leave only the last: both are
+/// refused before any work, by file identity (device and inode), not by the names.
+#[test]
+fn an_output_that_names_an_input_is_refused_and_the_input_kept() {
+    let c = Case::new();
+    let example = std::fs::read(fixture("example.jsonl")).unwrap();
+    let inp = c.write("in.jsonl", &example);
+    let other_spelling = c.dir.path().join(".").join("in.jsonl");
+    let other_spelling = other_spelling.to_str().unwrap();
+    let link = c.path("link.jsonl");
+    std::os::unix::fs::symlink(&inp, &link).unwrap();
+    let hard = c.path("hard.jsonl");
+    std::fs::hard_link(&inp, &hard).unwrap();
+    let (link, hard) = (link.to_str().unwrap(), hard.to_str().unwrap());
+    let prot = c.write("p.txt", b"protected words here and there and everywhere");
+    let out = c.out();
+    for target in [inp.as_str(), other_spelling, link, hard] {
+        let needles = ["would overwrite the input", &inp];
+        for opt in ["-o", "--clusters", "--pairs", "--report"] {
+            let mut args = vec!["dedup", &inp, "-o", &out, "--engine", "cpu"];
+            if opt == "-o" {
+                args[3] = target;
+            } else {
+                args.extend([opt, target]);
+            }
+            let mut n = needles.to_vec();
+            n.push(opt);
+            c.fails(&args, &n);
+        }
+        let mut n = needles.to_vec();
+        n.push("-o");
+        c.fails(&["signatures", &inp, "-o", target, "--format", "tsv"], &n);
+        c.fails(&["decontam", &inp, "--protected", &prot, "-o", target], &n);
+        c.fails(
+            &[
+                "decontam",
+                &inp,
+                "--protected",
+                &prot,
+                "-o",
+                &out,
+                "--report",
+                target,
+            ],
+            &["--report", "would overwrite the input"],
+        );
+    }
+    // A protected file is an input of decontam too.
+    c.fails(
+        &["decontam", &inp, "--protected", &prot, "-o", &prot],
+        &["-o", "would overwrite the --protected file", &prot],
+    );
+    // The npy format's companion files are outputs as well.
+    let ids = c.write("s.npy.ids", &example);
+    let npy = c.path("s.npy");
+    c.fails(
+        &["signatures", &ids, "-o", npy.to_str().unwrap()],
+        &["its ids file", "would overwrite the input"],
+    );
+    assert_eq!(
+        std::fs::read(&inp).unwrap(),
+        example,
+        "the input is unchanged"
+    );
+    assert_eq!(std::fs::read(&ids).unwrap(), example);
+    assert_eq!(
+        std::fs::read(&prot).unwrap(),
+        b"protected words here and there and everywhere"
+    );
+    assert!(std::fs::symlink_metadata(link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+#[test]
+fn two_outputs_naming_one_file_are_refused() {
+    let c = Case::new();
+    let inp = c.write(
+        "in.jsonl",
+        &std::fs::read(fixture("example.jsonl")).unwrap(),
+    );
+    let x = c.path("x.jsonl");
+    let x = x.to_str().unwrap();
+    let x_again = c.dir.path().join(".").join("x.jsonl");
+    let x_again = x_again.to_str().unwrap();
+    fn dedup<'a>(inp: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut v = vec!["dedup", inp, "--engine", "cpu"];
+        v.extend_from_slice(extra);
+        v
+    }
+    // Files that do not exist yet: the same name, or the same place spelled another way.
+    c.fails(
+        &dedup(&inp, &["-o", x, "--clusters", x]),
+        &["-o and --clusters", "both name", x, "a path of its own"],
+    );
+    c.fails(
+        &dedup(&inp, &["-o", x, "--pairs", x_again]),
+        &["-o and --pairs"],
+    );
+    c.fails(
+        &dedup(&inp, &["-o", x, "--clusters", "c.jsonl", "--report", x]),
+        &["-o and --report"],
+    );
+    let r = c.path("r.json");
+    let r = r.to_str().unwrap();
+    c.fails(
+        &dedup(&inp, &["-o", x, "--report", r, "--report", r]),
+        &["--report and --report"],
+    );
+    c.fails(
+        &dedup(&inp, &["-o", "-", "--clusters", "-"]),
+        &["both write to standard output"],
+    );
+    // Files that exist: a hard link to another output is the same file.
+    std::fs::write(x, b"kept\n").unwrap();
+    let h = c.path("h.jsonl");
+    std::fs::hard_link(x, &h).unwrap();
+    c.fails(
+        &dedup(&inp, &["-o", x, "--clusters", h.to_str().unwrap()]),
+        &["-o and --clusters", "are the same file"],
+    );
+    assert_eq!(std::fs::read(x).unwrap(), b"kept\n");
+    // Distinct outputs still work, side by side.
+    let o = c.path("o.jsonl");
+    let cl = c.path("c.jsonl");
+    ok(&neardup(&dedup(
+        &inp,
+        &[
+            "-o",
+            o.to_str().unwrap(),
+            "--clusters",
+            cl.to_str().unwrap(),
+            "--report",
+            r,
+        ],
+    )));
+}
+
 #[test]
 fn outputs_that_are_not_regular_files_are_refused_not_replaced() {
     use std::os::unix::fs::FileTypeExt;
@@ -486,7 +644,7 @@ fn an_interrupted_run_leaves_no_output() {
     let input = big_corpus(&c);
     for signal in ["INT", "TERM", "KILL"] {
         let out = c.path(&format!("out-{signal}.jsonl"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        let mut child = common::neardup_command()
             .args([
                 "dedup",
                 &input,
@@ -552,7 +710,7 @@ fn an_interrupted_run_leaves_no_output() {
 
 #[test]
 fn a_broken_pipe_on_stdout_is_not_an_error() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+    let mut child = common::neardup_command()
         .args([
             "dedup",
             fixture("example.jsonl").to_str().unwrap(),

@@ -163,7 +163,9 @@ pub fn build_engine(
 ) -> Result<Box<dyn Engine>, crate::Error> {
     match choice {
         EngineChoice::Cpu => Ok(Box::new(CpuEngine::new(params, threads)?)),
-        EngineChoice::Gpu => Ok(Box::new(GpuEngine::new(params, gpu)?)),
+        EngineChoice::Gpu => Ok(Box::new(GpuEngine::new(params, gpu).map_err(|e| {
+            e.with_hint("or use --engine cpu (the same signatures, bit for bit)")
+        })?)),
         EngineChoice::Auto => {
             if gpu_device_nodes(std::path::Path::new("/dev")) == Some(false) {
                 return Ok(Box::new(CpuEngine::new(params, threads)?));

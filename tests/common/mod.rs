@@ -11,9 +11,48 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A runtime directory for Mesa: without `XDG_RUNTIME_DIR`, every Vulkan instance it starts
+/// prints `XDG_RUNTIME_DIR is invalid` on stderr. The caller's own value wins.
+pub fn runtime_dir() -> std::ffi::OsString {
+    static DIR: std::sync::OnceLock<std::ffi::OsString> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        std::env::var_os("XDG_RUNTIME_DIR").unwrap_or_else(|| {
+            let d = std::env::temp_dir().join(format!("neardup-tests-xdg-{}", std::process::id()));
+            std::fs::create_dir_all(&d).expect("a runtime directory");
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
+            }
+            d.into_os_string()
+        })
+    })
+    .clone()
+}
+
+/// Give this process a runtime directory before it starts an adapter in-process (see
+/// [`runtime_dir`]).
+pub fn set_runtime_dir() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+            // SAFETY: set once, before this test binary starts any adapter; Rust's own
+            // environment reads take the same lock.
+            unsafe { std::env::set_var("XDG_RUNTIME_DIR", runtime_dir()) };
+        }
+    });
+}
+
+/// The real `neardup` binary, with a runtime directory for Mesa.
+pub fn neardup_command() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_neardup"));
+    c.env("XDG_RUNTIME_DIR", runtime_dir());
+    c
+}
+
 /// Run the real `neardup` binary.
 pub fn neardup(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_neardup"))
+    neardup_command()
         .args(args)
         .output()
         .expect("the neardup binary runs")
@@ -21,11 +60,36 @@ pub fn neardup(args: &[&str]) -> Output {
 
 /// Run it with stdin from a file.
 pub fn neardup_stdin(args: &[&str], stdin: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_neardup"))
+    neardup_command()
         .args(args)
         .stdin(std::fs::File::open(stdin).expect("stdin file"))
         .output()
         .expect("the neardup binary runs")
+}
+
+/// The GPU engine on any adapter, or `None` with a loud note when there is none; a failure
+/// instead when `NEARDUP_REQUIRE_GPU=1` (as CI sets).
+pub fn gpu_or_skip(
+    p: neardup::MinHashParams,
+    opts: &neardup::engine::gpu::GpuOptions,
+) -> Option<neardup::GpuEngine> {
+    set_runtime_dir();
+    match neardup::GpuEngine::new(p, opts) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            if std::env::var("NEARDUP_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+                panic!("NEARDUP_REQUIRE_GPU=1 but no GPU engine could be built: {e}");
+            }
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n*** GPU TEST SKIPPED: no adapter ({e}).\n*** Install a Vulkan driver \
+                 (apt-get install mesa-vulkan-drivers libvulkan1) or set NEARDUP_REQUIRE_GPU=1 \
+                 to make this a failure.\n"
+            );
+            None
+        }
+    }
 }
 
 pub fn stderr(o: &Output) -> String {

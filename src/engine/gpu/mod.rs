@@ -235,8 +235,7 @@ fn pick_adapter(opts: &GpuOptions) -> Result<(wgpu::Instance, wgpu::Adapter), En
         None => Err(EngineError::NoAdapter(format!(
             "wgpu found {} on backends {:?}{}. Install a GPU driver with Vulkan (or Metal/DX12) \
              support; without a GPU, Mesa's software Vulkan driver works too \
-             (Debian/Ubuntu: apt-get install mesa-vulkan-drivers libvulkan1) with --engine gpu; \
-             or use --engine cpu",
+             (Debian/Ubuntu: apt-get install mesa-vulkan-drivers libvulkan1)",
             if seen.is_empty() {
                 "no adapter".to_string()
             } else {
@@ -246,7 +245,7 @@ fn pick_adapter(opts: &GpuOptions) -> Result<(wgpu::Instance, wgpu::Adapter), En
             if opts.allow_software {
                 ""
             } else {
-                " (software adapters are used only with --engine gpu)"
+                " (software adapters were not asked for)"
             }
         ))),
     }
