@@ -2,8 +2,6 @@
 //! last window included; 12 words are not enough; id-like keys are not protected; bad lines
 //! name file and line; the stage streams.
 
-mod common;
-
 use neardup::decontam::{protected_ngrams, Decontaminator, ProtectedSet};
 use neardup::{contaminated, synth};
 

@@ -1,14 +1,12 @@
 //! The committed fixtures are exactly what the seeded generator makes
 //! (`cargo run --example make_fixtures` regenerates them), and what they claim is true.
 
-mod common;
-
 use neardup::synth::fixtures;
 
 #[test]
 fn committed_fixtures_equal_the_generator_output() {
     for (name, contents) in fixtures::files() {
-        let committed = std::fs::read_to_string(common::fixture(name)).unwrap_or_else(|e| {
+        let committed = std::fs::read_to_string(crate::common::fixture(name)).unwrap_or_else(|e| {
             panic!("fixtures/{name}: {e}; run `cargo run --example make_fixtures`")
         });
         assert!(

@@ -2,11 +2,9 @@
 //! input order, input splits, engines and repeated runs; signatures made under other parameters
 //! are refused, never compared.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 
 /// Run dedup (with clusters) and signatures (npy and tsv); return the sha256 of every output.
 fn run_all(dir: &Path, tag: &str, inputs: &[&Path], extra: &[&str]) -> Vec<(String, String)> {
@@ -163,7 +161,8 @@ fn shuffled_input_keeps_survivors_and_roots_and_follows_input_order() {
 
 #[test]
 fn cpu_and_gpu_engines_give_identical_bytes() {
-    let Some(probe) = common::gpu_or_skip(neardup::MinHashParams::default(), &Default::default())
+    let Some(probe) =
+        crate::common::gpu_or_skip(neardup::MinHashParams::default(), &Default::default())
     else {
         return;
     };

@@ -1,11 +1,9 @@
 //! What users see: progress on stderr, JSON and HTML reports (checked in a real headless
 //! browser when one is installed), S-curve pictures, `tune` and `inspect`.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn browser() -> Option<String> {

@@ -8,8 +8,6 @@
 //! Vulkan driver installed) a missing adapter fails the test; without it the test says loudly on
 //! stderr that it was skipped.
 
-mod common;
-
 use std::collections::HashMap;
 use std::io::Write;
 
@@ -105,7 +103,7 @@ fn cases() -> Vec<Case> {
     });
     // Fixtures.
     for f in ["corpus.jsonl", "example.jsonl", "decontam_probes.jsonl"] {
-        let texts: Vec<String> = std::fs::read_to_string(common::fixture(f))
+        let texts: Vec<String> = std::fs::read_to_string(crate::common::fixture(f))
             .unwrap()
             .lines()
             .map(|l| {
@@ -312,7 +310,7 @@ fn gpu_ports_with_default_sub_batches_conform() {
 
 /// A GPU engine, or None (and a loud note) when there is no adapter and none is required.
 fn gpu(p: MinHashParams, opts: &GpuOptions) -> Option<GpuEngine> {
-    common::gpu_or_skip(p, opts)
+    crate::common::gpu_or_skip(p, opts)
 }
 
 fn gpu_suite(label: &str, opts: GpuOptions) {

@@ -2,13 +2,11 @@
 //! naming the file, the line and the field, a non-zero exit, and no output file at all (not
 //! even an empty or partial one).
 
-mod common;
-
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::*;
+use crate::common::*;
 
 struct Case {
     dir: tempfile::TempDir,
@@ -644,7 +642,7 @@ fn an_interrupted_run_leaves_no_output() {
     let input = big_corpus(&c);
     for signal in ["INT", "TERM", "KILL"] {
         let out = c.path(&format!("out-{signal}.jsonl"));
-        let mut child = common::neardup_command()
+        let mut child = crate::common::neardup_command()
             .args([
                 "dedup",
                 &input,
@@ -710,7 +708,7 @@ fn an_interrupted_run_leaves_no_output() {
 
 #[test]
 fn a_broken_pipe_on_stdout_is_not_an_error() {
-    let mut child = common::neardup_command()
+    let mut child = crate::common::neardup_command()
         .args([
             "dedup",
             fixture("example.jsonl").to_str().unwrap(),

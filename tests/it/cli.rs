@@ -1,12 +1,10 @@
 //! The `neardup` binary end to end: every command on the fixtures, the file formats, compressed
 //! inputs, stdin and stdout.
 
-mod common;
-
 use std::io::Write;
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn truth(name: &str) -> Value {
@@ -312,7 +310,7 @@ fn compressed_inputs_stdin_and_stdout() {
     std::fs::write(&zst, zstd::encode_all(&plain[..], 3).unwrap()).unwrap();
     // `dedup` of `inp` into `out` on the CPU engine, with `extra` flags and environment.
     let dedup = |inp: &Path, out: &Path, extra: &[&str], env: &[(&str, &str)]| {
-        let o = common::neardup_command()
+        let o = crate::common::neardup_command()
             .args(["dedup", inp.to_str().unwrap(), "-o", out.to_str().unwrap()])
             .args(["--engine", "cpu"])
             .args(extra)

@@ -1,0 +1,20 @@
+//! The integration tests, in one binary (one link of the library and its dependencies instead
+//! of one per file). Each module is one suite.
+
+mod common;
+
+mod cli;
+mod conformance;
+mod decontam;
+mod dedup;
+mod fixtures;
+mod kernels;
+mod lsh_unionfind;
+mod ports;
+mod reports;
+mod reproducibility;
+mod robustness;
+mod shaders;
+mod spec_vectors;
+mod statistics;
+mod text;
