@@ -9,8 +9,9 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use neardup::batch::PackedBatch;
 use neardup::hash::P;
-use neardup::kernel::{hash_docs, hash_shingles, permute_min_with, Kernel};
-use neardup::lsh::{band_buckets, Lsh, LshParams};
+use neardup::index::lsh::{band_buckets, Lsh, LshParams};
+use neardup::sign::fnv::{hash_docs, hash_shingles};
+use neardup::sign::permute::{permute_min_with, Kernel};
 use neardup::synth::SyntheticDocs;
 use neardup::UnionFind;
 

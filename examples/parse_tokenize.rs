@@ -19,12 +19,12 @@ fn main() {
         .split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())
         .collect();
-    let fields = neardup::io::Fields::default();
+    let fields = neardup::jsonl::Fields::default();
     let texts: Vec<String> = lines
         .iter()
         .enumerate()
         .map(|(i, l)| {
-            neardup::io::parse_record(l, &fields, &path, i as u64 + 1)
+            neardup::jsonl::parse_record(l, &fields, &path, i as u64 + 1)
                 .unwrap_or_else(|e| panic!("{e}"))
                 .text
                 .into_owned()
@@ -37,7 +37,7 @@ fn main() {
         let mut bytes = 0;
         for (i, l) in lines.iter().enumerate() {
             let r =
-                neardup::io::parse_record(l, &fields, &path, i as u64 + 1).expect("parsed once");
+                neardup::jsonl::parse_record(l, &fields, &path, i as u64 + 1).expect("parsed once");
             bytes += r.text.len();
         }
         std::hint::black_box(bytes);
@@ -63,7 +63,7 @@ fn main() {
         let t = Instant::now();
         xs.clear();
         for b in &batches {
-            neardup::kernel::hash_docs(b, 0..b.num_docs(), 5, &mut xs);
+            neardup::sign::fnv::hash_docs(b, 0..b.num_docs(), 5, &mut xs);
         }
         hash = hash.min(t.elapsed().as_secs_f64());
     }

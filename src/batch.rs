@@ -130,6 +130,7 @@ impl PackedBatch {
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
 
     #[test]

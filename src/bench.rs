@@ -9,14 +9,49 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::batch::PackedBatch;
-use crate::cli::{BenchArgs, BenchEngine};
-use crate::dedup::{cluster_corpus, Confirm, DedupConfig, DocLoc, SignedCorpus};
-use crate::engine::gpu::GpuOptions;
+use crate::corpus::DEFAULT_CHUNK_BYTES;
+use crate::engine::gpu::{BackendChoice, GpuOptions};
 use crate::engine::{CpuEngine, Engine, GpuEngine};
-use crate::io::{parse_record, write_tagged, Chunk, Fields, InputSpec, Inputs};
-use crate::pipeline::{IdArena, DEFAULT_CHUNK_BYTES};
+use crate::ids::DocLoc;
+use crate::ids::IdArena;
+use crate::index::lsh::LshParams;
+use crate::io::{Chunk, InputSpec, Inputs};
+use crate::jsonl::{parse_record, write_tagged, Fields};
 use crate::progress::ProgressFactory;
+use crate::sign::minhash::MinHashParams;
+use crate::stages::dedup::{cluster_corpus, Confirm, DedupConfig, SignedCorpus};
 use crate::Error;
+
+/// Which engines `bench` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchEngines {
+    /// The CPU engine, and a hardware GPU when wgpu finds one (never a software adapter).
+    Auto,
+    Cpu,
+    /// The GPU engine on any adapter, a software one (llvmpipe) included.
+    Gpu,
+    /// Both, the GPU on any adapter.
+    All,
+}
+
+/// What `bench` measures: a corpus (input files, or a synthetic one) and the engines.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// JSONL inputs; empty with `synthetic`.
+    pub inputs: Vec<String>,
+    /// Generate this many synthetic documents instead of reading inputs.
+    pub synthetic: Option<usize>,
+    /// Mean words per synthetic document.
+    pub synthetic_words: usize,
+    pub fields: Fields,
+    pub params: MinHashParams,
+    pub lsh: LshParams,
+    pub engines: BenchEngines,
+    /// wgpu backends to search.
+    pub backend: Option<BackendChoice>,
+    /// Repetitions of the signing stage (the best is reported).
+    pub repeat: usize,
+}
 
 /// One mismatch between the engines.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -56,7 +91,7 @@ pub fn verify(
         inputs,
         gpu.preferred_chunk_bytes(),
         &bar,
-        |chunk, name| crate::pipeline::parse_chunk(&chunk, fields, name),
+        |chunk, name| crate::corpus::parse_chunk(&chunk, fields, name),
         |p| {
             let b = &p.batch;
             let t = Instant::now();
@@ -151,15 +186,10 @@ pub fn machine_description() -> String {
 }
 
 /// Run the benchmark.
-pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Error> {
-    let params = a.hash.params()?;
-    let lsh = a.lsh.params()?;
+pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, Error> {
+    let (params, lsh) = (a.params, a.lsh);
     lsh.check_num_perm(params.num_perm)?;
-    let fields = Fields {
-        id: a.id_field.clone(),
-        text: a.text_field.clone(),
-        numeric_ids: false,
-    };
+    let fields = a.fields.clone();
     // Raw chunks in memory: generated, or read from the inputs.
     let step = progress.step("loading");
     let (chunks, source) = match (a.synthetic, a.inputs.is_empty()) {
@@ -256,10 +286,10 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
     let mut notes = Vec::new();
     let mut sigs: Vec<u32> = Vec::new();
     let want_cpu = matches!(
-        a.engine,
-        BenchEngine::Auto | BenchEngine::Cpu | BenchEngine::All
+        a.engines,
+        BenchEngines::Auto | BenchEngines::Cpu | BenchEngines::All
     );
-    let no_gpu_here = a.engine == BenchEngine::Auto
+    let no_gpu_here = a.engines == BenchEngines::Auto
         && crate::engine::gpu_device_nodes(std::path::Path::new("/dev")) == Some(false);
     if no_gpu_here {
         skipped.push(
@@ -267,7 +297,7 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
                 .into(),
         );
     }
-    let want_gpu = a.engine != BenchEngine::Cpu && !no_gpu_here;
+    let want_gpu = a.engines != BenchEngines::Cpu && !no_gpu_here;
     if want_cpu {
         let perms = params.perms();
         // hash: every shingle's x, as the engine hashes them (runs of documents at once), kept
@@ -284,7 +314,7 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
                     .map(|d0| {
                         let docs = d0..(d0 + RUN).min(b.num_docs());
                         let mut v = Vec::new();
-                        crate::kernel::hash_docs(b, docs.clone(), params.k, &mut v);
+                        crate::sign::fnv::hash_docs(b, docs.clone(), params.k, &mut v);
                         (v, docs.map(|d| b.shingle_count(d, params.k)).collect())
                     })
                     .collect::<Vec<_>>()
@@ -304,20 +334,20 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
             .par_iter()
             .map(|(x, counts)| {
                 let mut row = vec![crate::hash::P; params.num_perm];
-                let mut filter = crate::kernel::RepeatFilter::default();
+                let mut filter = crate::sign::repeats::RepeatFilter::default();
                 let mut doc = Vec::new();
                 let mut at = 0;
                 let mut sum = 0;
                 for &n in counts {
                     row.fill(crate::hash::P);
                     let mut fresh = &x[at..at + n];
-                    if n >= crate::kernel::REPEAT_FILTER_MIN_SHINGLES {
+                    if n >= crate::sign::repeats::REPEAT_FILTER_MIN_SHINGLES {
                         doc.clear();
                         doc.extend_from_slice(fresh);
                         let m = filter.keep_first_seen(&mut doc);
                         fresh = &doc[..m];
                     }
-                    crate::kernel::permute_min(fresh, &perms.a, &perms.b, &mut row);
+                    crate::sign::permute::permute_min(fresh, &perms.a, &perms.b, &mut row);
                     sum += row[0] as u64;
                     at += n;
                 }
@@ -348,7 +378,7 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
         let opts = GpuOptions {
             backend: a.backend,
             // A software adapter times the CPU under another name: only when asked for.
-            allow_software: a.engine != BenchEngine::Auto,
+            allow_software: a.engines != BenchEngines::Auto,
             profile: true,
             ..GpuOptions::default()
         };
@@ -393,7 +423,7 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
                 }
                 sigs = s;
             }
-            Err(e) if matches!(a.engine, BenchEngine::All | BenchEngine::Auto) => {
+            Err(e) if matches!(a.engines, BenchEngines::All | BenchEngines::Auto) => {
                 skipped.push(format!("gpu: {e}"))
             }
             Err(e) => return Err(e),
@@ -481,7 +511,7 @@ pub fn run(a: &BenchArgs, progress: &ProgressFactory) -> Result<BenchReport, Err
         stages,
         engines_skipped: skipped,
         notes,
-        peak_rss_bytes: crate::report::peak_rss_bytes(),
+        peak_rss_bytes: crate::sys::peak_rss_bytes(),
     })
 }
 

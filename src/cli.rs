@@ -5,15 +5,17 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::dedup::{Confirm, DedupConfig};
-use crate::engine::gpu::{BackendChoice, GpuOptions};
-use crate::engine::EngineChoice;
-use crate::io::{check_output_paths, Fields, InputSpec, Inputs, NamedPath};
-use crate::lsh::LshParams;
-use crate::minhash::MinHashParams;
-use crate::progress::ProgressMode;
-use crate::sigfile::SigFormat;
-use crate::Error;
+use neardup::bench::{BenchConfig, BenchEngines};
+use neardup::engine::gpu::{BackendChoice, GpuOptions};
+use neardup::engine::EngineChoice;
+use neardup::index::lsh::LshParams;
+use neardup::io::sigfile::SigFormat;
+use neardup::io::{check_output_paths, InputSpec, Inputs, NamedPath};
+use neardup::jsonl::Fields;
+use neardup::progress::ProgressMode;
+use neardup::sign::minhash::MinHashParams;
+use neardup::stages::dedup::{Confirm, DedupConfig};
+use neardup::Error;
 
 /// Find and remove near-duplicate documents in JSONL corpora, and drop documents that leak
 /// benchmark text. MinHash signatures run on the GPU (wgpu) or the CPU, bit for bit the same.
@@ -281,6 +283,31 @@ pub struct DedupArgs {
     pub engine: EngineArgs,
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+impl BenchArgs {
+    pub fn config(&self) -> Result<BenchConfig, Error> {
+        Ok(BenchConfig {
+            inputs: self.inputs.clone(),
+            synthetic: self.synthetic,
+            synthetic_words: self.synthetic_words,
+            fields: Fields {
+                id: self.id_field.clone(),
+                text: self.text_field.clone(),
+                numeric_ids: false,
+            },
+            params: self.hash.params()?,
+            lsh: self.lsh.params()?,
+            engines: match self.engine {
+                BenchEngine::Auto => BenchEngines::Auto,
+                BenchEngine::Cpu => BenchEngines::Cpu,
+                BenchEngine::Gpu => BenchEngines::Gpu,
+                BenchEngine::All => BenchEngines::All,
+            },
+            backend: self.backend,
+            repeat: self.repeat,
+        })
+    }
 }
 
 impl DedupArgs {

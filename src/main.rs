@@ -9,15 +9,20 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use serde_json::json;
 
-use neardup::cli::{
+mod cli;
+
+use cli::{
     BenchArgs, Cli, Command, CompareArgs, DecontamArgs, DedupArgs, DevicesArgs, InspectArgs,
     RunArgs, ScurveArgs, SignaturesArgs, SynthArgs, TuneArgs, VerifyArgs,
 };
 use neardup::engine::gpu::{list_adapters, GpuOptions};
 use neardup::engine::{build_engine, CpuEngine, Engine, GpuEngine};
+use neardup::io::sigfile;
 use neardup::progress::ProgressFactory;
-use neardup::report::{human_count, peak_rss_bytes};
-use neardup::{bench, decontam, dedup, pipeline, sigfile, CONTRACT_VERSION};
+use neardup::report::human_count;
+use neardup::stages::{decontam, dedup};
+use neardup::sys::peak_rss_bytes;
+use neardup::{bench, corpus, pipeline, CONTRACT_VERSION};
 
 fn main() -> ExitCode {
     // An interrupted run removes its unfinished outputs (they are hidden temporary files;
@@ -126,7 +131,7 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
         &progress,
         a.max_memory
             .map(|m| m << 20)
-            .or_else(neardup::report::default_memory_limit),
+            .or_else(neardup::sys::default_memory_limit),
     )?;
     let secs = t0.elapsed().as_secs_f64();
     let docs = s.scan.documents as f64;
@@ -189,7 +194,7 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
             .collect();
         for path in &a.report {
             let body = if is_html(path) {
-                neardup::html::dedup_page(&s, &cfg, &names, &info.to_string())
+                neardup::report::html::dedup_page(&s, &cfg, &names, &info.to_string())
             } else {
                 format!("{report:#}\n")
             };
@@ -261,7 +266,7 @@ fn cmd_decontam(a: DecontamArgs) -> Result<ExitCode> {
             .collect();
         for path in &a.report {
             let body = if is_html(path) {
-                neardup::html::decontam_page(&s, &names)
+                neardup::report::html::decontam_page(&s, &names)
             } else {
                 format!("{report:#}\n")
             };
@@ -323,7 +328,7 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
     let total_bytes = inputs.total_bytes();
     let bar = progress.pass("signatures", total_bytes);
     // Ids are kept (not the text) to refuse a repeated id before the file appears.
-    let mut ids = dedup::UniqueIds::default();
+    let mut ids = neardup::ids::UniqueIds::default();
     let name_of = |f: u32| inputs.name(f as usize).to_string();
     let stats = pipeline::scan(&inputs, &fields, engine.as_mut(), false, &bar, |sc| {
         if let (true, Some(total)) = (ids.is_empty(), total_bytes) {
@@ -336,7 +341,10 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
             }
         }
         let file = sc.file_index as u32;
-        let locs = sc.lines.iter().map(|&line| dedup::DocLoc { file, line });
+        let locs = sc
+            .lines
+            .iter()
+            .map(|&line| neardup::ids::DocLoc { file, line });
         ids.extend(&sc.ids, locs, &name_of)?;
         w.push_rows((0..sc.len()).map(|d| sc.ids.get(d)), &sc.sigs)?;
         Ok(())
@@ -368,14 +376,14 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
 fn cmd_scurve(a: ScurveArgs) -> Result<ExitCode> {
     let curves = a.params()?;
     if let Some(path) = &a.svg {
-        let svg = neardup::html::scurve_svg(&curves, None, &[]);
+        let svg = neardup::report::html::scurve_svg(&curves, None, &[]);
         neardup::io::write_file_atomic(path, svg.as_bytes())?;
     }
     for (i, p) in curves.iter().enumerate() {
         if i > 0 {
             println!();
         }
-        print!("{}", neardup::report::scurve_table(*p));
+        print!("{}", neardup::index::scurve::scurve_table(*p));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -438,7 +446,7 @@ fn cmd_verify(a: VerifyArgs) -> Result<ExitCode> {
 
 fn cmd_bench(a: BenchArgs) -> Result<ExitCode> {
     let progress = setup(&a.run)?;
-    let r = bench::run(&a, &progress)?;
+    let r = bench::run(&a.config()?, &progress)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
@@ -573,8 +581,8 @@ fn cmd_tune(a: TuneArgs) -> Result<ExitCode> {
     }
     let t = a.threshold;
     let choices = match a.confirm {
-        dedup::Confirm::Jaccard => neardup::report::tune_for_recall(t, a.num_perm, a.recall),
-        _ => neardup::report::tune(t, a.num_perm, a.fp_weight, a.fn_weight),
+        dedup::Confirm::Jaccard => neardup::index::scurve::tune_for_recall(t, a.num_perm, a.recall),
+        _ => neardup::index::scurve::tune(t, a.num_perm, a.fp_weight, a.fn_weight),
     };
     let best = choices[0];
     let confirm = match a.confirm {
@@ -651,9 +659,9 @@ fn cmd_tune(a: TuneArgs) -> Result<ExitCode> {
         rows: best.rows,
     };
     println!();
-    print!("{}", neardup::report::scurve_table(p));
+    print!("{}", neardup::index::scurve::scurve_table(p));
     if let Some(path) = &a.svg {
-        let svg = neardup::html::scurve_svg(&[p], Some(a.threshold), &[]);
+        let svg = neardup::report::html::scurve_svg(&[p], Some(a.threshold), &[]);
         neardup::io::write_file_atomic(path, svg.as_bytes())?;
     }
     Ok(ExitCode::SUCCESS)
@@ -672,9 +680,9 @@ fn cmd_inspect(a: InspectArgs) -> Result<ExitCode> {
     let (mut ta, mut tb): (Option<String>, Option<String>) = (None, None);
     'files: for i in 0..inputs.len() {
         let mut r = inputs.open(i)?;
-        while let Some(chunk) = r.next_chunk(pipeline::DEFAULT_CHUNK_BYTES)? {
+        while let Some(chunk) = r.next_chunk(corpus::DEFAULT_CHUNK_BYTES)? {
             for l in 0..chunk.len() {
-                let rec = neardup::io::parse_record(
+                let rec = neardup::jsonl::parse_record(
                     chunk.line(l),
                     &fields,
                     inputs.name(i),

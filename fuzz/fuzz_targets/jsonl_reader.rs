@@ -5,7 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use neardup::io::{parse_record, parse_record_full, write_tagged, Fields, LineReader};
+use neardup::jsonl::{parse_record, parse_record_full, write_tagged, Fields};
+use neardup::io::LineReader;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(mut reader) = LineReader::from_read("fuzz.jsonl", std::io::Cursor::new(data.to_vec())) else {

@@ -6,7 +6,7 @@ pub mod cpu;
 pub mod gpu;
 
 use crate::batch::PackedBatch;
-use crate::minhash::MinHashParams;
+use crate::sign::minhash::MinHashParams;
 
 pub use cpu::CpuEngine;
 pub use gpu::{GpuEngine, GpuOptions};
@@ -26,24 +26,7 @@ impl std::fmt::Display for EngineInfo {
     }
 }
 
-/// Errors an engine can raise.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// No GPU adapter matched the request; the message says how to get one.
-    #[error("no GPU adapter found: {0}")]
-    NoAdapter(String),
-    /// The GPU device failed (device lost, out of memory, validation error).
-    #[error("GPU error: {0}")]
-    Gpu(String),
-    /// The output slice has the wrong length for the batch.
-    #[error("output has {got} entries, the batch needs {expected} ({docs} documents x {num_perm} permutations)")]
-    OutputSize {
-        got: usize,
-        expected: usize,
-        docs: usize,
-        num_perm: usize,
-    },
-}
+pub use crate::error::EngineError;
 
 /// A MinHash signature engine.
 pub trait Engine: Send {
@@ -59,7 +42,7 @@ pub trait Engine: Send {
 
     /// Raw JSONL bytes per chunk this engine likes to receive (a GPU wants bigger batches).
     fn preferred_chunk_bytes(&self) -> usize {
-        crate::pipeline::DEFAULT_CHUNK_BYTES
+        crate::corpus::DEFAULT_CHUNK_BYTES
     }
 
     /// An engine that can parse, tokenize and sign whole chunks of records, several at once
@@ -84,10 +67,10 @@ pub trait RecordSigner: Sync {
     fn sign_chunk(
         &self,
         chunk: &crate::io::Chunk,
-        fields: &crate::io::Fields,
+        fields: &crate::jsonl::Fields,
         name: &str,
         want_exact_keys: bool,
-    ) -> Result<crate::pipeline::ScannedChunk, crate::Error>;
+    ) -> Result<crate::corpus::ScannedChunk, crate::Error>;
 }
 
 /// Check `out` has room for exactly the batch's signatures.

@@ -214,8 +214,8 @@ fn signatures_npy_and_tsv_agree_with_the_spec() {
     );
     assert_eq!(lines[2], "\"tab\\there\"\t2147483647,2147483647,2147483647,2147483647,2147483647,2147483647,2147483647,2147483647");
     // Both files read back to the same thing.
-    let a = neardup::sigfile::read_signatures(npy.to_str().unwrap()).unwrap();
-    let b = neardup::sigfile::read_signatures(tsv.to_str().unwrap()).unwrap();
+    let a = neardup::io::sigfile::read_signatures(npy.to_str().unwrap()).unwrap();
+    let b = neardup::io::sigfile::read_signatures(tsv.to_str().unwrap()).unwrap();
     assert_eq!(a.ids, b.ids);
     assert_eq!(a.sigs, b.sigs);
     assert!(a

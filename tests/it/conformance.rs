@@ -12,11 +12,11 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use neardup::batch::PackedBatch;
-use neardup::engine::cpu::{split_parts, SPLIT_DOC_SHINGLES, SPLIT_PART_SHINGLES};
 use neardup::engine::gpu::ports::PortsEngine;
 use neardup::engine::gpu::{GpuEngine, GpuOptions};
 use neardup::engine::{CpuEngine, Engine};
 use neardup::hash::{Pcg32, P};
+use neardup::sign::docs::{split_parts, SPLIT_DOC_SHINGLES, SPLIT_PART_SHINGLES};
 use neardup::{minhash, perm_params, shingles, MinHashParams};
 
 struct Case {

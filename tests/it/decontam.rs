@@ -2,7 +2,7 @@
 //! last window included; 12 words are not enough; id-like keys are not protected; bad lines
 //! name file and line; the stage streams.
 
-use neardup::decontam::{protected_ngrams, Decontaminator, ProtectedSet};
+use neardup::stages::decontam::{protected_ngrams, Decontaminator, ProtectedSet};
 use neardup::{contaminated, synth};
 
 fn probes() -> (ProtectedSet, Vec<(String, String, bool)>) {

@@ -4,9 +4,9 @@
 use std::collections::{BTreeSet, HashMap};
 
 use neardup::batch::PackedBatch;
-use neardup::dedup::{clusters, exact_dedup, near_dedup, Clustering, Confirm, DedupConfig};
 use neardup::engine::{CpuEngine, Engine};
-use neardup::io::Fields;
+use neardup::jsonl::Fields;
+use neardup::stages::dedup::{clusters, exact_dedup, near_dedup, Clustering, Confirm, DedupConfig};
 use neardup::synth::{planted_corpus, PlantOptions, Planted};
 use neardup::MinHashParams;
 use serde_json::{json, Map, Value};
@@ -378,8 +378,8 @@ fn exact_then_near_drops_exactly_the_planted_duplicates_and_counts_add_up() {
 
 #[test]
 fn repeated_ids_are_found_by_hash_and_the_first_repeat_in_input_order_is_named() {
-    use neardup::dedup::{id_order, DocLoc, UniqueIds};
-    use neardup::pipeline::IdArena;
+    use neardup::ids::IdArena;
+    use neardup::ids::{id_order, DocLoc, UniqueIds};
     let names = |f: u32| format!("f{f}");
     let arena = |ids: &[&str]| {
         let mut a = IdArena::default();

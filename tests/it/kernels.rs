@@ -6,10 +6,8 @@
 use neardup::batch::PackedBatch;
 use neardup::hash::fnv1a64;
 use neardup::hash::{shingle_hash, P};
-use neardup::kernel::{
-    fnv64_shingles, hash_docs, hash_shingles, permute_min_scalar, permute_min_with, Kernel,
-    HASH_BLOCK,
-};
+use neardup::sign::fnv::{fnv64_shingles, hash_docs, hash_shingles, HASH_BLOCK};
+use neardup::sign::permute::{permute_min_scalar, permute_min_with, Kernel};
 use neardup::text::Words;
 use proptest::prelude::*;
 

@@ -1,7 +1,7 @@
 //! LSH banding and union-find (SPEC §3).
 
 use neardup::hash::P;
-use neardup::lsh::{band_buckets, Lsh, LshParams};
+use neardup::index::lsh::{band_buckets, Lsh, LshParams};
 use neardup::UnionFind;
 use proptest::prelude::*;
 

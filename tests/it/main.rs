@@ -9,6 +9,7 @@ mod decontam;
 mod dedup;
 mod fixtures;
 mod kernels;
+mod layers;
 mod lsh_unionfind;
 mod ports;
 mod reports;

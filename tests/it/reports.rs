@@ -362,7 +362,7 @@ fn tune_minimises_the_weighted_error_areas_for_estimate_confirmation() {
         "{}",
         stdout(&o)
     );
-    let c = neardup::report::tune(0.5, 120, 0.5, 0.5);
+    let c = neardup::index::scurve::tune(0.5, 120, 0.5, 0.5);
     assert!(c.iter().all(|x| x.bands * x.rows == 120));
     assert!(c.windows(2).all(|w| w[0].cost <= w[1].cost));
     let best = neardup::LshParams {
@@ -401,7 +401,7 @@ fn tune_for_exact_confirmation_keeps_the_recall_at_the_threshold() {
     assert!(out.contains("work"), "{out}");
     // Every row shows p(threshold) and the work; the qualifying rows come first, least work
     // first, then the rest by p(threshold).
-    let c = neardup::report::tune_for_recall(0.8, 128, 0.95);
+    let c = neardup::index::scurve::tune_for_recall(0.8, 128, 0.95);
     let meets = c.iter().take_while(|x| x.p_at_threshold >= 0.95).count();
     assert!(meets > 0 && c[meets..].iter().all(|x| x.p_at_threshold < 0.95));
     assert!(c[..meets].windows(2).all(|w| w[0].work <= w[1].work));

@@ -174,10 +174,10 @@ fn cpu_and_gpu_engines_give_identical_bytes() {
     // The npy metadata names the engine; the arrays themselves must match.
     assert_eq!(cpu[..2], gpu[..2], "dedup output and clusters");
     assert_eq!(cpu[3], gpu[3], "tsv signatures");
-    let a =
-        neardup::sigfile::read_signatures(dir.path().join("cpu.npy").to_str().unwrap()).unwrap();
-    let b =
-        neardup::sigfile::read_signatures(dir.path().join("gpu.npy").to_str().unwrap()).unwrap();
+    let a = neardup::io::sigfile::read_signatures(dir.path().join("cpu.npy").to_str().unwrap())
+        .unwrap();
+    let b = neardup::io::sigfile::read_signatures(dir.path().join("gpu.npy").to_str().unwrap())
+        .unwrap();
     assert_eq!((a.ids, a.sigs), (b.ids, b.sigs));
 }
 

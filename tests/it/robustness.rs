@@ -286,7 +286,7 @@ fn an_empty_input_is_zero_documents_and_a_valid_empty_output() {
         "--engine",
         "cpu",
     ]));
-    let f = neardup::sigfile::read_signatures(npy.to_str().unwrap()).unwrap();
+    let f = neardup::io::sigfile::read_signatures(npy.to_str().unwrap()).unwrap();
     assert_eq!((f.ids.len(), f.sigs.len(), f.meta.documents), (0, 0, 0));
     // Blank lines are not records.
     let p = c.write("blank.jsonl", b"\n   \n\r\n");

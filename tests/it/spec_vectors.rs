@@ -4,7 +4,7 @@
 
 use approx::assert_abs_diff_eq;
 use neardup::hash::{fnv1a64, shingle_hash, Pcg32, P};
-use neardup::lsh::LshParams;
+use neardup::index::lsh::LshParams;
 use neardup::{estimate, minhash, perm_params, shingles, words};
 
 #[test]

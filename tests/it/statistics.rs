@@ -4,7 +4,7 @@
 use neardup::batch::PackedBatch;
 use neardup::engine::{CpuEngine, Engine};
 use neardup::hash::Pcg32;
-use neardup::lsh::{Lsh, LshParams};
+use neardup::index::lsh::{Lsh, LshParams};
 use neardup::{estimate, minhash, perm_params, MinHashParams};
 
 /// Two texts of one-word "shingles" (k = 1) with exactly `inter` shared words out of a union of

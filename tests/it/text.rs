@@ -4,7 +4,8 @@
 use std::collections::HashSet;
 
 use neardup::hash::P;
-use neardup::text::{jaccard_sorted, shingle_fnv_set, Words};
+use neardup::sign::fnv::shingle_fnv_set;
+use neardup::text::{jaccard_sorted, Words};
 use neardup::{jaccard, minhash, perm_params, shingles, words};
 use proptest::prelude::*;
 

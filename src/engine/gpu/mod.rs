@@ -21,7 +21,7 @@ use self::plan::{SubBatch, SubBatchLimits};
 use super::{check_output, Engine, EngineError, EngineInfo};
 use crate::batch::PackedBatch;
 use crate::hash::PermParams;
-use crate::minhash::MinHashParams;
+use crate::sign::minhash::MinHashParams;
 
 /// The uniform block of every shader. Mirrors `struct Config` in `shaders/hash.wgsl` and
 /// `shaders/minhash.wgsl`; keep the three in step (field order and size).

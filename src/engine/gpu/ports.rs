@@ -8,7 +8,7 @@ use super::GpuConfig;
 use crate::batch::PackedBatch;
 use crate::engine::{check_output, Engine, EngineError, EngineInfo};
 use crate::hash::{PermParams, P};
-use crate::minhash::MinHashParams;
+use crate::sign::minhash::MinHashParams;
 
 /// FNV-1a 64 offset basis, low and high halves (as in `u64.wgsl`).
 pub const FNV_OFFSET_LO: u32 = 0x8422_2325;
@@ -239,6 +239,6 @@ pub fn sign_on_host(
     let mut xs = Vec::new();
     for &d in docs {
         let row = &mut out[d as usize * np..(d as usize + 1) * np];
-        crate::engine::cpu::sign_docs(batch, d as usize..d as usize + 1, k, perms, &mut xs, row);
+        crate::sign::docs::sign_docs(batch, d as usize..d as usize + 1, k, perms, &mut xs, row);
     }
 }

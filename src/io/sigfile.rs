@@ -14,7 +14,7 @@
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use crate::minhash::{MinHashParams, CONTRACT_VERSION};
+use crate::sign::minhash::{MinHashParams, CONTRACT_VERSION};
 use crate::Error;
 
 /// The on-disk formats.
@@ -80,7 +80,7 @@ pub struct SigWriter {
     format: SigFormat,
     path: String,
     meta: SigMeta,
-    main: crate::io::Partial,
+    main: crate::io::output::Partial,
     main_buf: Vec<u8>,
     ids: Option<crate::io::Output>,
     /// The ids file's next lines (npy), written out with `main_buf`, or by
@@ -104,7 +104,8 @@ impl SigWriter {
                  compress the file afterwards if you need to)"
             )));
         }
-        let mut main = crate::io::Partial::new(crate::io::temp_beside(Path::new(path))?);
+        let mut main =
+            crate::io::output::Partial::new(crate::io::output::temp_beside(Path::new(path))?);
         let meta = SigMeta {
             contract: CONTRACT_VERSION.to_string(),
             k: params.k,
@@ -222,7 +223,7 @@ impl SigWriter {
             .map_err(|e| Error::io(&self.path, e))?;
         self.rows += n;
         // At least the ids file's buffer size, so that it passes the bytes straight through.
-        if self.ids_buf.len() >= crate::io::OUTPUT_BUFFER_BYTES {
+        if self.ids_buf.len() >= crate::io::output::OUTPUT_BUFFER_BYTES {
             if let Some(ids) = self.ids.as_mut() {
                 ids.write_all(&self.ids_buf)?;
             }

@@ -15,7 +15,8 @@ use std::time::Instant;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_128;
 
-use crate::io::{parse_record, Fields, InputSpec, Inputs, Output};
+use crate::io::{InputSpec, Inputs, Output};
+use crate::jsonl::{parse_record, Fields};
 use crate::pipeline::pipelined;
 use crate::progress::ProgressFactory;
 use crate::text::Words;
@@ -158,7 +159,7 @@ impl ProtectedSet {
         let mut reader = inputs.open(0)?;
         if is_jsonl {
             let mut texts: Vec<String> = Vec::new();
-            while let Some(chunk) = reader.next_chunk(crate::pipeline::DEFAULT_CHUNK_BYTES)? {
+            while let Some(chunk) = reader.next_chunk(crate::corpus::DEFAULT_CHUNK_BYTES)? {
                 for i in 0..chunk.len() {
                     let v: serde_json::Value =
                         serde_json::from_slice(chunk.line(i)).map_err(|e| Error::Parse {
@@ -428,7 +429,7 @@ pub fn run_decontam(
     let bar = progress.pass("decontam", inputs.total_bytes());
     pipelined(
         inputs,
-        crate::pipeline::DEFAULT_CHUNK_BYTES,
+        crate::corpus::DEFAULT_CHUNK_BYTES,
         &bar,
         |chunk, name| {
             let verdicts: Result<Vec<Verdict>, Error> = (0..chunk.len())

@@ -10,9 +10,9 @@
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::dedup::IdSet;
-use crate::minhash::is_empty_signature;
-use crate::pipeline::IdArena;
+use crate::ids::IdArena;
+use crate::ids::IdSet;
+use crate::sign::minhash::is_empty_signature;
 use crate::Error;
 
 /// The banding: `bands` bands of `rows` rows; `num_perm` must equal `bands * rows`.

@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use crate::decontam::DecontamSummary;
-use crate::dedup::{DedupConfig, DedupSummary};
-use crate::lsh::LshParams;
+use crate::index::lsh::LshParams;
+use crate::stages::decontam::DecontamSummary;
+use crate::stages::dedup::{DedupConfig, DedupSummary};
 
 /// Escape text for HTML element content and attribute values.
 pub fn escape(s: &str) -> String {

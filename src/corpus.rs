@@ -1,0 +1,156 @@
+//! A chunk of a corpus as the stages hand it on: parsed (ids and packed words, per document)
+//! or scanned (ids, lines, word counts, signature rows; no text). The types that both the
+//! engines and the pipeline need, so neither imports the other for them.
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::batch::PackedBatch;
+use crate::ids::IdArena;
+use crate::io::Chunk;
+use crate::jsonl::{parse_record, Fields};
+use crate::Error;
+
+/// Raw bytes per chunk handed to the parser (the CPU engine's; a GPU engine asks for larger
+/// ones). Large enough to amortise the hand-offs, small enough that the chunks in flight (two
+/// per worker thread, plus the reader's) stay a few tens of MiB.
+pub const DEFAULT_CHUNK_BYTES: usize = 2 << 20;
+
+/// One chunk parsed: its documents tokenized into a batch, with ids and line numbers.
+#[derive(Debug, Default)]
+pub struct ParsedChunk {
+    pub file_index: usize,
+    pub batch: PackedBatch,
+    pub ids: IdArena,
+    pub lines: Vec<u64>,
+    /// Bytes of text (the text field, UTF-8) in this chunk.
+    pub text_bytes: u64,
+    /// Raw bytes of the chunk's lines.
+    pub raw_bytes: u64,
+    /// Seconds spent parsing and tokenizing (summed over threads, then divided by their number).
+    pub parse_seconds: f64,
+}
+
+/// Parse and tokenize every line of `chunk` (in parallel; order kept). The first bad line (by
+/// line number) is the error.
+pub fn parse_chunk(chunk: &Chunk, fields: &Fields, file_name: &str) -> Result<ParsedChunk, Error> {
+    let t0 = Instant::now();
+    let n = chunk.len();
+    let pieces = (rayon::current_num_threads() * 4).clamp(1, n.max(1));
+    let per = n.div_ceil(pieces).max(1);
+    let parts: Vec<Result<ParsedChunk, Error>> = (0..n)
+        .step_by(per)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|start| {
+            let mut part = ParsedChunk::default();
+            for i in start..(start + per).min(n) {
+                let rec = parse_record(chunk.line(i), fields, file_name, chunk.line_no(i))?;
+                part.batch.push_text(&rec.text);
+                part.ids.push(&rec.id);
+                part.lines.push(chunk.line_no(i));
+                part.text_bytes += rec.text.len() as u64;
+            }
+            Ok(part)
+        })
+        .collect();
+    let mut out = ParsedChunk {
+        file_index: chunk.file_index,
+        raw_bytes: chunk.data.len() as u64,
+        ..Default::default()
+    };
+    for p in parts {
+        let p = p?;
+        out.batch.append(&p.batch);
+        out.ids.extend_from(&p.ids);
+        out.lines.extend_from_slice(&p.lines);
+        out.text_bytes += p.text_bytes;
+    }
+    out.parse_seconds = t0.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// Signature matrices of chunks already handed over, for the next chunks to sign into. A fresh
+/// matrix (0.8 MB for 2 MiB of 75-word records) faults in each of its 4 KiB pages when first
+/// written: 1.6% of a `signatures` run's samples on Zen 3. Bounded like the byte buffers (see
+/// [`crate::io::pool::Spares`]), so the spares kept after pass 1 stay small.
+pub(crate) static SPARE_SIGS: crate::io::pool::Spares<u32> = crate::io::pool::Spares::new();
+
+/// A zeroed `docs x num_perm` matrix for a chunk's signatures: a spare one when there is one.
+pub(crate) fn signature_rows(len: usize) -> Vec<u32> {
+    match SPARE_SIGS.take() {
+        Some(mut v) => {
+            v.clear();
+            v.resize(len, 0);
+            v
+        }
+        None => vec![0; len],
+    }
+}
+
+/// One chunk as pass 1 hands it over: per document its id, line, word count, signature row
+/// and (when asked) exact-dedup key. No text.
+#[derive(Debug, Default)]
+pub struct ScannedChunk {
+    pub file_index: usize,
+    pub ids: IdArena,
+    pub lines: Vec<u64>,
+    pub words: Vec<u32>,
+    /// `xxh3_128` of each document's packed words (equal exactly when the word sequences are
+    /// equal, but for a collision chance of about `n^2 / 2^129`); empty unless asked for.
+    pub exact_keys: Vec<u128>,
+    /// `docs x num_perm` signature rows.
+    pub sigs: Vec<u32>,
+    pub shingles: u64,
+    pub text_bytes: u64,
+    pub raw_bytes: u64,
+}
+
+impl ScannedChunk {
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Build from a parsed chunk and its signatures.
+    pub fn from_parsed(p: ParsedChunk, sigs: Vec<u32>, k: usize, want_exact_keys: bool) -> Self {
+        let b = &p.batch;
+        let exact_keys = if want_exact_keys {
+            (0..b.num_docs())
+                .into_par_iter()
+                .map(|d| xxhash_rust::xxh3::xxh3_128(b.doc_bytes(d)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        ScannedChunk {
+            file_index: p.file_index,
+            words: (0..b.num_docs())
+                .map(|d| b.doc_words(d).len() as u32)
+                .collect(),
+            shingles: b.total_shingles(k) as u64,
+            exact_keys,
+            sigs,
+            text_bytes: p.text_bytes,
+            raw_bytes: p.raw_bytes,
+            ids: p.ids,
+            lines: p.lines,
+        }
+    }
+
+    /// Append another chunk's documents (pieces of one chunk processed in parallel).
+    pub fn append(&mut self, o: ScannedChunk) {
+        self.ids.extend_from(&o.ids);
+        self.lines.extend_from_slice(&o.lines);
+        self.words.extend_from_slice(&o.words);
+        self.exact_keys.extend_from_slice(&o.exact_keys);
+        self.sigs.extend_from_slice(&o.sigs);
+        self.shingles += o.shingles;
+        self.text_bytes += o.text_bytes;
+        self.raw_bytes += o.raw_bytes;
+    }
+}

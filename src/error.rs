@@ -1,0 +1,103 @@
+//! The library's errors: [`Error`], and the engines' own [`EngineError`] within it.
+
+/// Everything the library can fail with. Messages name the file, line and field where there
+/// is one.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A parameter is out of range or inconsistent (`num_perm != bands * rows`, `k = 0`, ...).
+    #[error("invalid parameters: {0}")]
+    Param(String),
+    /// Two signatures that cannot be compared (different length or parameters).
+    #[error("incomparable signatures: {0}")]
+    Incomparable(String),
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    /// A line is not a JSON object (or not JSON at all).
+    #[error("{path}:{line}: {msg}")]
+    Parse {
+        path: String,
+        line: u64,
+        msg: String,
+    },
+    /// A record's field is missing or of the wrong type.
+    #[error("{path}:{line}: field `{field}` {msg}")]
+    Field {
+        path: String,
+        line: u64,
+        field: String,
+        msg: String,
+    },
+    /// The same id twice (in one input or across inputs).
+    #[error("repeated id {id:?}: at {first} and again at {second}; ids must be unique across all inputs")]
+    DuplicateId {
+        id: String,
+        first: String,
+        second: String,
+    },
+    /// An LSH index was misused (repeated id, wrong signature length).
+    #[error("lsh: {0}")]
+    Lsh(String),
+    /// A signature file does not match what it is loaded for.
+    #[error("{path}: {msg}")]
+    SignatureFile { path: String, msg: String },
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The run would need more memory than allowed.
+    #[error("{0}")]
+    Memory(String),
+    /// An output names an input or another output of the same run (refused before any work).
+    #[error("{0}")]
+    Output(String),
+}
+
+impl Error {
+    pub(crate) fn io(path: &str, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.to_string(),
+            source,
+        }
+    }
+
+    /// A missing GPU adapter's message, with what to do instead where the user is (`hint`);
+    /// any other error unchanged.
+    pub fn with_hint(self, hint: &str) -> Self {
+        match self {
+            Error::Engine(EngineError::NoAdapter(m)) => {
+                Error::Engine(EngineError::NoAdapter(format!("{m}; {hint}")))
+            }
+            e => e,
+        }
+    }
+
+    /// Is this a broken pipe on an output (a reader that went away, as `| head` does)? That is
+    /// not a failure of ours.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors an engine can raise.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// No GPU adapter matched the request; the message says how to get one.
+    #[error("no GPU adapter found: {0}")]
+    NoAdapter(String),
+    /// The GPU device failed (device lost, out of memory, validation error).
+    #[error("GPU error: {0}")]
+    Gpu(String),
+    /// The output slice has the wrong length for the batch.
+    #[error("output has {got} entries, the batch needs {expected} ({docs} documents x {num_perm} permutations)")]
+    OutputSize {
+        got: usize,
+        expected: usize,
+        docs: usize,
+        num_perm: usize,
+    },
+}

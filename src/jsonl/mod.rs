@@ -1,0 +1,9 @@
+//! JSONL records: the id and text of a line ([`record`]), the fast scanner that reads the
+//! common shape in one pass (`scan`), and writing a record back tagged ([`tag`]).
+
+pub mod record;
+pub(crate) mod scan;
+pub mod tag;
+
+pub use record::{json_kind, parse_record, parse_record_full, Fields, Record};
+pub use tag::write_tagged;

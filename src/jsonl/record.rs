@@ -1,0 +1,339 @@
+//! JSONL records: the id and text of one line, read by the fast scanner where it answers and
+//! by serde_json otherwise, with errors that name the file, line and field.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+
+use crate::Error;
+
+/// Which fields of a record hold its id and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fields {
+    pub id: String,
+    pub text: String,
+    /// Accept integer ids (written as their decimal digits) instead of rejecting them.
+    pub numeric_ids: bool,
+}
+
+impl Default for Fields {
+    fn default() -> Self {
+        Fields {
+            id: "id".into(),
+            text: "text".into(),
+            numeric_ids: false,
+        }
+    }
+}
+
+/// The id and text of one JSONL record, borrowed from the line when the JSON has no escapes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub id: Cow<'a, str>,
+    pub text: Cow<'a, str>,
+}
+
+/// Parse one line into its id and text. `file` and `line` are used for the error message only.
+pub fn parse_record<'a>(
+    bytes: &'a [u8],
+    fields: &Fields,
+    file: &str,
+    line: u64,
+) -> Result<Record<'a>, Error> {
+    // The common shape in one pass; anything else (errors included) takes the full parse.
+    if let Some((id, text)) = crate::jsonl::scan::scan_record(bytes, &fields.id, &fields.text) {
+        if !id.is_empty() {
+            return Ok(Record { id, text });
+        }
+    }
+    parse_record_full(bytes, fields, file, line)
+}
+
+/// [`parse_record`] by serde_json alone, without the fast scanner in front: the same answer
+/// for every line (the reference the scanner is tested and fuzzed against).
+pub fn parse_record_full<'a>(
+    bytes: &'a [u8],
+    fields: &Fields,
+    file: &str,
+    line: u64,
+) -> Result<Record<'a>, Error> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = RecordSeed { fields }
+        .deserialize(&mut de)
+        .and_then(|r| de.end().map(|_| r));
+    let (id, text) = match parsed {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(Error::Parse {
+                path: file.to_string(),
+                line,
+                msg: describe_json_error(&e, bytes),
+            })
+        }
+    };
+    let field_err = |field: &str, msg: String| Error::Field {
+        path: file.to_string(),
+        line,
+        field: field.to_string(),
+        msg,
+    };
+    let id = match id {
+        None => return Err(field_err(&fields.id, missing_field(bytes, "--id-field"))),
+        Some(FieldValue::Str(s)) => s,
+        Some(FieldValue::Integer(n)) if fields.numeric_ids => Cow::Owned(n),
+        Some(FieldValue::Integer(_)) => {
+            return Err(field_err(
+                &fields.id,
+                "is a number, ids must be strings (pass --numeric-ids to accept integer ids, \
+                 or --id-field to name another field)"
+                    .into(),
+            ))
+        }
+        Some(other) => {
+            return Err(field_err(
+                &fields.id,
+                format!("is {}, ids must be strings", other.kind()),
+            ))
+        }
+    };
+    if id.is_empty() {
+        return Err(field_err(&fields.id, "is empty".into()));
+    }
+    let text = match text {
+        None => {
+            return Err(field_err(
+                &fields.text,
+                missing_field(bytes, "--text-field"),
+            ))
+        }
+        Some(FieldValue::Str(s)) => s,
+        Some(other) => {
+            return Err(field_err(
+                &fields.text,
+                format!("is {}, the text must be a string", other.kind()),
+            ))
+        }
+    };
+    Ok(Record { id, text })
+}
+
+/// "missing", with the fields the record has and the flag that names another one: a corpus
+/// whose text sits under `content` or `raw_content` fails on its first line, and the message
+/// should say how to go on.
+fn missing_field(line: &[u8], flag: &str) -> String {
+    let keys = top_level_keys(line);
+    if keys.is_empty() {
+        return format!("missing (the record has no fields; {flag} names the field to read)");
+    }
+    const SHOWN: usize = 20;
+    let mut list: Vec<String> = keys.iter().take(SHOWN).map(|k| format!("{k:?}")).collect();
+    if keys.len() > SHOWN {
+        list.push(format!("and {} more", keys.len() - SHOWN));
+    }
+    format!(
+        "missing (the record's fields are {}; name the one to read with {flag})",
+        list.join(", ")
+    )
+}
+
+/// The top-level keys of a JSON object line, in order (empty when it is not one).
+fn top_level_keys(line: &[u8]) -> Vec<String> {
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut v = Vec::new();
+            while let Some(Key(k)) = map.next_key::<Key>()? {
+                map.next_value::<IgnoredAny>()?;
+                v.push(k.into_owned());
+            }
+            Ok(v)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(line);
+    de::Deserializer::deserialize_map(&mut de, Keys).unwrap_or_default()
+}
+
+pub(crate) fn describe_json_error(e: &serde_json::Error, bytes: &[u8]) -> String {
+    let msg = e.to_string();
+    if msg.contains("NEARDUP_NOT_AN_OBJECT") {
+        let kind = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'[') => "an array",
+            Some(b'"') => "a string",
+            Some(b't') | Some(b'f') => "a boolean",
+            Some(b'n') => "null",
+            _ => "a number",
+        };
+        return format!("the record is {kind}, not a JSON object");
+    }
+    if let Err(u) = std::str::from_utf8(bytes) {
+        return format!(
+            "invalid UTF-8 at byte {} of the line (JSON must be UTF-8): {msg}",
+            u.valid_up_to()
+        );
+    }
+    format!("not valid JSON: {msg}")
+}
+
+/// A field's value as far as we care: a string, an integer, or something else (named).
+enum FieldValue<'a> {
+    Str(Cow<'a, str>),
+    Integer(String),
+    Other(&'static str),
+}
+
+impl FieldValue<'_> {
+    fn kind(&self) -> &'static str {
+        match self {
+            FieldValue::Str(_) => "a string",
+            FieldValue::Integer(_) => "a number",
+            FieldValue::Other(k) => k,
+        }
+    }
+}
+
+struct FieldValueVisitor;
+
+impl<'de> Visitor<'de> for FieldValueVisitor {
+    type Value = FieldValue<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(FieldValue::Str(Cow::Borrowed(v)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(FieldValue::Str(Cow::Owned(v.to_string())))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(FieldValue::Str(Cow::Owned(v)))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(FieldValue::Integer(v.to_string()))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(FieldValue::Integer(v.to_string()))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(FieldValue::Other("a non-integer number"))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(FieldValue::Other("a boolean"))
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(FieldValue::Other("null"))
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(FieldValue::Other("an array"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(FieldValue::Other("an object"))
+    }
+}
+
+impl<'de> de::Deserialize<'de> for FieldValue<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(FieldValueVisitor)
+    }
+}
+
+/// A key, borrowed when it has no escapes.
+pub(crate) struct Key<'a>(pub(crate) Cow<'a, str>);
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+type IdText<'a> = (Option<FieldValue<'a>>, Option<FieldValue<'a>>);
+
+struct RecordSeed<'f> {
+    fields: &'f Fields,
+}
+
+impl<'de> DeserializeSeed<'de> for RecordSeed<'_> {
+    type Value = IdText<'de>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RecordSeed<'_> {
+    type Value = IdText<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        // A marker we translate into a friendly message in `describe_json_error`.
+        f.write_str("NEARDUP_NOT_AN_OBJECT")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut id, mut text) = (None, None);
+        while let Some(Key(k)) = map.next_key::<Key>()? {
+            if k == self.fields.id.as_str() {
+                id = Some(map.next_value::<FieldValue>()?);
+            } else if k == self.fields.text.as_str() {
+                text = Some(map.next_value::<FieldValue>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok((id, text))
+    }
+}
+
+/// If `line` is a valid JSON object without the top-level key `absent`, its number of keys;
+/// `None` if it has that key or is not a valid object (the caller then takes the full parse,
+/// which explains any error).
+pub(crate) fn top_level_keys_without(line: &[u8], absent: &str) -> Option<usize> {
+    struct Count<'a>(&'a str);
+    impl<'de> Visitor<'de> for Count<'_> {
+        type Value = Option<usize>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut n = 0;
+            let mut found = false;
+            while let Some(Key(k)) = map.next_key::<Key>()? {
+                found |= k == self.0;
+                map.next_value::<IgnoredAny>()?;
+                n += 1;
+            }
+            Ok(if found { None } else { Some(n) })
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let r = de::Deserializer::deserialize_map(&mut de, Count(absent)).ok()?;
+    de.end().ok()?;
+    r
+}
+
+/// "a string", "an array", ... for messages.
+pub fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}

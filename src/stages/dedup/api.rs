@@ -1,0 +1,190 @@
+//! Near-dedup and exact dedup over documents in memory (the library's simple entry points).
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use super::*;
+use crate::batch::PackedBatch;
+use crate::engine::{CpuEngine, Engine};
+use crate::ids::DocLoc;
+use crate::jsonl::Fields;
+use crate::progress::ProgressFactory;
+use crate::Error;
+
+/// Sign in-memory documents `(id, text)` with the CPU engine (on the current rayon pool).
+pub fn sign_texts<I: AsRef<str>, T: AsRef<str>>(
+    docs: &[(I, T)],
+    cfg: &DedupConfig,
+) -> Result<(SignedCorpus, PackedBatch), Error> {
+    cfg.validate()?;
+    let mut engine = CpuEngine::new(cfg.params, 0)?;
+    sign_texts_with(docs, cfg, &mut engine)
+}
+
+/// Sign in-memory documents with the given engine.
+pub fn sign_texts_with<I: AsRef<str>, T: AsRef<str>>(
+    docs: &[(I, T)],
+    cfg: &DedupConfig,
+    engine: &mut dyn Engine,
+) -> Result<(SignedCorpus, PackedBatch), Error> {
+    let texts: Vec<&str> = docs.iter().map(|(_, t)| t.as_ref()).collect();
+    let batch = PackedBatch::from_texts(&texts);
+    let sigs = engine.sign_vec(&batch)?;
+    let mut corpus = SignedCorpus {
+        num_perm: cfg.params.num_perm,
+        sigs,
+        ..Default::default()
+    };
+    for (i, (id, _)) in docs.iter().enumerate() {
+        corpus.ids.push(id.as_ref());
+        corpus.locs.push(DocLoc {
+            file: 0,
+            line: i as u64 + 1,
+        });
+        corpus.words.push(batch.doc_words(i).len() as u32);
+        if cfg.exact {
+            corpus
+                .exact_keys
+                .push(xxhash_rust::xxh3::xxh3_128(batch.doc_bytes(i)));
+        }
+    }
+    Ok((corpus, batch))
+}
+
+/// Shingle sets of the documents of `batch` that `needed` marks.
+fn sets_from_batch(batch: &PackedBatch, k: usize, needed: &[bool]) -> ShingleSets {
+    (0..batch.num_docs())
+        .into_par_iter()
+        .filter(|&d| needed[d])
+        .map(|d| (d as u32, batch_shingle_set(batch, d, k)))
+        .collect()
+}
+
+fn batch_shingle_set(batch: &PackedBatch, d: usize, k: usize) -> Vec<u64> {
+    let r = batch.doc_words(d);
+    crate::sign::fnv::fnv_set(&batch.bytes, &batch.word_start[r.start..r.end + 1], k)
+}
+
+/// Cluster in-memory documents `(id, text)`: the library form of `neardup dedup`.
+pub fn clusters<I: AsRef<str>, T: AsRef<str>>(
+    docs: &[(I, T)],
+    cfg: &DedupConfig,
+) -> Result<Clustering, Error> {
+    let (corpus, batch) = sign_texts(docs, cfg)?;
+    let k = cfg.params.k;
+    cluster_corpus(
+        &corpus,
+        cfg,
+        &|_| "<memory>".to_string(),
+        |needed| Ok(sets_from_batch(&batch, k, needed)),
+        &ProgressFactory::hidden(),
+        false,
+    )
+}
+
+/// The near-dedup stage over in-memory JSON records: every record gets `meta.minhash_cluster`
+/// (its root id); with `cfg.drop` only roots are returned. Order and all other fields are kept.
+/// A repeated id is an error before anything is returned.
+pub fn near_dedup(
+    records: Vec<serde_json::Map<String, serde_json::Value>>,
+    fields: &Fields,
+    cfg: &DedupConfig,
+) -> Result<(Vec<serde_json::Map<String, serde_json::Value>>, Clustering), Error> {
+    let docs = records_id_text(&records, fields)?;
+    let c = clusters(&docs, cfg)?;
+    let ids: Vec<String> = docs.into_iter().map(|(i, _)| i).collect();
+    let mut out = Vec::new();
+    for (d, mut rec) in records.into_iter().enumerate() {
+        if cfg.drop && !c.is_root(d) {
+            continue;
+        }
+        let root = ids[c.root[d] as usize].clone();
+        match rec.get_mut("meta") {
+            Some(serde_json::Value::Object(m)) => {
+                m.insert("minhash_cluster".into(), root.into());
+            }
+            None => {
+                let mut m = serde_json::Map::new();
+                m.insert("minhash_cluster".into(), root.into());
+                rec.insert("meta".into(), m.into());
+            }
+            Some(other) => {
+                return Err(Error::Field {
+                    path: "<memory>".into(),
+                    line: d as u64 + 1,
+                    field: "meta".into(),
+                    msg: format!(
+                        "is {}, it must be an object",
+                        crate::jsonl::json_kind(other)
+                    ),
+                })
+            }
+        }
+        out.push(rec);
+    }
+    Ok((out, c))
+}
+
+/// The exact-dedup stage over in-memory records: of the records whose word sequences are
+/// identical, only the one with the smallest id is kept (wordless records are all kept). Returns
+/// the kept records in input order and how many were dropped.
+pub fn exact_dedup(
+    records: Vec<serde_json::Map<String, serde_json::Value>>,
+    fields: &Fields,
+) -> Result<(Vec<serde_json::Map<String, serde_json::Value>>, usize), Error> {
+    let docs = records_id_text(&records, fields)?;
+    let mut best: HashMap<u128, usize> = HashMap::new();
+    let mut seen_ids: HashMap<&str, usize> = HashMap::new();
+    let mut words = crate::text::Words::default();
+    let mut keys = Vec::with_capacity(docs.len());
+    for (d, (id, text)) in docs.iter().enumerate() {
+        if let Some(first) = seen_ids.insert(id.as_str(), d) {
+            return Err(Error::DuplicateId {
+                id: id.clone(),
+                first: format!("<memory>:{}", first + 1),
+                second: format!("<memory>:{}", d + 1),
+            });
+        }
+        words.reset(text);
+        if words.is_empty() {
+            keys.push(None);
+            continue;
+        }
+        let key = xxhash_rust::xxh3::xxh3_128(&words.bytes);
+        keys.push(Some(key));
+        let e = best.entry(key).or_insert(d);
+        if docs[d].0 < docs[*e].0 {
+            *e = d;
+        }
+    }
+    let mut dropped = 0;
+    let kept = records
+        .into_iter()
+        .enumerate()
+        .filter(|(d, _)| match keys[*d] {
+            Some(k) if best[&k] != *d => {
+                dropped += 1;
+                false
+            }
+            _ => true,
+        })
+        .map(|(_, r)| r)
+        .collect();
+    Ok((kept, dropped))
+}
+
+fn records_id_text(
+    records: &[serde_json::Map<String, serde_json::Value>],
+    fields: &Fields,
+) -> Result<Vec<(String, String)>, Error> {
+    records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let line = serde_json::to_vec(r).expect("a map serializes");
+            let rec = crate::jsonl::parse_record(&line, fields, "<memory>", i as u64 + 1)?;
+            Ok((rec.id.into_owned(), rec.text.into_owned()))
+        })
+        .collect()
+}

@@ -1,0 +1,313 @@
+//! Clustering a signed corpus: LSH candidates, confirmation, union-find over id ranks.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use super::*;
+use crate::ids::IdArena;
+use crate::ids::{id_order, DocLoc};
+use crate::index::lsh::band_buckets;
+use crate::index::unionfind::UnionFind;
+use crate::progress::ProgressFactory;
+use crate::sign::minhash::agreement;
+use crate::text::jaccard_sorted;
+use crate::Error;
+
+/// What pass 1 keeps of a corpus: no text, only what clustering needs.
+#[derive(Debug, Default)]
+pub struct SignedCorpus {
+    pub ids: IdArena,
+    pub locs: Vec<DocLoc>,
+    pub num_perm: usize,
+    /// Row `d` is document `d`'s signature.
+    pub sigs: Vec<u32>,
+    pub words: Vec<u32>,
+    /// With `exact`: a 128-bit key of each document's word sequence.
+    pub exact_keys: Vec<u128>,
+}
+
+impl SignedCorpus {
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    pub fn sig(&self, d: usize) -> &[u32] {
+        &self.sigs[d * self.num_perm..(d + 1) * self.num_perm]
+    }
+
+    /// Bytes the tables hold (their lengths, not their capacities: untouched capacity is not
+    /// resident), for the memory guard and the report.
+    pub fn heap_bytes(&self) -> usize {
+        self.ids.heap_bytes()
+            + self.locs.len() * std::mem::size_of::<DocLoc>()
+            + self.sigs.len() * 4
+            + self.words.len() * 4
+            + self.exact_keys.len() * 16
+    }
+}
+
+/// A confirmed pair: documents `a` and `b` (indices in input order; `a` has the smaller id).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ConfirmedPair {
+    pub a: u32,
+    pub b: u32,
+    pub estimate: f64,
+    /// Exact Jaccard, when confirmation computed it.
+    pub jaccard: Option<f64>,
+}
+
+/// Counts from clustering.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct ClusterStats {
+    /// LSH buckets with two or more documents (over all bands).
+    pub buckets: u64,
+    /// Candidate pairs whose confirmation was decided (pairs already joined through earlier
+    /// confirmed pairs are not re-checked: they cannot change a cluster).
+    pub pairs_checked: u64,
+    pub pairs_confirmed: u64,
+    pub pairs_rejected: u64,
+    pub pairs_already_joined: u64,
+    /// Documents whose shingle sets were loaded for `jaccard` confirmation.
+    pub sets_loaded: u64,
+    pub wordless: u64,
+    pub exact_duplicates: u64,
+    pub near_duplicates: u64,
+    /// Clusters of two or more documents.
+    pub clusters: u64,
+    pub documents_in_clusters: u64,
+    /// Cluster size -> how many clusters have it (sizes 2 and up).
+    pub cluster_sizes: std::collections::BTreeMap<u64, u64>,
+    /// Ranking the documents by id, and the exact-duplicate pre-pass (`--exact`).
+    pub order_seconds: f64,
+    /// LSH banding alone.
+    pub lsh_seconds: f64,
+    /// Confirmation as a whole, `sets_seconds` included.
+    pub confirm_seconds: f64,
+    /// Of that, loading the shingle sets (`jaccard`: re-reading the input).
+    pub sets_seconds: f64,
+    pub cluster_seconds: f64,
+}
+
+/// The outcome of clustering a corpus.
+#[derive(Debug, Clone)]
+pub struct Clustering {
+    /// For each document (input order), the document index of its cluster's root (the smallest
+    /// id in the cluster; a singleton is its own root).
+    pub root: Vec<u32>,
+    /// For each document, whether the exact pre-pass found an identical document with a smaller
+    /// id.
+    pub exact_duplicate: Vec<bool>,
+    /// Confirmed pairs, sorted by (a, b) in id order.
+    pub pairs: Vec<ConfirmedPair>,
+    pub stats: ClusterStats,
+    /// With exact-Jaccard confirmation: measured LSH candidate rates by true similarity, on a
+    /// sample (for the report's S-curve).
+    pub similarity_buckets: Vec<SimilarityBucket>,
+}
+
+impl Clustering {
+    /// Is document `d` kept when dropping (it is its cluster's root)?
+    pub fn is_root(&self, d: usize) -> bool {
+        self.root[d] as usize == d
+    }
+
+    /// Clusters of two or more documents: `(root, members)`, members in id order, clusters in
+    /// root id order. Needs the corpus ids for ordering.
+    pub fn groups(&self, ids: &IdArena) -> Vec<(u32, Vec<u32>)> {
+        let mut by_root: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (d, &r) in self.root.iter().enumerate() {
+            if r as usize != d {
+                by_root.entry(r).or_default().push(d as u32);
+            }
+        }
+        let mut out: Vec<(u32, Vec<u32>)> = by_root
+            .into_iter()
+            .map(|(r, mut m)| {
+                m.push(r);
+                m.sort_by(|&x, &y| ids.get(x as usize).cmp(ids.get(y as usize)));
+                (r, m)
+            })
+            .collect();
+        out.sort_by(|a, b| ids.get(a.0 as usize).cmp(ids.get(b.0 as usize)));
+        out
+    }
+}
+
+/// Shingle sets (sorted 64-bit FNV-1a values) by document index, for `jaccard` confirmation.
+pub type ShingleSets = HashMap<u32, Vec<u64>>;
+
+/// Cluster a signed corpus. `name_of(file)` names inputs in error messages; `load_sets` is
+/// called (once, only for `jaccard` confirmation and only when some bucket exists) with a mask of
+/// the documents whose shingle sets are needed. With `measure`, the S-curve is also measured
+/// on a sample (for reports; about a tenth of a second).
+pub fn cluster_corpus(
+    corpus: &SignedCorpus,
+    cfg: &DedupConfig,
+    name_of: &dyn Fn(u32) -> String,
+    load_sets: impl FnOnce(&[bool]) -> Result<ShingleSets, Error>,
+    progress: &ProgressFactory,
+    measure: bool,
+) -> Result<Clustering, Error> {
+    cfg.validate()?;
+    let n = corpus.len();
+    let mut stats = ClusterStats::default();
+    let t_order = Instant::now();
+    let step = progress.step("clustering");
+
+    // Rank documents by id: union-find over ranks makes the root the smallest id.
+    let order = id_order(&corpus.ids, &corpus.locs, name_of)?;
+    let mut rank = vec![0u32; n];
+    for (r, &d) in order.iter().enumerate() {
+        rank[d as usize] = r as u32;
+    }
+    stats.wordless = corpus.words.iter().filter(|&&w| w == 0).count() as u64;
+
+    // Exact pre-pass: identical word sequences (never wordless ones) keep the smallest id.
+    let mut exact_rep: Vec<u32> = Vec::new();
+    let mut exact_duplicate = vec![false; n];
+    if cfg.exact {
+        step.set_message("exact duplicates");
+        let mut keyed: Vec<(u128, u32)> = (0..n)
+            .filter(|&d| corpus.words[d] > 0)
+            .map(|d| (corpus.exact_keys[d], rank[d]))
+            .collect();
+        keyed.par_sort_unstable();
+        exact_rep = (0..n as u32).collect();
+        let mut i = 0;
+        while i < keyed.len() {
+            let mut e = i + 1;
+            while e < keyed.len() && keyed[e].0 == keyed[i].0 {
+                e += 1;
+            }
+            let rep = order[keyed[i].1 as usize];
+            for &(_, r) in &keyed[i + 1..e] {
+                let d = order[r as usize];
+                exact_duplicate[d as usize] = true;
+                exact_rep[d as usize] = rep;
+            }
+            i = e;
+        }
+        stats.exact_duplicates = exact_duplicate.iter().filter(|&&x| x).count() as u64;
+    }
+
+    stats.order_seconds = t_order.elapsed().as_secs_f64();
+    let t_lsh = Instant::now();
+    step.set_message("LSH buckets");
+    let buckets = band_buckets(&corpus.sigs, corpus.num_perm, cfg.lsh, |d| {
+        corpus.words[d] > 0 && !exact_duplicate[d]
+    });
+    stats.buckets = buckets.len() as u64;
+    stats.lsh_seconds = t_lsh.elapsed().as_secs_f64();
+
+    let t_confirm = Instant::now();
+    let sets = if cfg.confirm == Confirm::Jaccard && !buckets.is_empty() {
+        let mut needed = vec![false; n];
+        for &d in &buckets.members {
+            needed[d as usize] = true;
+        }
+        step.set_message("loading shingle sets");
+        let s = load_sets(&needed)?;
+        stats.sets_loaded = s.len() as u64;
+        stats.sets_seconds = t_confirm.elapsed().as_secs_f64();
+        s
+    } else {
+        ShingleSets::new()
+    };
+
+    step.set_message("confirming pairs");
+    let mut uf = UnionFind::new(n);
+    let mut pairs = Vec::new();
+    let mut ranks_buf: Vec<u32> = Vec::new();
+    for bucket in buckets.iter() {
+        ranks_buf.clear();
+        ranks_buf.extend(bucket.iter().map(|&d| rank[d as usize]));
+        ranks_buf.sort_unstable();
+        for i in 0..ranks_buf.len() {
+            for j in i + 1..ranks_buf.len() {
+                let (ra, rb) = (ranks_buf[i], ranks_buf[j]);
+                if uf.connected(ra, rb) {
+                    stats.pairs_already_joined += 1;
+                    continue;
+                }
+                stats.pairs_checked += 1;
+                let (a, b) = (order[ra as usize], order[rb as usize]);
+                let est = agreement(corpus.sig(a as usize), corpus.sig(b as usize)) as f64
+                    / corpus.num_perm as f64;
+                let (ok, jac) = match cfg.confirm {
+                    Confirm::None => (true, None),
+                    Confirm::Estimate => (est >= cfg.threshold, None),
+                    Confirm::Jaccard => {
+                        let j = jaccard_sorted(&sets[&a], &sets[&b]);
+                        (j >= cfg.threshold, Some(j))
+                    }
+                };
+                if ok {
+                    uf.union(ra, rb);
+                    stats.pairs_confirmed += 1;
+                    pairs.push(ConfirmedPair {
+                        a,
+                        b,
+                        estimate: est,
+                        jaccard: jac,
+                    });
+                } else {
+                    stats.pairs_rejected += 1;
+                }
+            }
+        }
+    }
+    let similarity_buckets = if sets.is_empty() || !measure {
+        Vec::new()
+    } else {
+        similarity_sample(corpus, cfg.lsh, &sets)
+    };
+    drop(sets);
+    stats.confirm_seconds = t_confirm.elapsed().as_secs_f64();
+
+    let t_cluster = Instant::now();
+    step.set_message("clusters");
+    if cfg.exact {
+        for d in 0..n {
+            if exact_duplicate[d] {
+                uf.union(rank[d], rank[exact_rep[d] as usize]);
+            }
+        }
+    }
+    let root: Vec<u32> = (0..n).map(|d| order[uf.find(rank[d]) as usize]).collect();
+    let mut size: HashMap<u32, u64> = HashMap::new();
+    for (d, &r) in root.iter().enumerate() {
+        if r as usize != d {
+            *size.entry(r).or_insert(1) += 1;
+        }
+    }
+    stats.clusters = size.len() as u64;
+    stats.documents_in_clusters = size.values().sum();
+    for &s in size.values() {
+        *stats.cluster_sizes.entry(s).or_default() += 1;
+    }
+    let non_roots = root
+        .iter()
+        .enumerate()
+        .filter(|&(d, &r)| r as usize != d)
+        .count() as u64;
+    stats.near_duplicates = non_roots - stats.exact_duplicates;
+    pairs.sort_by(|x, y| {
+        rank[x.a as usize]
+            .cmp(&rank[y.a as usize])
+            .then(rank[x.b as usize].cmp(&rank[y.b as usize]))
+    });
+    stats.cluster_seconds = t_cluster.elapsed().as_secs_f64();
+    Ok(Clustering {
+        root,
+        exact_duplicate,
+        pairs,
+        stats,
+        similarity_buckets,
+    })
+}

@@ -1,0 +1,59 @@
+//! What decides which documents are near duplicates: the parameters and the confirmation.
+
+use crate::index::lsh::LshParams;
+use crate::sign::minhash::MinHashParams;
+use crate::Error;
+
+/// How candidate pairs are confirmed (SPEC §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confirm {
+    /// Exact Jaccard of the shingle sets (full 64-bit FNV-1a values) `>= threshold`.
+    #[default]
+    Jaccard,
+    /// MinHash estimate `>= threshold` (cheaper, looser).
+    Estimate,
+    /// Every LSH candidate is a duplicate (as FineWeb).
+    None,
+}
+
+/// Everything that decides which documents are near duplicates.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct DedupConfig {
+    pub params: MinHashParams,
+    pub lsh: LshParams,
+    pub threshold: f64,
+    pub confirm: Confirm,
+    /// Run the exact-dedup pre-pass (identical word sequences, keep the smallest id).
+    pub exact: bool,
+    /// Write only cluster roots (otherwise everyone, tagged).
+    pub drop: bool,
+}
+
+impl Default for DedupConfig {
+    fn default() -> Self {
+        DedupConfig {
+            params: MinHashParams::default(),
+            lsh: LshParams::default(),
+            threshold: 0.8,
+            confirm: Confirm::Jaccard,
+            exact: false,
+            drop: true,
+        }
+    }
+}
+
+impl DedupConfig {
+    pub fn validate(&self) -> Result<(), Error> {
+        self.params.validate()?;
+        LshParams::new(self.lsh.bands, self.lsh.rows)?;
+        self.lsh.check_num_perm(self.params.num_perm)?;
+        if !(self.threshold > 0.0 && self.threshold <= 1.0) {
+            return Err(Error::Param(format!(
+                "threshold {} is outside (0, 1]",
+                self.threshold
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,382 @@
+//! `neardup dedup` on files: pass 1 signs, clustering decides, pass 2 writes, and only a
+//! complete run leaves outputs.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use super::*;
+use crate::engine::Engine;
+use crate::ids::{id_order, DocLoc};
+use crate::io::{Inputs, Output};
+use crate::jsonl::{parse_record, write_tagged, Fields};
+use crate::pipeline::{pipelined, scan, ScanStats};
+use crate::progress::ProgressFactory;
+use crate::Error;
+
+/// Where `neardup dedup` writes besides its main output.
+#[derive(Debug, Clone, Default)]
+pub struct DedupOutputs {
+    pub output: String,
+    pub clusters: Option<String>,
+    pub pairs: Option<String>,
+    /// A report will be written: measure the S-curve on a sample.
+    pub measure: bool,
+}
+
+/// Everything a `dedup` run reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DedupSummary {
+    pub scan: ScanStats,
+    pub cluster: ClusterStats,
+    /// Measured LSH candidate rates by true similarity (exact-Jaccard confirmation only).
+    pub similarity_buckets: Vec<SimilarityBucket>,
+    /// The largest clusters, with the beginnings of a few members.
+    pub examples: Vec<ClusterExample>,
+    pub documents_written: u64,
+    pub write_seconds: f64,
+    pub seconds: f64,
+    /// Heap bytes of the pass-1 tables (ids, signatures, counts).
+    pub table_bytes: u64,
+}
+
+/// A cluster shown in the report: its root, size, and the first members (id, beginning of
+/// text).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ClusterExample {
+    pub root: String,
+    pub size: usize,
+    pub members: Vec<(String, String)>,
+}
+
+/// Clusters shown in reports, and members shown of each.
+const EXAMPLE_CLUSTERS: usize = 5;
+const EXAMPLE_MEMBERS: usize = 4;
+/// Characters of each shown member's text.
+const SNIPPET_CHARS: usize = 400;
+
+/// The first `n` characters of `text`, with `…` when cut.
+fn snippet(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+/// The whole `neardup dedup` on files: pass 1, clustering, pass 2. Outputs appear only when the
+/// run succeeds.
+pub fn run_dedup(
+    inputs: &Inputs,
+    fields: &Fields,
+    cfg: &DedupConfig,
+    engine: &mut dyn Engine,
+    outs: &DedupOutputs,
+    progress: &ProgressFactory,
+    memory_limit: Option<u64>,
+) -> Result<DedupSummary, Error> {
+    cfg.validate()?;
+    if engine.params() != &cfg.params {
+        return Err(Error::Param(
+            "the engine was built with other parameters than the dedup config".into(),
+        ));
+    }
+    let t0 = Instant::now();
+    // Create every output first, so a bad path fails before the work.
+    let mut out = Output::create(&outs.output)?;
+    let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
+    let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;
+
+    let num_perm = cfg.params.num_perm;
+    let mut corpus = SignedCorpus {
+        num_perm,
+        ..Default::default()
+    };
+    let per_doc_bytes = crate::sys::bytes_per_document(num_perm, cfg.exact);
+    let scan_stats = {
+        let bar = progress.pass("signatures", inputs.total_bytes());
+        scan(inputs, fields, engine, cfg.exact, &bar, |sc| {
+            corpus.ids.extend_from(&sc.ids);
+            corpus.locs.extend(sc.lines.iter().map(|&line| DocLoc {
+                file: sc.file_index as u32,
+                line,
+            }));
+            corpus.sigs.extend_from_slice(&sc.sigs);
+            corpus.words.extend_from_slice(&sc.words);
+            corpus.exact_keys.extend_from_slice(&sc.exact_keys);
+            if let Some(limit) = memory_limit {
+                let projected = corpus.heap_bytes() as u64;
+                if projected > limit {
+                    return Err(Error::Memory(format!(
+                        "after {} documents the signature tables hold {} MiB, over the memory \
+                         limit of {} MiB (--max-memory; by default 3/4 of the memory available); \
+                         each document costs about {} bytes at num_perm {}: raise --max-memory, \
+                         lower --num-perm, or split the corpus; no output was written",
+                        corpus.len(),
+                        projected >> 20,
+                        limit >> 20,
+                        per_doc_bytes,
+                        num_perm
+                    )));
+                }
+            }
+            Ok(())
+        })
+    };
+    let name_of = |f: u32| inputs.name(f as usize).to_string();
+    let scan_stats = scan_stats.map_err(|e| {
+        // `signatures` checks ids as the chunks arrive, so of a repeated id in the chunks
+        // before this error and the error, it names the repeat; name the same here. (Which
+        // comes first is chunk by chunk: a repeat in the failing chunk itself is not seen, by
+        // either command, and chunks are cut alike only for the same engine.)
+        id_order(&corpus.ids, &corpus.locs, &name_of)
+            .err()
+            .unwrap_or(e)
+    })?;
+    let k = cfg.params.k;
+    let sets_budget = memory_limit.map(|l| l.saturating_sub(corpus.heap_bytes() as u64));
+    let clustering = cluster_corpus(
+        &corpus,
+        cfg,
+        &name_of,
+        |needed| load_shingle_sets(inputs, fields, k, needed, progress, sets_budget),
+        progress,
+        outs.measure,
+    )?;
+
+    // Pass 2: stream the records out.
+    let t_write = Instant::now();
+    // The largest clusters, for the report: their first members' texts are read in pass 2.
+    let groups = clustering.groups(&corpus.ids);
+    let mut largest: Vec<&(u32, Vec<u32>)> = groups.iter().collect();
+    largest.sort_by_key(|g| std::cmp::Reverse(g.1.len()));
+    largest.truncate(EXAMPLE_CLUSTERS);
+    let wanted: std::collections::HashSet<u32> = largest
+        .iter()
+        .flat_map(|(_, m)| m.iter().take(EXAMPLE_MEMBERS).copied())
+        .collect();
+    let mut snippets = HashMap::new();
+    let pass_two = PassTwo {
+        inputs,
+        fields,
+        corpus: &corpus,
+        clustering: &clustering,
+        drop: cfg.drop,
+    };
+    let written = write_pass(&pass_two, &mut out, progress, &wanted, &mut snippets)?;
+    let examples = largest
+        .iter()
+        .map(|(root, members)| ClusterExample {
+            root: corpus.ids.get(*root as usize).to_string(),
+            size: members.len(),
+            members: members
+                .iter()
+                .take(EXAMPLE_MEMBERS)
+                .map(|&m| {
+                    (
+                        corpus.ids.get(m as usize).to_string(),
+                        snippets.get(&m).cloned().unwrap_or_default(),
+                    )
+                })
+                .collect(),
+        })
+        .collect();
+    if let Some(o) = clusters_out.as_mut() {
+        for (root, members) in clustering.groups(&corpus.ids) {
+            let line = serde_json::json!({
+                "root": corpus.ids.get(root as usize),
+                "members": members.iter().map(|&m| corpus.ids.get(m as usize)).collect::<Vec<_>>(),
+                "size": members.len(),
+            });
+            o.write_all(format!("{line}\n").as_bytes())?;
+        }
+    }
+    if let Some(o) = pairs_out.as_mut() {
+        for p in &clustering.pairs {
+            let mut line = serde_json::json!({
+                "a": corpus.ids.get(p.a as usize),
+                "b": corpus.ids.get(p.b as usize),
+                "estimate": p.estimate,
+            });
+            if let Some(j) = p.jaccard {
+                line["jaccard"] = j.into();
+            }
+            o.write_all(format!("{line}\n").as_bytes())?;
+        }
+    }
+    out.finish()?;
+    if let Some(o) = clusters_out {
+        o.finish()?;
+    }
+    if let Some(o) = pairs_out {
+        o.finish()?;
+    }
+    Ok(DedupSummary {
+        table_bytes: corpus.heap_bytes() as u64,
+        scan: scan_stats,
+        cluster: clustering.stats,
+        similarity_buckets: clustering.similarity_buckets,
+        examples,
+        documents_written: written,
+        write_seconds: t_write.elapsed().as_secs_f64(),
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The extra pass for `jaccard` confirmation: shingle sets of the marked documents only.
+fn load_shingle_sets(
+    inputs: &Inputs,
+    fields: &Fields,
+    k: usize,
+    needed: &[bool],
+    progress: &ProgressFactory,
+    budget: Option<u64>,
+) -> Result<ShingleSets, Error> {
+    let bar = progress.pass("shingle sets", inputs.total_bytes());
+    let next_doc = std::sync::atomic::AtomicUsize::new(0);
+    let mut sets = ShingleSets::new();
+    let mut held = 0u64;
+    pipelined(
+        inputs,
+        crate::corpus::DEFAULT_CHUNK_BYTES,
+        &bar,
+        |chunk, name| {
+            // Chunks are prepared one at a time, in input order, so a running count gives
+            // each line its document index.
+            let base = next_doc.fetch_add(chunk.len(), std::sync::atomic::Ordering::SeqCst);
+            let found: Result<Vec<(u32, Vec<u64>)>, Error> = (0..chunk.len())
+                .into_par_iter()
+                .filter(|&i| needed.get(base + i).copied().unwrap_or(false))
+                .map(|i| {
+                    let rec =
+                        crate::jsonl::parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;
+                    let w = crate::text::Words::new(&rec.text);
+                    Ok(((base + i) as u32, crate::sign::fnv::shingle_fnv_set(&w, k)))
+                })
+                .collect();
+            found
+        },
+        |found| {
+            // A set costs its values plus a map entry.
+            held += found
+                .iter()
+                .map(|(_, v)| v.len() as u64 * 8 + 64)
+                .sum::<u64>();
+            if let Some(b) = budget {
+                if held > b {
+                    return Err(Error::Memory(format!(
+                        "the shingle sets for exact-Jaccard confirmation ({} documents in LSH \
+                         buckets) need more than the {} MiB left under the memory limit; use \
+                         --confirm estimate (no sets), raise --max-memory, or split the corpus; \
+                         no output was written",
+                        needed.iter().filter(|&&x| x).count(),
+                        b >> 20
+                    )));
+                }
+            }
+            sets.extend(found);
+            Ok(())
+        },
+    )?;
+    Ok(sets)
+}
+
+/// Pass 2: re-read every record and write the kept ones with `meta.minhash_cluster`.
+/// What pass 2 reads from: the inputs again, and pass 1's results.
+struct PassTwo<'a> {
+    inputs: &'a Inputs,
+    fields: &'a Fields,
+    corpus: &'a SignedCorpus,
+    clustering: &'a Clustering,
+    drop: bool,
+}
+
+/// Pass 2: every kept record out, tagged; the beginnings of the `wanted` documents into
+/// `snippets` (for the report).
+fn write_pass(
+    p2: &PassTwo,
+    out: &mut Output,
+    progress: &ProgressFactory,
+    wanted: &std::collections::HashSet<u32>,
+    snippets: &mut HashMap<u32, String>,
+) -> Result<u64, Error> {
+    let PassTwo {
+        inputs,
+        fields,
+        corpus,
+        clustering,
+        drop,
+    } = *p2;
+    let bar = progress.pass("writing", inputs.total_bytes());
+    let next_doc = std::sync::atomic::AtomicUsize::new(0);
+    let mut written = 0u64;
+    pipelined(
+        inputs,
+        crate::corpus::DEFAULT_CHUNK_BYTES,
+        &bar,
+        |chunk, name| {
+            let base = next_doc.fetch_add(chunk.len(), std::sync::atomic::Ordering::SeqCst);
+            if base + chunk.len() > corpus.len() {
+                return Err(Error::Param(format!(
+                    "{name} changed between passes: it now has more records than when it was \
+                     first read"
+                )));
+            }
+            let pieces: Vec<Result<(Vec<u8>, u64), Error>> = (0..chunk.len())
+                .collect::<Vec<_>>()
+                .par_chunks(256)
+                .map(|idx| {
+                    // Room for the lines and their tags, so the buffer never grows.
+                    let bytes: usize = idx.iter().map(|&i| chunk.line(i).len() + 1).sum();
+                    let mut buf = crate::io::spare_buffer(bytes + idx.len() * 96);
+                    let mut n = 0;
+                    for &i in idx {
+                        let d = base + i;
+                        if drop && !clustering.is_root(d) {
+                            continue;
+                        }
+                        let root = corpus.ids.get(clustering.root[d] as usize);
+                        write_tagged(
+                            &mut buf,
+                            chunk.line(i),
+                            "minhash_cluster",
+                            root,
+                            name,
+                            chunk.line_no(i),
+                        )?;
+                        n += 1;
+                    }
+                    Ok((buf, n))
+                })
+                .collect();
+            // The beginnings of the documents the report shows.
+            let mut found = Vec::new();
+            for i in 0..chunk.len() {
+                let d = (base + i) as u32;
+                if wanted.contains(&d) {
+                    let rec = parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;
+                    found.push((d, snippet(&rec.text, SNIPPET_CHARS)));
+                }
+            }
+            Ok((pieces, chunk.len(), found))
+        },
+        |(pieces, lines, found)| {
+            for p in pieces {
+                let (buf, n) = p?;
+                out.write_all(&buf)?;
+                crate::io::recycle_buffer(buf);
+                written += n;
+            }
+            snippets.extend(found);
+            bar.add_docs(lines as u64);
+            Ok(())
+        },
+    )?;
+    if next_doc.into_inner() != corpus.len() {
+        return Err(Error::Param(
+            "an input changed between passes: it has fewer records than when it was first read"
+                .into(),
+        ));
+    }
+    Ok(written)
+}

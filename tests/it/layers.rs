@@ -1,0 +1,221 @@
+//! The library's top-level modules form layers: imports point one way, from higher modules to
+//! lower ones, never around a cycle. Read from the source text (`crate::` paths outside test
+//! code), so a new cycle fails here before anyone has to untangle it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file below `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The source without its `#[cfg(test)]` items (a test may use what it likes) and comments.
+fn non_test_code(src: &str) -> String {
+    let mut out = String::new();
+    let mut lines = src.lines();
+    while let Some(line) = lines.next() {
+        let t = line.trim_start();
+        if t.starts_with("//") {
+            continue;
+        }
+        if t.starts_with("#[cfg(test)]") || t.starts_with("#[cfg(all(test,") {
+            // Skip the next item: up to its matching closing brace, or its `;`.
+            let mut depth = 0i32;
+            let mut opened = false;
+            for l in lines.by_ref() {
+                for c in l.chars() {
+                    match c {
+                        '{' => {
+                            depth += 1;
+                            opened = true;
+                        }
+                        '}' => depth -= 1,
+                        _ => {}
+                    }
+                }
+                if (opened && depth <= 0) || (!opened && l.trim_end().ends_with(';')) {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The top-level modules named by `crate::` paths in `code`, `crate::{a, b::c}` groups too.
+fn crate_refs(code: &str) -> BTreeSet<String> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut refs = BTreeSet::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().last();
+        rest = &rest[at + "crate::".len()..];
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            // Names at the group's own depth.
+            let mut depth = 1;
+            let mut start = true;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    ',' if depth == 1 => start = true,
+                    c if c.is_whitespace() => {}
+                    _ if start && depth == 1 => {
+                        let name = ident(&group[i..]);
+                        if !name.is_empty() {
+                            refs.insert(name);
+                        }
+                        start = false;
+                    }
+                    _ => start = false,
+                }
+            }
+        } else {
+            let name = ident(rest);
+            if !name.is_empty() {
+                refs.insert(name);
+            }
+        }
+    }
+    refs
+}
+
+/// The import graph between the library's top-level modules (the binary's `cli` excluded).
+fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let top = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let top = top.trim_end_matches(".rs").to_string();
+        if ["lib", "main", "cli"].contains(&top.as_str())
+            || f.file_name().is_some_and(|n| n == "tests.rs")
+        {
+            continue;
+        }
+        let code = non_test_code(&std::fs::read_to_string(&f).unwrap());
+        let deps = graph.entry(top.clone()).or_default();
+        for r in crate_refs(&code) {
+            // `crate::Error`, `crate::CONTRACT_VERSION`: the root's own items.
+            if r != top && !r.starts_with(|c: char| c.is_ascii_uppercase()) {
+                deps.insert(r);
+            }
+        }
+    }
+    graph
+}
+
+/// A cycle through the graph, as the modules along it, if there is one.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(n.to_string(), 1);
+        path.push(n.to_string());
+        for m in graph.get(n).into_iter().flatten() {
+            match state.get(m.as_str()).copied().unwrap_or(0) {
+                1 => {
+                    let from = path.iter().position(|p| p == m).unwrap();
+                    let mut c = path[from..].to_vec();
+                    c.push(m.clone());
+                    return Some(c);
+                }
+                0 => {
+                    if let Some(c) = visit(m, graph, state, path) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        path.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in graph.keys() {
+        if state.get(n.as_str()).copied().unwrap_or(0) == 0 {
+            if let Some(c) = visit(n, graph, &mut state, &mut Vec::new()) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn the_detector_sees_paths_groups_and_cycles() {
+    let refs = crate_refs(
+        "use crate::io::Chunk;\nuse crate::{text::{words, Words}, hash};\nlet x = crate::ids::IdSet::default();\n// not_crate::x\n",
+    );
+    assert_eq!(
+        refs.into_iter().collect::<Vec<_>>(),
+        ["hash", "ids", "io", "text"]
+    );
+    let code = non_test_code(
+        "use crate::a;\n#[cfg(test)]\nmod tests {\n    use crate::b;\n}\nuse crate::c;\n",
+    );
+    assert_eq!(
+        crate_refs(&code).into_iter().collect::<Vec<_>>(),
+        ["a", "c"]
+    );
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    g.entry("a".into()).or_default().insert("b".into());
+    g.entry("b".into()).or_default().insert("c".into());
+    assert_eq!(find_cycle(&g), None);
+    g.entry("c".into()).or_default().insert("a".into());
+    assert_eq!(find_cycle(&g).unwrap(), ["a", "b", "c", "a"]);
+}
+
+#[test]
+fn the_top_level_modules_have_no_import_cycle() {
+    let g = module_graph();
+    if std::env::var_os("NEARDUP_SHOW_LAYERS").is_some() {
+        for (m, deps) in &g {
+            eprintln!(
+                "{m} -> {}",
+                deps.iter().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    assert!(g.len() > 5, "the library's modules were read: {g:?}");
+    if let Some(c) = find_cycle(&g) {
+        panic!(
+            "an import cycle between top-level modules: {}",
+            c.join(" -> ")
+        );
+    }
+}
