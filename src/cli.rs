@@ -6,16 +6,88 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use neardup::bench::{BenchConfig, BenchEngines};
-use neardup::engine::gpu::{BackendChoice, GpuOptions};
-use neardup::engine::EngineChoice;
+use neardup::engine::gpu::GpuOptions;
 use neardup::index::lsh::LshParams;
-use neardup::io::sigfile::SigFormat;
 use neardup::io::{check_output_paths, InputSpec, Inputs, NamedPath};
 use neardup::jsonl::Fields;
-use neardup::progress::ProgressMode;
 use neardup::sign::minhash::MinHashParams;
-use neardup::stages::dedup::{Confirm, DedupConfig};
+use neardup::stages::dedup::DedupConfig;
 use neardup::Error;
+
+/// A value enum of the command line, variant for variant the library's enum of the same name
+/// (the library knows nothing of clap): its variants' docs are the `--help` text.
+macro_rules! value_enum {
+    ($(#[$m:meta])* $name:ident = $lib:ty { $($(#[$vm:meta])* $v:ident),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+        pub enum $name {
+            $($(#[$vm])* $v),+
+        }
+
+        impl From<$name> for $lib {
+            fn from(x: $name) -> Self {
+                match x {
+                    $($name::$v => Self::$v),+
+                }
+            }
+        }
+    };
+}
+
+value_enum!(
+    /// How candidate pairs are confirmed.
+    Confirm = neardup::Confirm {
+        /// Exact Jaccard of the shingle sets (full 64-bit FNV-1a values) `>= threshold`.
+        Jaccard,
+        /// MinHash estimate `>= threshold` (cheaper, looser).
+        Estimate,
+        /// Every LSH candidate is a duplicate (as FineWeb).
+        None,
+    }
+);
+
+value_enum!(
+    /// When progress bars are drawn.
+    ProgressMode = neardup::progress::ProgressMode {
+        /// When stderr is a terminal.
+        Auto,
+        /// Always (even into a file or pipe).
+        Always,
+        /// Never.
+        Never,
+    }
+);
+
+value_enum!(
+    /// Which signature engine.
+    EngineChoice = neardup::EngineChoice {
+        /// A hardware GPU when wgpu finds one, else the CPU engine.
+        Auto,
+        /// The CPU engine (rayon).
+        Cpu,
+        /// The GPU engine; a software adapter (llvmpipe) is accepted.
+        Gpu,
+    }
+);
+
+value_enum!(
+    /// Which wgpu backends are searched.
+    BackendChoice = neardup::engine::gpu::BackendChoice {
+        Vulkan,
+        Metal,
+        Dx12,
+        Gl,
+        All,
+    }
+);
+
+value_enum!(
+    /// A signature file's format.
+    SigFormat = neardup::io::sigfile::SigFormat {
+        Npy,
+        Tsv,
+    }
+);
 
 /// Find and remove near-duplicate documents in JSONL corpora, and drop documents that leak
 /// benchmark text. MinHash signatures run on the GPU (wgpu) or the CPU, bit for bit the same.
@@ -232,7 +304,7 @@ pub struct EngineArgs {
 impl EngineArgs {
     pub fn gpu_options(&self) -> GpuOptions {
         GpuOptions {
-            backend: self.backend,
+            backend: self.backend.map(Into::into),
             allow_software: true,
             ..GpuOptions::default()
         }
@@ -304,7 +376,7 @@ impl BenchArgs {
                 BenchEngine::Gpu => BenchEngines::Gpu,
                 BenchEngine::All => BenchEngines::All,
             },
-            backend: self.backend,
+            backend: self.backend.map(Into::into),
             repeat: self.repeat,
         })
     }
@@ -325,7 +397,7 @@ impl DedupArgs {
             params: self.hash.params()?,
             lsh: self.lsh.params()?,
             threshold: self.threshold,
-            confirm: self.confirm,
+            confirm: self.confirm.into(),
             exact: self.exact,
             drop: !self.tag_only,
         };

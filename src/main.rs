@@ -84,7 +84,7 @@ fn setup(run: &RunArgs) -> Result<ProgressFactory> {
         .num_threads(run.threads)
         .build_global()
         .context("starting the thread pool")?;
-    Ok(ProgressFactory::new(run.progress, run.quiet))
+    Ok(ProgressFactory::new(run.progress.into(), run.quiet))
 }
 
 fn say(run: &RunArgs, line: impl AsRef<str>) {
@@ -114,7 +114,7 @@ fn cmd_dedup(a: DedupArgs) -> Result<ExitCode> {
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
     let inputs = a.input.open(true)?;
-    let mut engine = build_engine(a.engine.engine, cfg.params, 0, &a.engine.gpu_options())?;
+    let mut engine = build_engine(a.engine.engine.into(), cfg.params, 0, &a.engine.gpu_options())?;
     let info = engine.info();
     let outs = dedup::DedupOutputs {
         output: a.output.clone(),
@@ -322,9 +322,9 @@ fn cmd_signatures(a: SignaturesArgs) -> Result<ExitCode> {
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
     let inputs = a.input.open(false)?;
-    let mut engine = build_engine(a.engine.engine, params, 0, &a.engine.gpu_options())?;
+    let mut engine = build_engine(a.engine.engine.into(), params, 0, &a.engine.gpu_options())?;
     let info = engine.info();
-    let mut w = sigfile::SigWriter::create(&a.output, a.format, params, &info.to_string())?;
+    let mut w = sigfile::SigWriter::create(&a.output, a.format.into(), params, &info.to_string())?;
     let total_bytes = inputs.total_bytes();
     let bar = progress.pass("signatures", total_bytes);
     // Ids are kept (not the text) to refuse a repeated id before the file appears.
@@ -394,7 +394,7 @@ fn cmd_verify(a: VerifyArgs) -> Result<ExitCode> {
     let progress = setup(&a.run)?;
     let inputs = a.input.open(false)?;
     let gpu_opts = GpuOptions {
-        backend: a.backend,
+        backend: a.backend.map(Into::into),
         allow_software: true,
         ..GpuOptions::default()
     };
@@ -457,7 +457,7 @@ fn cmd_bench(a: BenchArgs) -> Result<ExitCode> {
 
 fn cmd_devices(a: DevicesArgs) -> Result<ExitCode> {
     let opts = GpuOptions {
-        backend: a.backend,
+        backend: a.backend.map(Into::into),
         ..GpuOptions::default()
     };
     let adapters = list_adapters(&opts);
@@ -581,20 +581,20 @@ fn cmd_tune(a: TuneArgs) -> Result<ExitCode> {
     }
     let t = a.threshold;
     let choices = match a.confirm {
-        dedup::Confirm::Jaccard => neardup::index::scurve::tune_for_recall(t, a.num_perm, a.recall),
+        cli::Confirm::Jaccard => neardup::index::scurve::tune_for_recall(t, a.num_perm, a.recall),
         _ => neardup::index::scurve::tune(t, a.num_perm, a.fp_weight, a.fn_weight),
     };
     let best = choices[0];
     let confirm = match a.confirm {
-        dedup::Confirm::Jaccard => "jaccard",
-        dedup::Confirm::Estimate => "estimate",
-        dedup::Confirm::None => "none",
+        cli::Confirm::Jaccard => "jaccard",
+        cli::Confirm::Estimate => "estimate",
+        cli::Confirm::None => "none",
     };
     println!(
         "threshold {t}, {} permutations, --confirm {confirm}:",
         a.num_perm
     );
-    if a.confirm == dedup::Confirm::Jaccard {
+    if a.confirm == cli::Confirm::Jaccard {
         println!(
             "every candidate is checked by exact Jaccard, so a false positive costs one check and \
              a false negative is a lost duplicate: the least work with p({t}) >= {}",

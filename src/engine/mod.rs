@@ -124,7 +124,7 @@ pub fn gpu_device_nodes(dev: &std::path::Path) -> Option<bool> {
 }
 
 /// Which engine to use, as chosen on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineChoice {
     /// A hardware GPU when wgpu finds one, else the CPU engine.

@@ -18,7 +18,7 @@ use crate::sign::minhash::{MinHashParams, CONTRACT_VERSION};
 use crate::Error;
 
 /// The on-disk formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SigFormat {
     Npy,

@@ -76,7 +76,7 @@ impl GpuConfig {
 }
 
 /// `--backend`: which wgpu backends to search.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendChoice {
     Vulkan,

@@ -5,7 +5,7 @@ use crate::sign::minhash::MinHashParams;
 use crate::Error;
 
 /// How candidate pairs are confirmed (SPEC §3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Confirm {
     /// Exact Jaccard of the shingle sets (full 64-bit FNV-1a values) `>= threshold`.
