@@ -1,7 +1,8 @@
-//! What a run tells its user besides its outputs: the JSON reports' typed schema,
+//! What a run tells its user besides its outputs: the JSON reports' typed schema ([`json`]),
 //! the HTML pages ([`html`]), and the numbers of the summary line.
 
 pub mod html;
+pub mod json;
 
 /// `12.3k` style counts for the summary line.
 pub fn human_count(n: f64) -> String {

@@ -340,7 +340,7 @@ fn missing_inputs_and_missing_output_directories() {
 
 /// An output path that exists but is not a regular file (a pipe, a device such as /dev/null, a
 /// directory) is refused before any work, and left as it was: outputs are renamed into place,
-/// which would have replaced it with a regular file (as it once did to /dev/null, run as root).
+/// which would have replaced it with a regular file (/dev/null too, when run as root).
 #[cfg(unix)]
 /// An output naming an input would replace the input with the run's result (outputs are
 /// renamed into place), and two outputs naming one file would leave only the last: both are
@@ -734,6 +734,35 @@ fn a_broken_pipe_on_stdout_is_not_an_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit {:?}: {err}", out.status);
     assert!(!err.contains("error"), "{err}");
+}
+
+/// Commands that print to stdout end quietly when the reader has gone: the pipe is closed
+/// before the command writes a byte, so its first write fails with a broken pipe.
+#[test]
+fn commands_that_print_end_quietly_when_the_reader_is_gone() {
+    let example = fixture("example.jsonl");
+    let example = example.to_str().unwrap();
+    for args in [
+        &["tune", "--threshold", "0.8"][..],
+        &["scurve", "--bands", "16", "--rows", "8"],
+        &["inspect", "doc-00001", "doc-00170", example],
+    ] {
+        let mut child = crate::common::neardup_command()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{args:?}: exit {:?}: {err}",
+            out.status
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
 }
 
 #[test]

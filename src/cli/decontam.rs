@@ -1,0 +1,56 @@
+//! `neardup decontam`: drop documents that share an n-gram with protected files.
+
+use super::*;
+
+pub(super) fn run(a: DecontamArgs) -> Result<ExitCode> {
+    a.check_paths()?;
+    let fields = a.input.fields()?;
+    let progress = setup(&a.run)?;
+    let t0 = Instant::now();
+    let inputs = a.input.open(false)?;
+    let grams = neardup::stages::decontam::protected_ngrams(&a.protected, a.n)?;
+    let load = t0.elapsed().as_secs_f64();
+    let mut s =
+        neardup::stages::decontam::run_decontam(&inputs, &fields, &grams, &a.output, &progress)?;
+    s.load_seconds = load;
+    let secs = t0.elapsed().as_secs_f64();
+    if !a.report.is_empty() {
+        let names: Vec<String> = (0..inputs.len())
+            .map(|i| inputs.name(i).to_string())
+            .collect();
+        let report =
+            neardup::report::json::DecontamReport::new(&s, &fields, &names, &a.output, secs);
+        for path in &a.report {
+            let body = if is_html(path) {
+                neardup::report::html::decontam_page(&s, &names)
+            } else {
+                format!("{}\n", serde_json::to_string_pretty(&report)?)
+            };
+            neardup::io::write_file_atomic(path, body.as_bytes())?;
+        }
+    }
+    // The bars' last state (written when they go) comes before the summary.
+    drop(progress);
+    if let Some(w) = grams.short_texts_warning() {
+        // A run that protects nothing says so even under --quiet: it is close to an error.
+        if grams.is_empty() || !a.run.quiet {
+            eprintln!("neardup: {w}");
+        }
+    }
+    say(
+        &a.run,
+        format!(
+            "neardup decontam: {} documents read, {} contaminated, {} written; {} protected \
+             {}-grams from {} files; {:.2} s, {} docs/s",
+            s.documents,
+            s.contaminated,
+            s.documents_written,
+            s.protected_ngrams,
+            a.n,
+            s.files.len(),
+            secs,
+            human_count(per_second(s.documents as f64, secs))
+        ),
+    );
+    Ok(ExitCode::SUCCESS)
+}

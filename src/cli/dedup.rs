@@ -1,0 +1,80 @@
+//! `neardup dedup`: near-dedup files, with clusters, pairs and reports.
+
+use super::*;
+
+pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
+    let cfg = a.config()?;
+    a.check_paths()?;
+    let fields = a.input.fields()?;
+    let progress = setup(&a.run)?;
+    let t0 = Instant::now();
+    let inputs = a.input.open(true)?;
+    let mut engine = build_engine(
+        a.engine.engine.into(),
+        cfg.params,
+        0,
+        &a.engine.gpu_options(),
+    )?;
+    let info = engine.info();
+    let outs = neardup::stages::dedup::DedupOutputs {
+        output: a.output.clone(),
+        clusters: a.clusters.clone(),
+        pairs: a.pairs.clone(),
+        measure: !a.report.is_empty(),
+    };
+    let s = neardup::stages::dedup::run_dedup(
+        &inputs,
+        &fields,
+        &cfg,
+        engine.as_mut(),
+        &outs,
+        &progress,
+        a.max_memory
+            .map(|m| m << 20)
+            .or_else(neardup::sys::default_memory_limit),
+    )?;
+    let secs = t0.elapsed().as_secs_f64();
+    let docs = s.scan.documents as f64;
+    if !a.report.is_empty() {
+        let names: Vec<String> = (0..inputs.len())
+            .map(|i| inputs.name(i).to_string())
+            .collect();
+        let report = neardup::report::json::DedupReport::new(
+            &s, &cfg, &fields, &names, &a.output, &info, secs,
+        );
+        for path in &a.report {
+            let body = if is_html(path) {
+                neardup::report::html::dedup_page(&s, &cfg, &names, &info.to_string())
+            } else {
+                format!("{}\n", serde_json::to_string_pretty(&report)?)
+            };
+            neardup::io::write_file_atomic(path, body.as_bytes())?;
+        }
+    }
+    // Only what applies: exact duplicates with --exact; "tagged" rather than "dropped" with
+    // --tag-only.
+    let verb = if cfg.drop { "dropped" } else { "tagged" };
+    let exact = if cfg.exact {
+        format!("{} exact duplicates {verb}, ", s.cluster.exact_duplicates)
+    } else {
+        String::new()
+    };
+    // The bars' last state (written when they go) comes before the summary.
+    drop(progress);
+    say(
+        &a.run,
+        format!(
+            "neardup dedup: {} documents read, {exact}{} near duplicates {verb}, {} clusters, {} \
+             written; {:.2} s, {} docs/s, {} shingles/s [{}]",
+            s.scan.documents,
+            s.cluster.near_duplicates,
+            s.cluster.clusters,
+            s.documents_written,
+            secs,
+            human_count(per_second(docs, secs)),
+            human_count(per_second(s.scan.shingles as f64, s.scan.seconds)),
+            info
+        ),
+    );
+    Ok(ExitCode::SUCCESS)
+}

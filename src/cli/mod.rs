@@ -1,0 +1,88 @@
+//! The command line: raw arguments ([`args`]) validated into the library's configs, and one
+//! file per command that runs it and prints what it has to say.
+
+mod args;
+mod bench;
+mod compare;
+mod decontam;
+mod dedup;
+mod devices;
+mod inspect;
+mod scurve;
+mod signatures;
+mod synth;
+mod tune;
+mod verify;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+pub use args::*;
+use neardup::engine::gpu::{list_adapters, GpuOptions};
+use neardup::engine::{build_engine, CpuEngine, Engine, GpuEngine};
+use neardup::io::sigfile;
+use neardup::progress::ProgressFactory;
+use neardup::report::human_count;
+use neardup::report::json::per_second;
+use neardup::{corpus, pipeline};
+
+/// Run one command.
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Dedup(a) => dedup::run(a),
+        Command::Decontam(a) => decontam::run(a),
+        Command::Signatures(a) => signatures::run(a),
+        Command::Scurve(a) => scurve::run(a),
+        Command::Verify(a) => verify::run(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Devices(a) => devices::run(a),
+        Command::Synth(a) => synth::run(a),
+        Command::Compare(a) => compare::run(a),
+        Command::Tune(a) => tune::run(a),
+        Command::Inspect(a) => inspect::run(a),
+    }
+}
+
+/// Size the global rayon pool (parsing, tokenizing, LSH) to `--threads`.
+fn setup(run: &RunArgs) -> Result<ProgressFactory> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(run.threads)
+        .build_global()
+        .context("starting the thread pool")?;
+    Ok(ProgressFactory::new(run.progress.into(), run.quiet))
+}
+
+/// A line on stderr, unless `--quiet`.
+fn say(run: &RunArgs, line: impl AsRef<str>) {
+    if !run.quiet {
+        eprintln!("{}", line.as_ref());
+    }
+}
+
+/// Reports named `*.html` / `*.htm` are pages; anything else is JSON.
+fn is_html(path: &str) -> bool {
+    let p = path.to_ascii_lowercase();
+    p.ends_with(".html") || p.ends_with(".htm")
+}
+
+/// `print!` to stdout that returns the write's error instead of panicking, so a reader that
+/// goes away (`| head`) ends the command quietly (see `main`).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout(), $($t)*)?
+    }};
+}
+
+/// `println!` that returns the write's error (see [`out!`]).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($t)*)?
+    }};
+}
+
+use {out, outln};

@@ -1,0 +1,289 @@
+//! The JSON reports of `dedup` and `decontam`, typed: each struct is one object of the file,
+//! its fields in the order they are written. `docs/FORMATS.md` describes every key.
+
+use serde::Serialize;
+
+use crate::engine::EngineInfo;
+use crate::jsonl::Fields;
+use crate::stages::decontam::{DecontamSummary, FileHits};
+use crate::stages::dedup::{ClusterExample, Confirm, DedupConfig, DedupSummary, SimilarityBucket};
+use crate::sys::peak_rss_bytes;
+use crate::CONTRACT_VERSION;
+
+/// `n / secs`, and 0 for a run too short to time.
+pub fn per_second(n: f64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n / secs
+    } else {
+        0.0
+    }
+}
+
+/// The JSON report of `neardup dedup`.
+#[derive(Debug, Serialize)]
+pub struct DedupReport<'a> {
+    pub command: &'static str,
+    pub contract: &'static str,
+    pub neardup_version: &'static str,
+    pub inputs: &'a [String],
+    pub output: &'a str,
+    pub parameters: DedupParameters<'a>,
+    pub engine: &'a EngineInfo,
+    pub counts: DedupCounts<'a>,
+    pub stages: DedupStages,
+    pub seconds: f64,
+    pub documents_per_second: f64,
+    pub peak_rss_bytes: Option<u64>,
+    pub table_bytes: u64,
+    pub similarity_buckets: &'a [SimilarityBucket],
+    pub largest_clusters: &'a [ClusterExample],
+}
+
+/// What decided the run's result.
+#[derive(Debug, Serialize)]
+pub struct DedupParameters<'a> {
+    pub k: usize,
+    pub num_perm: usize,
+    pub seed: u64,
+    pub bands: usize,
+    pub rows: usize,
+    pub threshold: f64,
+    /// `(1/bands)^(1/rows)`.
+    pub lsh_threshold: f64,
+    pub confirm: Confirm,
+    pub exact: bool,
+    pub drop: bool,
+    pub id_field: &'a str,
+    pub text_field: &'a str,
+}
+
+/// What the run found and wrote.
+#[derive(Debug, Serialize)]
+pub struct DedupCounts<'a> {
+    pub documents_read: u64,
+    pub documents_written: u64,
+    /// Dropped: 0 with `--tag-only`, which keeps everyone.
+    pub exact_duplicates_dropped: u64,
+    pub near_duplicates_dropped: u64,
+    /// Found, whether dropped or tagged.
+    pub exact_duplicates: u64,
+    pub near_duplicates: u64,
+    pub clusters: u64,
+    pub documents_in_clusters: u64,
+    pub wordless_documents: u64,
+    /// Cluster size to the number of clusters of that size.
+    pub cluster_sizes: &'a std::collections::BTreeMap<u64, u64>,
+    pub lsh_buckets: u64,
+    pub pairs_checked: u64,
+    pub pairs_confirmed: u64,
+    pub pairs_rejected: u64,
+    pub pairs_already_joined: u64,
+    pub shingle_sets_loaded: u64,
+    pub words: u64,
+    pub shingles: u64,
+    pub text_bytes: u64,
+}
+
+/// Seconds per stage.
+#[derive(Debug, Serialize)]
+pub struct DedupStages {
+    pub signatures: SignatureStage,
+    pub order: Seconds,
+    pub lsh: Seconds,
+    pub confirm: ConfirmStage,
+    pub cluster: Seconds,
+    pub write: Seconds,
+}
+
+/// Pass 1: reading, parsing, tokenizing and signing.
+#[derive(Debug, Serialize)]
+pub struct SignatureStage {
+    pub seconds: f64,
+    pub parse_seconds: f64,
+    pub sign_seconds: f64,
+    pub shingles_per_second: f64,
+}
+
+/// Confirmation, of which loading the shingle sets (a pass over the inputs).
+#[derive(Debug, Serialize)]
+pub struct ConfirmStage {
+    pub seconds: f64,
+    pub load_sets_seconds: f64,
+}
+
+/// A stage's seconds.
+#[derive(Debug, Serialize)]
+pub struct Seconds {
+    pub seconds: f64,
+}
+
+impl<'a> DedupReport<'a> {
+    /// The report of a finished run that took `seconds` in all.
+    pub fn new(
+        s: &'a DedupSummary,
+        cfg: &DedupConfig,
+        fields: &'a Fields,
+        inputs: &'a [String],
+        output: &'a str,
+        engine: &'a EngineInfo,
+        seconds: f64,
+    ) -> Self {
+        let (c, scan) = (&s.cluster, &s.scan);
+        let dropped = |n: u64| if cfg.drop { n } else { 0 };
+        DedupReport {
+            command: "dedup",
+            contract: CONTRACT_VERSION,
+            neardup_version: env!("CARGO_PKG_VERSION"),
+            inputs,
+            output,
+            parameters: DedupParameters {
+                k: cfg.params.k,
+                num_perm: cfg.params.num_perm,
+                seed: cfg.params.seed,
+                bands: cfg.lsh.bands,
+                rows: cfg.lsh.rows,
+                threshold: cfg.threshold,
+                lsh_threshold: cfg.lsh.threshold(),
+                confirm: cfg.confirm,
+                exact: cfg.exact,
+                drop: cfg.drop,
+                id_field: &fields.id,
+                text_field: &fields.text,
+            },
+            engine,
+            counts: DedupCounts {
+                documents_read: scan.documents,
+                documents_written: s.documents_written,
+                exact_duplicates_dropped: dropped(c.exact_duplicates),
+                near_duplicates_dropped: dropped(c.near_duplicates),
+                exact_duplicates: c.exact_duplicates,
+                near_duplicates: c.near_duplicates,
+                clusters: c.clusters,
+                documents_in_clusters: c.documents_in_clusters,
+                wordless_documents: c.wordless,
+                cluster_sizes: &c.cluster_sizes,
+                lsh_buckets: c.buckets,
+                pairs_checked: c.pairs_checked,
+                pairs_confirmed: c.pairs_confirmed,
+                pairs_rejected: c.pairs_rejected,
+                pairs_already_joined: c.pairs_already_joined,
+                shingle_sets_loaded: c.sets_loaded,
+                words: scan.words,
+                shingles: scan.shingles,
+                text_bytes: scan.text_bytes,
+            },
+            stages: DedupStages {
+                signatures: SignatureStage {
+                    seconds: scan.seconds,
+                    parse_seconds: scan.parse_seconds,
+                    sign_seconds: scan.sign_seconds,
+                    shingles_per_second: per_second(scan.shingles as f64, scan.seconds),
+                },
+                order: Seconds {
+                    seconds: c.order_seconds,
+                },
+                lsh: Seconds {
+                    seconds: c.lsh_seconds,
+                },
+                confirm: ConfirmStage {
+                    seconds: c.confirm_seconds,
+                    load_sets_seconds: c.sets_seconds,
+                },
+                cluster: Seconds {
+                    seconds: c.cluster_seconds,
+                },
+                write: Seconds {
+                    seconds: s.write_seconds,
+                },
+            },
+            seconds,
+            documents_per_second: per_second(scan.documents as f64, seconds),
+            peak_rss_bytes: peak_rss_bytes(),
+            table_bytes: s.table_bytes,
+            similarity_buckets: &s.similarity_buckets,
+            largest_clusters: &s.examples,
+        }
+    }
+}
+
+/// The JSON report of `neardup decontam`.
+#[derive(Debug, Serialize)]
+pub struct DecontamReport<'a> {
+    pub command: &'static str,
+    pub contract: &'static str,
+    pub neardup_version: &'static str,
+    pub inputs: &'a [String],
+    pub output: &'a str,
+    pub parameters: DecontamParameters<'a>,
+    pub counts: DecontamCounts,
+    /// Per protected file: its texts, n-grams, documents caught and evidence.
+    pub protected_files: &'a [FileHits],
+    pub stages: DecontamStages,
+    pub seconds: f64,
+    pub documents_per_second: f64,
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// What decided the run's result.
+#[derive(Debug, Serialize)]
+pub struct DecontamParameters<'a> {
+    pub n: usize,
+    pub id_field: &'a str,
+    pub text_field: &'a str,
+}
+
+/// What the run found and wrote.
+#[derive(Debug, Serialize)]
+pub struct DecontamCounts {
+    pub documents_read: u64,
+    pub contaminated: u64,
+    pub documents_written: u64,
+    pub protected_ngrams: u64,
+}
+
+/// Seconds per stage.
+#[derive(Debug, Serialize)]
+pub struct DecontamStages {
+    pub load_protected: Seconds,
+    pub filter: Seconds,
+}
+
+impl<'a> DecontamReport<'a> {
+    /// The report of a finished run that took `seconds` in all.
+    pub fn new(
+        s: &'a DecontamSummary,
+        fields: &'a Fields,
+        inputs: &'a [String],
+        output: &'a str,
+        seconds: f64,
+    ) -> Self {
+        DecontamReport {
+            command: "decontam",
+            contract: CONTRACT_VERSION,
+            neardup_version: env!("CARGO_PKG_VERSION"),
+            inputs,
+            output,
+            parameters: DecontamParameters {
+                n: s.n,
+                id_field: &fields.id,
+                text_field: &fields.text,
+            },
+            counts: DecontamCounts {
+                documents_read: s.documents,
+                contaminated: s.contaminated,
+                documents_written: s.documents_written,
+                protected_ngrams: s.protected_ngrams,
+            },
+            protected_files: &s.files,
+            stages: DecontamStages {
+                load_protected: Seconds {
+                    seconds: s.load_seconds,
+                },
+                filter: Seconds { seconds: s.seconds },
+            },
+            seconds,
+            documents_per_second: per_second(s.documents as f64, seconds),
+            peak_rss_bytes: peak_rss_bytes(),
+        }
+    }
+}
