@@ -15,7 +15,7 @@ use neardup::batch::PackedBatch;
 use neardup::engine::gpu::ports::PortsEngine;
 use neardup::engine::gpu::{GpuEngine, GpuOptions};
 use neardup::engine::{CpuEngine, Engine};
-use neardup::hash::{Pcg32, P};
+use neardup::hash::Pcg32;
 use neardup::sign::docs::{split_parts, SPLIT_DOC_SHINGLES, SPLIT_PART_SHINGLES};
 use neardup::{minhash, perm_params, shingles, MinHashParams};
 
@@ -69,27 +69,13 @@ fn random_text(rng: &mut Pcg32) -> String {
 
 fn cases() -> Vec<Case> {
     let mut v = Vec::new();
-    // SPEC vectors.
-    v.push(Case {
-        name: "spec hand example".into(),
-        params: p(3, 8, 0),
-        texts: vec!["the cat sat on the mat today".into()],
-        expect: Some(vec![
-            552187696, 459811629, 319030451, 188954223, 27324258, 536562966, 642288193, 451063373,
-        ]),
-    });
-    v.push(Case {
-        name: "spec hello world".into(),
-        params: p(5, 4, 0),
-        texts: vec!["Hello, World!".into()],
-        expect: Some(vec![1158616401, 1662017163, 41205727, 1528251121]),
-    });
-    for t in ["", "!!! ..."] {
+    // The contract's signature vectors (testdata/contract/vectors.json), on every engine.
+    for (name, params, text, want) in crate::spec_vectors::signature_cases() {
         v.push(Case {
-            name: format!("spec wordless {t:?}"),
-            params: p(5, 4, 0),
-            texts: vec![t.into()],
-            expect: Some(vec![P; 4]),
+            name,
+            params,
+            texts: vec![text],
+            expect: Some(want),
         });
     }
     v.push(Case {

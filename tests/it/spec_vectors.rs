@@ -1,111 +1,203 @@
-//! The test vectors of the signature contract (SPEC §5), copied here so the project stands
-//! alone. Every engine must reproduce them; the engine-independent ones are checked here, the
-//! signatures again for every engine in `conformance.rs`.
+//! The test vectors of the signature contract (docs/SPEC.md §5), read from the one data file
+//! `testdata/contract/vectors.json`. The engine-independent vectors are checked here; the
+//! signatures are handed to the conformance suite ([`signature_cases`]), which checks them on
+//! every engine.
 
 use approx::assert_abs_diff_eq;
 use neardup::hash::{fnv1a64, shingle_hash, Pcg32, P};
 use neardup::index::lsh::LshParams;
-use neardup::{estimate, minhash, perm_params, shingles, words};
+use neardup::{estimate, minhash, perm_params, shingles, words, MinHashParams};
+use serde_json::Value;
 
-#[test]
-fn pcg32_reference_demo_stream() {
-    let mut rng = Pcg32::with_stream(42, 54);
-    let got: Vec<u32> = (0..6).map(|_| rng.next_u32()).collect();
-    assert_eq!(
-        got,
-        [0xa15c02b7, 0x7b47f409, 0xba1d3330, 0x83d2f293, 0xbfa4784b, 0xcbed606e]
-    );
+/// The data file, parsed.
+pub(crate) fn vectors() -> Value {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/contract/vectors.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["contract"], neardup::CONTRACT_VERSION);
+    v
+}
+
+fn u64s(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+fn u32s(v: &Value) -> Vec<u32> {
+    u64s(v)
+        .into_iter()
+        .map(|x| u32::try_from(x).unwrap())
+        .collect()
+}
+
+fn params_of(v: &Value) -> MinHashParams {
+    let n = |k: &str| v[k].as_u64().unwrap();
+    MinHashParams::new(n("k") as usize, n("num_perm") as usize, n("seed")).unwrap()
+}
+
+/// Each signature vector: a name, its parameters, its text and the signature it must have.
+pub(crate) fn signature_cases() -> Vec<(String, MinHashParams, String, Vec<u32>)> {
+    vectors()["signatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let text = s["text"].as_str().unwrap().to_string();
+            let p = params_of(s);
+            let name = format!("SPEC vector {text:?} (k={}, num_perm={})", p.k, p.num_perm);
+            (name, p, text, u32s(&s["signature"]))
+        })
+        .collect()
 }
 
 #[test]
-fn pcg32_seeded_streams() {
-    let mut r = Pcg32::new(42);
-    let got: Vec<u32> = (0..4).map(|_| r.next_u32()).collect();
-    assert_eq!(got, [3270867926, 1795671209, 1924641435, 1143034755]);
-    let mut r = Pcg32::new(0);
-    let got: Vec<u32> = (0..4).map(|_| r.next_u32()).collect();
-    assert_eq!(got, [3894649422, 2055130073, 2315086854, 2925816488]);
+fn the_data_file_holds_every_kind_of_vector() {
+    let v = vectors();
+    for key in [
+        "pcg32",
+        "perm_params",
+        "fnv1a64",
+        "words",
+        "shingles",
+        "signatures",
+        "signature_sums",
+        "pairs",
+        "s_curves",
+    ] {
+        assert!(
+            v[key].as_array().is_some_and(|a| !a.is_empty()),
+            "vectors.json lacks {key}"
+        );
+    }
 }
 
 #[test]
-fn perm_params_vector() {
-    let p = perm_params(128, 0);
-    assert_eq!(p.a[..4], [1747165777, 167603209, 1295841608, 428639622]);
-    assert_eq!(p.b[..4], [2055130073, 778332841, 1644475139, 1241310737]);
-    assert_eq!(p.a[127], 1579313945);
-    assert_eq!(p.b[127], 1410716136);
-    assert!(p.a.iter().all(|&a| (1..P).contains(&a)));
-    assert!(p.b.iter().all(|&b| b < P));
+fn pcg32_streams() {
+    for s in vectors()["pcg32"].as_array().unwrap() {
+        let want = u32s(&s["outputs"]);
+        let mut rng = match s.get("seed") {
+            Some(seed) => Pcg32::new(seed.as_u64().unwrap()),
+            None => Pcg32::with_stream(
+                s["initstate"].as_u64().unwrap(),
+                s["initseq"].as_u64().unwrap(),
+            ),
+        };
+        let got: Vec<u32> = (0..want.len()).map(|_| rng.next_u32()).collect();
+        assert_eq!(got, want, "{s}");
+    }
+}
+
+#[test]
+fn perm_params_vectors() {
+    for s in vectors()["perm_params"].as_array().unwrap() {
+        let n = s["num_perm"].as_u64().unwrap() as usize;
+        let p = perm_params(n, s["seed"].as_u64().unwrap());
+        let (a, b) = (u32s(&s["a_first"]), u32s(&s["b_first"]));
+        assert_eq!(p.a[..a.len()], a[..]);
+        assert_eq!(p.b[..b.len()], b[..]);
+        assert_eq!(p.a[n - 1] as u64, s["a_last"].as_u64().unwrap());
+        assert_eq!(p.b[n - 1] as u64, s["b_last"].as_u64().unwrap());
+        assert!(p.a.iter().all(|&a| (1..P).contains(&a)));
+        assert!(p.b.iter().all(|&b| b < P));
+    }
 }
 
 #[test]
 fn fnv1a64_vectors() {
-    assert_eq!(fnv1a64(b""), 14695981039346656037);
-    assert_eq!(fnv1a64(b"the cat sat"), 11539720610915459420);
-    assert_eq!(shingle_hash(b"the cat sat"), 757679841);
-    assert_eq!(fnv1a64(b"on the mat"), 14983931495288195681);
-    assert_eq!(shingle_hash(b"on the mat"), 592709377);
-    assert_eq!(fnv1a64("héllo wörld".as_bytes()), 1261653000850579490);
-    assert_eq!(shingle_hash("héllo wörld".as_bytes()), 1686484370);
-}
-
-#[test]
-fn words_vector() {
-    assert_eq!(
-        words("Héllo, WORLD! naïve_café 42 — ÉTÉ ΣΊΣΥΦΟΣ"),
-        ["héllo", "world", "naïve_café", "42", "été", "σίσυφος"]
-    );
-}
-
-#[test]
-fn hand_example_signature_estimate_and_sum() {
-    let a = shingles("the cat sat on the mat today", 3);
-    let sig = minhash(&a, &perm_params(8, 0));
-    assert_eq!(
-        sig,
-        [552187696, 459811629, 319030451, 188954223, 27324258, 536562966, 642288193, 451063373]
-    );
-    let p = perm_params(128, 0);
-    let sa = minhash(&a, &p);
-    let sb = minhash(shingles("the cat sat on the mat again", 3), &p);
-    assert_eq!(estimate(&sa, &sb).unwrap(), 0.65625);
-    assert_eq!(sa.iter().map(|&v| v as u64).sum::<u64>(), 47103861309);
-    let j = neardup::jaccard(&a, &shingles("the cat sat on the mat again", 3));
-    assert_eq!(j, 4.0 / 6.0);
-}
-
-#[test]
-fn hello_world_and_wordless_signatures() {
-    let p = perm_params(4, 0);
-    let s = shingles("Hello, World!", 5);
-    assert_eq!(s.len(), 1);
-    assert!(s.contains("hello world"));
-    assert_eq!(
-        minhash(&s, &p),
-        [1158616401, 1662017163, 41205727, 1528251121]
-    );
-    for t in ["", "!!! ..."] {
-        assert_eq!(minhash(shingles(t, 5), &p), [2147483647; 4]);
+    for s in vectors()["fnv1a64"].as_array().unwrap() {
+        let bytes = s["text"].as_str().unwrap().as_bytes();
+        assert_eq!(fnv1a64(bytes), s["fnv1a64"].as_u64().unwrap(), "{s}");
+        if let Some(x) = s.get("x") {
+            assert_eq!(shingle_hash(bytes) as u64, x.as_u64().unwrap(), "{s}");
+        }
     }
 }
 
-// The SPEC gives 0.7071 as a printed value; it is not meant as 1/sqrt(2) here.
-#[allow(clippy::approx_constant)]
+#[test]
+fn words_and_shingles_vectors() {
+    for s in vectors()["words"].as_array().unwrap() {
+        let want: Vec<&str> = s["words"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap())
+            .collect();
+        assert_eq!(words(s["text"].as_str().unwrap()), want);
+    }
+    for s in vectors()["shingles"].as_array().unwrap() {
+        let got = shingles(
+            s["text"].as_str().unwrap(),
+            s["k"].as_u64().unwrap() as usize,
+        );
+        let want: std::collections::HashSet<String> = s["shingles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(got, want, "{s}");
+    }
+}
+
+#[test]
+fn the_oracle_gives_the_signature_vectors() {
+    // The same vectors run on every engine in the conformance suite.
+    for (name, p, text, want) in signature_cases() {
+        assert_eq!(minhash(shingles(&text, p.k), &p.perms()), want, "{name}");
+    }
+    for s in vectors()["signature_sums"].as_array().unwrap() {
+        let p = params_of(s);
+        let sig = minhash(shingles(s["text"].as_str().unwrap(), p.k), &p.perms());
+        assert_eq!(
+            sig.iter().map(|&v| v as u64).sum::<u64>(),
+            s["sum"].as_u64().unwrap()
+        );
+    }
+}
+
+#[test]
+fn pair_vectors_estimate_and_jaccard() {
+    for s in vectors()["pairs"].as_array().unwrap() {
+        let p = params_of(s);
+        let (a, b) = (
+            shingles(s["a"].as_str().unwrap(), p.k),
+            shingles(s["b"].as_str().unwrap(), p.k),
+        );
+        let (sa, sb) = (minhash(&a, &p.perms()), minhash(&b, &p.perms()));
+        assert_eq!(estimate(&sa, &sb).unwrap(), s["estimate"].as_f64().unwrap());
+        let j = u64s(&s["jaccard"]);
+        assert_eq!(neardup::jaccard(&a, &b), j[0] as f64 / j[1] as f64);
+    }
+}
+
 #[test]
 fn s_curve_vectors() {
-    let l = LshParams::new(16, 8).unwrap();
-    assert_abs_diff_eq!(l.threshold(), 0.7071, epsilon = 5e-5);
-    assert_abs_diff_eq!(l.probability(0.5), 0.0607, epsilon = 5e-5);
-    assert_abs_diff_eq!(l.probability(0.7), 0.6133, epsilon = 5e-5);
-    assert_abs_diff_eq!(l.probability(0.8), 0.9470, epsilon = 5e-5);
-    assert_abs_diff_eq!(l.probability(0.9), 0.9999, epsilon = 5e-5);
-    assert_abs_diff_eq!(l.half_point(), 0.6736, epsilon = 5e-5);
-    let f = LshParams::new(14, 8).unwrap();
-    assert_abs_diff_eq!(f.probability(0.5), 0.0533, epsilon = 5e-5);
-    assert_abs_diff_eq!(f.probability(0.7), 0.5645, epsilon = 5e-5);
-    assert_abs_diff_eq!(f.probability(0.8), 0.9235, epsilon = 5e-5);
-    assert_abs_diff_eq!(f.probability(0.9), 0.9996, epsilon = 5e-5);
-    assert_abs_diff_eq!(f.half_point(), 0.6847, epsilon = 5e-5);
+    let v = vectors();
+    // Printed to 4 decimals: each value is within half a unit of the last decimal.
+    let eps = 0.5 * 10f64.powi(-(v["s_curves_printed_decimals"].as_i64().unwrap() as i32)) + 1e-9;
+    for s in v["s_curves"].as_array().unwrap() {
+        let l = LshParams::new(
+            s["bands"].as_u64().unwrap() as usize,
+            s["rows"].as_u64().unwrap() as usize,
+        )
+        .unwrap();
+        if let Some(t) = s.get("threshold") {
+            assert_abs_diff_eq!(l.threshold(), t.as_f64().unwrap(), epsilon = eps);
+        }
+        assert_abs_diff_eq!(
+            l.half_point(),
+            s["half_point"].as_f64().unwrap(),
+            epsilon = eps
+        );
+        for pt in s["p"].as_array().unwrap() {
+            let (x, y) = (pt[0].as_f64().unwrap(), pt[1].as_f64().unwrap());
+            assert_abs_diff_eq!(l.probability(x), y, epsilon = eps);
+        }
+    }
 }
 
 #[test]
