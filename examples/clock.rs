@@ -1,7 +1,7 @@
 //! The clock one core runs at, measured without hardware counters (a VM's `perf` often has
 //! none): a chain of dependent register-to-register 64-bit adds runs one add a cycle, so adds
 //! per second is cycles per second. (Not adds of an immediate: Golden Cove and later Intel
-//! cores fold small ones at rename, several a cycle.) BENCHMARKS.md turns the criterion
+//! cores fold small ones at rename, several a cycle.) docs/BENCHMARKS.md turns the criterion
 //! kernels' nanoseconds a shingle into cycles with it, to compare them with their instruction
 //! counts.
 //!

@@ -2,7 +2,7 @@
 //!
 //!     cargo run --example make_fixtures [DIR]
 //!
-//! The output is deterministic; `tests/fixtures.rs` checks the committed files equal it.
+//! The output is deterministic; `tests/it/fixtures.rs` checks the committed files equal it.
 
 fn main() -> std::io::Result<()> {
     let dir = std::env::args().nth(1).unwrap_or_else(|| "fixtures".into());

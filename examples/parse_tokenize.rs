@@ -1,8 +1,9 @@
 //! One thread's cost of the host stages in front of the permutations, on a JSONL corpus held
-//! in memory: `io::parse_record` (the record scanner, serde_json where it declines) over every
-//! line, `text::push_words` (the tokenizer) over every text, and `kernel::hash_docs` (FNV-1a of
-//! every 5-word shingle) over batches of 1,024 documents. Best of 25 rounds; the data
-//! is hot in cache, so this is the stages' own cost, not a run's (which also waits on memory).
+//! in memory: `jsonl::parse_record` (the record scanner, serde_json where it declines) over
+//! every line, `text::push_words` (the tokenizer) over every text, and `sign::fnv::hash_docs`
+//! (FNV-1a of every 5-word shingle) over batches of 1,024 documents. Best of 25 rounds; the
+//! data is hot in cache, so this is the stages' own cost, not a run's (which also waits on
+//! memory).
 //!
 //! ```sh
 //! cargo run --release --example parse_tokenize -- corpus.jsonl

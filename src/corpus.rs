@@ -73,8 +73,8 @@ pub fn parse_chunk(chunk: &Chunk, fields: &Fields, file_name: &str) -> Result<Pa
 
 /// Signature matrices of chunks already handed over, for the next chunks to sign into. A fresh
 /// matrix (0.8 MB for 2 MiB of 75-word records) faults in each of its 4 KiB pages when first
-/// written: 1.6% of a `signatures` run's samples on Zen 3. Bounded like the byte buffers (see
-/// [`crate::io::pool::Spares`]), so the spares kept after pass 1 stay small.
+/// written, which shows in a `signatures` profile (docs/BENCHMARKS.md). Bounded like the byte
+/// buffers (see [`crate::io::pool::Spares`]), so the spares kept after pass 1 stay small.
 pub(crate) static SPARE_SIGS: crate::io::pool::Spares<u32> = crate::io::pool::Spares::new();
 
 /// A zeroed `docs x num_perm` matrix for a chunk's signatures: a spare one when there is one.

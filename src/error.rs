@@ -75,7 +75,7 @@ impl Error {
     }
 
     /// Is this a broken pipe on an output (a reader that went away, as `| head` does)? That is
-    /// not a failure of ours.
+    /// not a failure of the run.
     pub fn is_broken_pipe(&self) -> bool {
         matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
     }

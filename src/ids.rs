@@ -144,9 +144,10 @@ fn duplicate_id(
 /// Refuses a repeated id as the documents arrive, when no order of the ids is needed
 /// (`signatures`): each id's 64-bit hash goes into a table, and only ids with equal hashes are
 /// compared. The check runs on the thread that writes the rows, beside the workers signing the
-/// next chunks; sorting all the hashes after the last chunk kept both cores on it for 2.5 ms of
-/// a 0.2 s run, with no chunk left to sign. Of several repeats, the one met first in input
-/// order is named, with the earliest document that had its id, and the run stops there.
+/// next chunks; sorting all the hashes after the last chunk would add work at the end of the
+/// run, with no chunk left to sign beside it (docs/BENCHMARKS.md). Of several repeats, the one
+/// met first in input order is named, with the earliest document that had its id, and the run
+/// stops there.
 pub struct UniqueIds {
     ids: IdArena,
     locs: Vec<DocLoc>,
@@ -371,7 +372,7 @@ mod tests {
         }
     }
 
-    /// The case that told them apart: "b" repeats before "a" does, and "a" sorts first.
+    /// The case that could tell them apart: "b" repeats before "a" does, and "a" sorts first.
     #[test]
     fn id_order_names_the_repeat_met_first_not_the_id_that_sorts_first() {
         let (a, locs) = ids_of(&["b", "a", "b", "a"]);

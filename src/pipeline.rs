@@ -151,7 +151,8 @@ fn read_chunks(
         // The first chunks of the run are smaller (1/8, 1/4, 1/2 of the target, then the
         // target), so the workers start sooner: until the first chunk is cut they have
         // nothing to do, and cutting a whole one (mapping its pages, splitting its lines)
-        // took 6.5 ms of a 0.2 s run while the other core idled.
+        // leaves the other core idle for a noticeable part of a short run
+        // (docs/BENCHMARKS.md).
         let mut ramp: u32 = if i == 0 { 3 } else { 0 };
         loop {
             let target = (chunk_bytes >> ramp).max(1);

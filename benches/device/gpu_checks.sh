@@ -4,8 +4,8 @@
 # elsewhere. Prepare on the build machine, from the repository root:
 #
 #   cargo build --release
-#   cargo test --release --test conformance --no-run 2>&1 | grep -o 'target/release/deps/conformance-[0-9a-f]*' | head -1 \
-#       | xargs -I{} cp {} target/release/conformance
+#   cargo test --release --test it --no-run 2>&1 | grep -o 'target/release/deps/it-[0-9a-f]*' | head -1 \
+#       | xargs -I{} cp {} target/release/it
 #
 # then, on the GPU machine, from the repository root (with the Vulkan loader installed):
 #
@@ -19,7 +19,7 @@ mkdir -p "$out"
 nd=target/release/neardup
 status=0
 "$nd" devices > "$out/devices.txt" 2>&1 || status=1
-NEARDUP_REQUIRE_GPU=1 target/release/conformance --test-threads 1 gpu > "$out/conformance.log" 2>&1 || status=1
+NEARDUP_REQUIRE_GPU=1 target/release/it --test-threads 1 conformance::gpu > "$out/conformance.log" 2>&1 || status=1
 "$nd" synth 200000 -o /tmp/gpu_corpus.jsonl --words 300 --seed 1 || status=1
 "$nd" verify /tmp/gpu_corpus.jsonl > "$out/verify.txt" 2>&1 || status=1
 "$nd" bench /tmp/gpu_corpus.jsonl --engine all --repeat 3 --json > "$out/bench.json" 2>>"$out/bench.err" || status=1

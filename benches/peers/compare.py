@@ -26,7 +26,7 @@ def log(*a):
 
 # ---------------------------------------------------------------- venv bootstrap
 def bootstrap():
-    """Make sure we run inside .venv with the peers installed; re-exec there if not."""
+    """Make sure the script runs inside .venv with the peers installed; re-exec there if not."""
     py = os.path.join(VENV, "bin", "python")
     if os.path.realpath(sys.prefix) == os.path.realpath(VENV):
         return
@@ -418,7 +418,8 @@ def main():
             except Exception as e:  # noqa: BLE001
                 results["skipped"][name] = f"timing failed: {type(e).__name__}: {e}"
                 print(f"!! {name} timing failed: {type(e).__name__}: {e}")
-        # Paired rounds against the peers fast enough to repeat (datasketch takes ~10 s a run).
+        # Paired rounds against the peers fast enough to repeat (not datasketch, whose runs are
+        # too slow to pair).
         contenders = []
         if "rensa" in peers and "rensa" not in results["skipped"]:
             rp = peers["rensa"]

@@ -1,6 +1,6 @@
 //! The engine seam: one trait that turns a [`PackedBatch`] into a `[docs x num_perm]` u32
 //! signature matrix, with a CPU implementation (the oracle) and a GPU one. Both produce the same
-//! bits for every batch; the conformance suite in `tests/conformance.rs` holds them to it.
+//! bits for every batch; the conformance suite in `tests/it/conformance.rs` holds them to it.
 
 pub mod cpu;
 pub mod gpu;
@@ -96,9 +96,9 @@ pub(crate) fn check_output(
 /// drivers), an NVIDIA node (`nvidia*`), or WSL's `dxg`. `None` where that cannot be told
 /// (not Linux, or `dev` unreadable): then the adapters are searched.
 ///
-/// Searching loads every installed Vulkan and GL driver (Mesa's software ones pull in LLVM):
-/// 30-40 ms of a quarter-second `signatures` run on a machine that has no GPU at all, where
-/// `auto` could only ever end on the CPU engine.
+/// Searching loads every installed Vulkan and GL driver (Mesa's software ones pull in LLVM),
+/// a noticeable part of a short `signatures` run (docs/BENCHMARKS.md), wasted on a machine
+/// that has no GPU at all, where `auto` could only ever end on the CPU engine.
 pub fn gpu_device_nodes(dev: &std::path::Path) -> Option<bool> {
     if !cfg!(target_os = "linux") {
         return None;

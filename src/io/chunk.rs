@@ -180,8 +180,9 @@ impl LineReader {
     /// The input is read straight into the chunk, the rest of the target at a time (a read of
     /// at least the `BufReader`'s size skips its buffer), cut after the last newline, and
     /// split into lines with `memchr`; the partial line after the cut starts the next chunk.
-    /// Reading line by line (`read_until`, 2.1% of a `signatures` profile) copied every byte
-    /// twice. A line longer than the target starts a chunk that runs at least to its end.
+    /// Reading line by line (`read_until`) copied every byte twice, which showed in a
+    /// `signatures` profile (docs/BENCHMARKS.md). A line longer than the target starts a chunk
+    /// that runs at least to its end.
     pub fn next_chunk(&mut self, target_bytes: usize) -> Result<Option<Chunk>, Error> {
         let target = target_bytes.max(1);
         if self.map.is_some() {

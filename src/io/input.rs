@@ -102,14 +102,14 @@ impl Inputs {
 
     /// Whether plain files are mapped into memory (the default) or read with `read(2)`.
     ///
-    /// Mapped, the parsers read the page cache in place: no copy into a buffer of our own, which
-    /// was the kernel's `_copy_to_iter` at 9% of a `signatures` run. On Linux 5.14 or later the
-    /// reader maps each chunk's pages before handing it out, so a file another process
-    /// truncates is an error when the reader reaches the missing part; a truncation of a part
-    /// already handed out (a chunk waiting or being processed) still kills the run with
-    /// `SIGBUS` when it is read, and so does any truncation on other systems: the price ripgrep
-    /// documents for its `--mmap`. Compressed files, standard input and empty files are always
-    /// read.
+    /// Mapped, the parsers read the page cache in place: no copy into a buffer of the process's
+    /// own (the kernel's `_copy_to_iter`, a visible share of a `signatures` profile when read:
+    /// docs/BENCHMARKS.md). On Linux 5.14 or later the reader maps each chunk's pages before
+    /// handing it out, so a file another process truncates is an error when the reader reaches
+    /// the missing part; a truncation of a part already handed out (a chunk waiting or being
+    /// processed) still kills the run with `SIGBUS` when it is read, and so does any truncation
+    /// on other systems: the price ripgrep documents for its `--mmap`. Compressed files,
+    /// standard input and empty files are always read.
     pub fn with_mmap(mut self, on: bool) -> Self {
         self.mmap = on;
         self
@@ -211,10 +211,10 @@ fn map_plain_file(file: &File) -> Option<std::sync::Arc<memmap2::Mmap>> {
         return None;
     }
     // SAFETY: the map is only read. Another process that writes the file while it is mapped
-    // changes bytes under our slices (we then parse what is there, as a `read` racing the writer
-    // would); one that truncates it makes reads of the lost pages fault (`SIGBUS`), which the
-    // reader's prefaulting turns into an error for the pages it has not yet handed out: the
-    // hazard `Inputs::with_mmap` documents and `--no-mmap` avoids.
+    // changes bytes under the reader's slices (the parsers then read what is there, as a `read`
+    // racing the writer would); one that truncates it makes reads of the lost pages fault
+    // (`SIGBUS`), which the reader's prefaulting turns into an error for the pages it has not
+    // yet handed out: the hazard `Inputs::with_mmap` documents and `--no-mmap` avoids.
     let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
     if map.starts_with(&GZIP_MAGIC) || map.starts_with(&ZSTD_MAGIC) {
         return None;

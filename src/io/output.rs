@@ -57,11 +57,10 @@ pub(crate) const OUTPUT_BUFFER_BYTES: usize = 1 << 20;
 
 /// Bytes written to an output between two requests to the kernel to start writing them back:
 /// a sixteenth of what is written so far, between these bounds. Small steps leave the final
-/// `fsync` little to wait for (with 8 MiB steps, the 25.6 MB matrix of a `signatures` run left
-/// it 9.6 MB: 6-8 ms with both cores idle; with 1 MiB steps, 1-2 ms); but 1 MiB steps all the
-/// way made the 2 GB output of a 1M-document `dedup` about 0.9 s slower (13.0 against 10.6 s
-/// in alternating runs, of which 1.5 s was the runs' slot), the many small requests costing
-/// CPU and disk.
+/// `fsync` little to wait for (large steps leave a `signatures` run's cores idle at the end
+/// while the last of its matrix is written back); but 1 MiB steps all the way made the
+/// gigabytes of output of a 1M-document `dedup` slower, the many small requests costing CPU and
+/// disk (docs/BENCHMARKS.md). Steps that grow with the file keep both short.
 pub(crate) const WRITEBACK_MIN_STEP: u64 = 1 << 20;
 pub(crate) const WRITEBACK_MAX_STEP: u64 = 8 << 20;
 
@@ -72,9 +71,10 @@ pub(crate) fn writeback_step(written: u64) -> u64 {
 
 /// A temporary output file that asks the kernel to start writing back each step of bytes
 /// ([`writeback_step`]) as soon as they are written (`sync_file_range`, Linux), so that the
-/// `fsync` before the rename waits for the last step only, not the whole file: it took 14 ms
-/// of a 0.25 s `signatures` run with both cores idle. Elsewhere it is a plain file. The
-/// request is only a hint: errors surface at the `fsync`.
+/// `fsync` before the rename waits for the last step only, not the whole file, which would
+/// otherwise be a wait with both cores idle at the end of a `signatures` run
+/// (docs/BENCHMARKS.md). Elsewhere it is a plain file. The request is only a hint: errors
+/// surface at the `fsync`.
 pub(crate) struct WritebackFile {
     file: tempfile::NamedTempFile,
     pub(crate) written: u64,
@@ -388,8 +388,8 @@ impl Write for Output {
 /// Refuse an output target that exists and is not a regular file (after symlinks): a device
 /// (`/dev/null`), a pipe (`/dev/stdout`, `>(gzip > f)`), a socket or a directory. Outputs are
 /// renamed into place, which would not write to such a target but replace it: `-o /dev/null`
-/// run as root once left a regular file at `/dev/null`, and every later program writing there
-/// filled it.
+/// run as root would leave a regular file at `/dev/null`, and every later program writing there
+/// would fill it.
 fn check_replaceable(target: &Path, name: &str) -> Result<(), Error> {
     match std::fs::metadata(target) {
         Ok(meta) if !meta.is_file() => Err(Error::io(

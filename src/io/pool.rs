@@ -5,7 +5,7 @@
 /// takes one: a run cycles through a handful of warm buffers instead of faulting in fresh pages
 /// (and copying on growth) for each one. Bounded in count and bytes, so that what the spares
 /// keep between passes never weighs on peak memory (a GPU engine's 64 MiB chunks are simply
-/// freed, as before).
+/// freed).
 pub(crate) struct Spares<T>(std::sync::Mutex<Vec<Vec<T>>>);
 
 /// More than a pipeline holds at once (reader, channel, chunks in flight, their output pieces).

@@ -263,8 +263,9 @@ impl SigWriter {
                 .map_err(io)?;
             let meta_json = serde_json::to_vec_pretty(&self.meta).expect("metadata serializes");
             // The sidecars are synced and renamed on a second thread while this one syncs the
-            // matrix: three `fsync`s one after another were 6 ms of a 0.2 s run, both cores
-            // idle. The matrix is still renamed last, so its presence means the set is whole.
+            // matrix: three `fsync`s one after another would keep both cores idle at the end
+            // of a short run (docs/BENCHMARKS.md). The matrix is still renamed last, so its
+            // presence means the set is whole.
             let ids = self.ids.take();
             let main = &mut self.main;
             let meta_path = format!("{path}.meta.json");

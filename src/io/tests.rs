@@ -198,7 +198,7 @@ fn lines_file(dir: &Path, name: &str, n: usize) -> PathBuf {
     path
 }
 
-/// Cut the file at `path` to `len` bytes, as another process might while we read it.
+/// Cut the file at `path` to `len` bytes, as another process might while it is being read.
 #[cfg(target_os = "linux")]
 fn truncate(path: &Path, len: u64) {
     File::options()
@@ -310,7 +310,7 @@ fn writeback_file_asks_every_step_and_writes_every_byte() {
     assert_eq!(writeback_step(1 << 40), WRITEBACK_MAX_STEP);
     let f = w.into_inner();
     assert_eq!(std::fs::read(f.path()).expect("reads back"), want);
-    // And through an `Output`, which now writes by way of one.
+    // And through an `Output`, which writes by way of one.
     let target = dir.path().join("out.bin");
     let mut o = Output::create(target.to_str().expect("UTF-8")).expect("creates");
     o.write_all(&want).expect("writes");
@@ -406,7 +406,7 @@ fn an_interrupt_names_the_outputs_already_complete() {
     let unfinished = dir.path().join("out.jsonl");
     let mut u = Output::create(unfinished.to_str().unwrap()).unwrap();
     u.write_all(b"half").unwrap();
-    // Other tests in this binary may complete outputs too: only ours are asserted.
+    // Other tests in this binary may complete outputs too: only this test's are asserted.
     let completed = remove_partial_outputs();
     assert!(completed.contains(&done), "{completed:?}");
     assert!(!completed.contains(&unfinished));

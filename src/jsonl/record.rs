@@ -179,7 +179,8 @@ pub(crate) fn describe_json_error(e: &serde_json::Error, bytes: &[u8]) -> String
     format!("not valid JSON: {msg}")
 }
 
-/// A field's value as far as we care: a string, an integer, or something else (named).
+/// A field's value as far as reading a record needs it: a string, an integer, or something
+/// else (named).
 enum FieldValue<'a> {
     Str(Cow<'a, str>),
     Integer(String),
@@ -281,7 +282,7 @@ impl<'de> DeserializeSeed<'de> for RecordSeed<'_> {
 impl<'de> Visitor<'de> for RecordSeed<'_> {
     type Value = IdText<'de>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        // A marker we translate into a friendly message in `describe_json_error`.
+        // A marker that `describe_json_error` translates into a friendly message.
         f.write_str("NEARDUP_NOT_AN_OBJECT")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {

@@ -4,17 +4,16 @@
 //! halves) or eight (SWAR); with VBMI2 or AVX2, a kept value's two-byte escapes (`\n`, `\"` ...)
 //! are decoded a block at a time.
 //!
-//! It is only a shortcut in front of serde_json (`io::parse_record`): it answers `None`
+//! It is only a shortcut in front of serde_json (`jsonl::parse_record`): it answers `None`
 //! whenever it is not sure, and the full parse then decides, errors and messages included.
 //! When it answers `Some`, the full parse would have accepted the line and read the same two
 //! strings; differential property tests against the full parse (and the `jsonl_reader` fuzz
-//! target) hold it to that. Nested
-//! values, escaped keys, surrogate `\u` escapes in the two fields and anything malformed take
-//! the full parse.
+//! target) hold it to that. Nested values, escaped keys, surrogate `\u` escapes in the two
+//! fields and anything malformed take the full parse.
 //!
-//! serde_json was 21% of a `signatures` run's profile, mostly finding the end of each string
-//! byte by byte, checking UTF-8, and copying escaped texts twice (into its scratch, then into
-//! an owned string).
+//! serde_json alone took a large share of a `signatures` run's profile (docs/BENCHMARKS.md),
+//! mostly finding the end of each string byte by byte, checking UTF-8, and copying escaped
+//! texts twice (into its scratch, then into an owned string).
 
 use std::borrow::Cow;
 
@@ -541,7 +540,7 @@ mod tests {
             br#"{"id":"a" "text":"b"}"#,
             br#"{"id":1,"text":"b"}"#,
             // serde_json reads a wanted field's number, and rejects one out of range even when
-            // a repeat of the key follows (found in review).
+            // a repeat of the key follows.
             br#"{"id":1e400,"id":"a","text":"b"}"#,
             br#"{"text":-1.5E+999,"id":"a","text":"b"}"#,
             br#"{"id":"a","text":["b"]}"#,

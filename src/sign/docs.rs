@@ -13,8 +13,8 @@ use crate::text::shingle_layout;
 
 /// Documents of at least this many shingles are signed in parts on the pool, their minima
 /// merged: one such document otherwise holds one thread while the others run out of work (the
-/// real-text benchmark corpus has three of 200k-600k shingles, 14% of its bytes, and single-core
-/// stretches of 20 ms showed while each was signed).
+/// real-text benchmark corpus has a few, a large share of its bytes, and each showed as a
+/// stretch with one core busy while it was signed: docs/BENCHMARKS.md).
 pub const SPLIT_DOC_SHINGLES: usize = 1 << 16;
 
 /// Shingles per part of a split document (a part is hashed, filtered and permuted on its own).

@@ -206,10 +206,9 @@ impl<const C: usize> Pending<C> {
 /// A lockstep block runs as many byte steps as its longest shingle. So the shingles are sorted
 /// into classes of similar length (four bytes wide) as they come, and a class is hashed when it
 /// fills a block; what is left in the classes at the end is hashed in blocks taken shortest
-/// class first. On real text (the benchmark corpus), blocks of 48 shingles in text order ran
-/// 1.77 times the byte steps their shingles need (the longest of 48 is far above the mean); by
-/// class, 1.06 times, and hashing took a quarter less time, the sorting included (`hash_docs`
-/// alone, one thread: 13.3-14.1 ns a shingle before, 9.9-10.6 after). A short last block is
+/// class first. On real text a block in text order runs far more steps than its shingles need
+/// (the longest of a block is far above the mean); a block of one class runs close to what
+/// they need, and the saving outweighs the sorting (docs/BENCHMARKS.md). A short last block is
 /// padded with empty ranges and takes the vector way too.
 fn hash_blocks<'a, T: ShingleValue>(
     bytes: &[u8],
@@ -310,9 +309,9 @@ fn hash_lanes_scalar(bytes: &[u8], ranges: &[u64; LANES], out: &mut [u64; LANES]
     });
     let common = ranges.iter().map(|r| r.len()).min().expect("LANES > 0");
     // Each lane cut to the common length by name, so the compiler sees every index below in
-    // bounds and keeps the four hashes and pointers in registers. Indexing an array of eight
-    // slices instead kept a bounds check per byte and spilled: `hash_docs` under
-    // `NEARDUP_KERNEL=scalar` ran 31-33M shingles/s with 4, 6 or 8 such lanes, 41M/s this way.
+    // bounds and keeps the four hashes and pointers in registers. Indexing an array of
+    // slices instead kept a bounds check per byte and spilled, and was slower with 4, 6 or 8
+    // lanes alike (`hash_docs` under `NEARDUP_KERNEL=scalar`, docs/BENCHMARKS.md).
     let (r0, r1, r2, r3) = (
         &ranges[0][..common],
         &ranges[1][..common],

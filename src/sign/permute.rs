@@ -123,8 +123,8 @@ pub fn permute_min_scalar(xs: &[u32], a: &[u32], b: &[u32], row: &mut [u32]) {
 }
 
 /// Permutations a block of [`permute_min_portable`]. On x86-64 without AVX2 (SSE2 only),
-/// `permute+min` in criterion ran 14.3M shingles/s with blocks of 4, 10.8M with 8 and 14.8M
-/// with 16, against the scalar reference's 8.2M/s.
+/// `permute+min` in criterion runs fastest with blocks of 16 (4 close behind, 8 slower), all
+/// well ahead of the scalar reference (docs/BENCHMARKS.md).
 pub const PORTABLE_BLOCK: usize = 16;
 
 /// [`permute_min_scalar`]'s result, computed in blocks of [`PORTABLE_BLOCK`] permutations:

@@ -2,9 +2,9 @@
 //! cannot change a minimum.
 
 /// Documents with fewer shingles are permuted whole by [`sign_docs`](crate::engine::cpu): in
-/// the real-text benchmark corpus, repeats are 2-7% of the shingles of documents under 1,024
-/// shingles (too few to pay for the check), 10-30% of those up to 16k, and 80% of the few huge
-/// ones (licence and changelog collections), which hold most repeats.
+/// real text, short documents repeat too few of their shingles to pay for the check, longer
+/// ones repeat more, and the few huge ones (licence and changelog collections) are mostly
+/// repeats and hold most of them (docs/BENCHMARKS.md).
 pub const REPEAT_FILTER_MIN_SHINGLES: usize = 1024;
 
 /// Most slots of a [`RepeatFilter`] (1 MiB: it stays in L2).
@@ -15,8 +15,8 @@ pub const REPEAT_FILTER_MAX_SLOTS: usize = 1 << 17;
 const REPEAT_FILTER_EMPTY: u64 = u32::MAX as u64;
 
 /// A direct-mapped table of the shingle hashes seen in the current document, to drop repeats
-/// before the permutations (a repeat cannot change a minimum; checking a shingle costs about a
-/// tenth of permuting it). It has a slot per shingle of the document, rounded up to a power of
+/// before the permutations (a repeat cannot change a minimum; checking a shingle costs far less
+/// than permuting it). It has a slot per shingle of the document, rounded up to a power of
 /// two, up to [`REPEAT_FILTER_MAX_SLOTS`]. Each slot holds `stamp | x`, the stamp counting
 /// documents in its high half, so a new document starts with one add instead of clearing the
 /// table. Two hashes that share a slot evict each other: a repeat may then be kept, never a new
@@ -34,14 +34,14 @@ impl RepeatFilter {
         let size = xs.len().next_power_of_two().min(REPEAT_FILTER_MAX_SLOTS);
         if self.slots.len() < size {
             // The table grows to the largest document seen so far, not to the most slots at
-            // once: every fresh page costs a fault (about 2.5 us on a VM, where the host backs
-            // it too), and most threads never see a document of 128k shingles (split
+            // once: every fresh page costs a fault (dearer on a VM, where the host backs it
+            // too), and most threads never see a document of 128k shingles (split
             // documents come in parts of about 32k). It is filled with a value that is not
             // zero: a zeroed allocation (`vec![0; n]`, or a fill with zeros, which the compiler
             // turns into `calloc`) maps the kernel's zero page, and the first store to each
-            // page then copies it and flushes the other cores' TLBs (2.5% of a `signatures`
-            // run went to those flushes). The old table (earlier documents' values) is freed
-            // first, so that its memory can serve the new one.
+            // page then copies it and flushes the other cores' TLBs (the flushes show in a
+            // `signatures` profile: docs/BENCHMARKS.md). The old table (earlier documents'
+            // values) is freed first, so that its memory can serve the new one.
             self.slots = Vec::new();
             self.slots = vec![REPEAT_FILTER_EMPTY; size];
         }

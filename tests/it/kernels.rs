@@ -196,9 +196,9 @@ fn shingle_hashing_across_lane_groups_and_the_batch_end() {
 fn an_earlier_lane_that_rounds_up_further_than_the_last_stays_inside_the_batch() {
     // k = 2, one full block of shingles, the document last in its batch: the last lane but one
     // is "aa bbbbbb" (9 bytes, its word loads reach 16 bytes on, past the end), the last
-    // "bbbbbb c" (8 bytes, exactly 8). Checking only the last lane's reach once let the one
-    // before read past the end of the bytes; the kernel now checks every lane's reach and
-    // leaves the lanes that would pass the end to the scalar way.
+    // "bbbbbb c" (8 bytes, exactly 8). Checking only the last lane's reach would let the one
+    // before read past the end of the bytes; the kernel checks every lane's reach and leaves
+    // the lanes that would pass the end to the scalar way.
     let filler: Vec<String> = (0..HASH_BLOCK - 2).map(|i| format!("f{i}")).collect();
     let text = format!("{} aa bbbbbb c", filler.join(" "));
     let batch = PackedBatch::from_texts(&[text]);

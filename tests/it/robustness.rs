@@ -338,9 +338,6 @@ fn missing_inputs_and_missing_output_directories() {
     );
 }
 
-/// An output path that exists but is not a regular file (a pipe, a device such as /dev/null, a
-/// directory) is refused before any work, and left as it was: outputs are renamed into place,
-/// which would have replaced it with a regular file (/dev/null too, when run as root).
 #[cfg(unix)]
 /// An output naming an input would replace the input with the run's result (outputs are
 /// renamed into place), and two outputs naming one file would leave only the last: both are
@@ -482,6 +479,9 @@ fn two_outputs_naming_one_file_are_refused() {
     )));
 }
 
+/// An output path that exists but is not a regular file (a pipe, a device such as /dev/null, a
+/// directory) is refused before any work, and left as it was: outputs are renamed into place,
+/// which would have replaced it with a regular file (/dev/null too, when run as root).
 #[test]
 fn outputs_that_are_not_regular_files_are_refused_not_replaced() {
     use std::os::unix::fs::FileTypeExt;

@@ -34,9 +34,9 @@ pub fn vector_hasher() -> Option<FnvLanes> {
 
 /// [`fnv_lanes`] for CPUs with AVX2 but not AVX-512: four ranges a vector, in passes of
 /// [`AVX2_GROUPS`] vectors (AVX2 has 16 registers; a group keeps its hash and its current
-/// 8-byte word in two). Each word is four scalar loads put together: on Zen 3 that hashed
-/// a fifth faster than `vpgatherqq` (15.2 against 19.5 ns a shingle, `hash_docs` on one
-/// thread). AVX2 has no 64-bit multiply, but FNV's prime is `2^40 + 0x1b3`, so
+/// 8-byte word in two). Each word is four scalar loads put together: on Zen 3 that hashes
+/// faster than `vpgatherqq` (docs/BENCHMARKS.md). AVX2 has no 64-bit multiply, but FNV's
+/// prime is `2^40 + 0x1b3`, so
 /// `h * prime = lo(h) * 0x1b3 + (hi(h) * 0x1b3 mod 2^32) << 32 + h << 40` (mod 2^64): one
 /// `vpmuludq` for the first term, one `vpmulld` for the second (its multiplier is 0 in the
 /// low dword, so the low dword comes out 0), a shift and two adds. A step's byte is moved
@@ -54,7 +54,7 @@ pub unsafe fn fnv_lanes_avx2(
     // The same reach check as `fnv_lanes`, in scalar form: a refused lane runs as an empty
     // one (offset 0, length 0: it loads nothing). Every lane is written, a refused one as
     // zeros by a mask: written only when not refused, the compiler made the writes masked
-    // stores (`vpmaskmovq`), which are slow on AMD (a tenth of this kernel on Zen 3).
+    // stores (`vpmaskmovq`), which are slow on AMD (docs/BENCHMARKS.md).
     let mut refused = 0u64;
     let mut offs = [0i64; FNV_SIMD_LANES];
     let mut lens = [0i64; FNV_SIMD_LANES];
@@ -81,9 +81,8 @@ pub unsafe fn fnv_lanes_avx2(
 }
 
 /// Vectors of four lanes hashed together by [`fnv_lanes_avx2`], so that their chains (a
-/// step is a multiply and three dependent single-cycle instructions) overlap. On Zen 3,
-/// `hash_docs` on one thread took 15.2 ns a shingle with four, 15.4-16.4 with six (spills)
-/// and 17.4 with two.
+/// step is a multiply and three dependent single-cycle instructions) overlap. On Zen 3 four
+/// are faster than six (which spill registers) or two (docs/BENCHMARKS.md).
 const AVX2_GROUPS: usize = 4;
 
 // A block is a whole number of passes.
@@ -176,10 +175,10 @@ unsafe fn fnv_pass_avx2(bytes: &[u8], offs: &[i64], lens: &[i64], out: &mut [u64
 
 /// FNV-1a 64 of 48 byte ranges at once: eight ranges a vector, six vectors interleaved so
 /// the multiplies' latency (15 cycles for `vpmullq`) overlaps: with four the loop waited on
-/// it, with six it is bound by the multiplies' issue (48 shingles: 5% faster than 32 in the
-/// `fnv1a` benchmark; 64 gained 4% more there but nothing end to end). Each step loads eight
-/// bytes of every range (one gather), then feeds them in one at a time; a lane whose range
-/// has ended is masked and keeps its value.
+/// it, with six it is bound by the multiplies' issue (48 shingles beat 32 in the `fnv1a`
+/// benchmark; 64 gained a little more there but nothing end to end: docs/BENCHMARKS.md).
+/// Each step loads eight bytes of every range (one gather), then feeds them in one at a
+/// time; a lane whose range has ended is masked and keeps its value.
 ///
 /// The loads read whole 8-byte words, up to 7 bytes past a range's end: fine inside the
 /// batch, not past its end. So the kernel first checks every lane's reach, `start` plus
@@ -231,7 +230,8 @@ pub unsafe fn fnv_lanes(
             let at = _mm512_set1_epi64($at as i64);
             for g in 0..GROUPS {
                 let k = _mm512_cmpgt_epu64_mask(lens[g], at);
-                // h ^ (w & 0xff) in one instruction (3.6% faster than `and` then `xor`).
+                // h ^ (w & 0xff) in one instruction, faster than `and` then `xor`
+                // (docs/BENCHMARKS.md).
                 let x = _mm512_ternarylogic_epi64::<0x78>(h[g], w[g], ff);
                 w[g] = _mm512_srli_epi64::<8>(w[g]);
                 h[g] = _mm512_mask_mullo_epi64(h[g], k, x, prime);

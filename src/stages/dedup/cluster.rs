@@ -145,7 +145,7 @@ pub type ShingleSets = HashMap<u32, Vec<u64>>;
 /// Cluster a signed corpus. `name_of(file)` names inputs in error messages; `load_sets` is
 /// called (once, only for `jaccard` confirmation and only when some bucket exists) with a mask of
 /// the documents whose shingle sets are needed. With `measure`, the S-curve is also measured
-/// on a sample (for reports; about a tenth of a second).
+/// on a sample (for reports; it adds to the time of confirmation: docs/BENCHMARKS.md).
 pub fn cluster_corpus(
     corpus: &SignedCorpus,
     cfg: &DedupConfig,

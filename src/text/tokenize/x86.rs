@@ -102,7 +102,8 @@ pub unsafe fn ascii_run_avx2(
 /// (`M | M << 1`), turned into a space; compress the kept bytes together (VBMI2); and
 /// record the word starts at their compressed positions, all of a step's at once (their
 /// mask moved to compressed positions by `pext`, its bits' indices compressed out of
-/// `0..64` and widened to `u32`: a loop over the starts was 40% of this function).
+/// `0..64` and widened to `u32`: a loop over the starts took a large share of this function's
+/// time, see docs/BENCHMARKS.md).
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt,bmi1,bmi2")]
 pub unsafe fn ascii_run_avx512(
     bytes: &[u8],
