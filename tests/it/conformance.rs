@@ -383,3 +383,132 @@ fn gpu_engine_with_kernel_timestamps_conforms() {
         );
     }
 }
+
+/// A word of `len` letters drawn from `rng` (random, so a byte lost anywhere changes the hash).
+fn random_word(rng: &mut Pcg32, len: usize) -> String {
+    (0..len)
+        .map(|_| (b'a' + rng.below(26) as u8) as char)
+        .collect()
+}
+
+/// Texts whose shingles sit at and around every length boundary the GPU plan has: powers of
+/// two up to 2^24 bytes, the longest shingle one shader invocation hashes, and a sub-batch's
+/// byte limit; single long words and five-word shingles made of long words, each between
+/// ordinary documents, all in one batch.
+fn boundary_texts(max_pow: u32, batch_bytes: usize) -> Vec<String> {
+    use neardup::engine::gpu::plan::MAX_SHINGLE_BYTES;
+    let mut rng = Pcg32::new(2024);
+    let mut lens = Vec::new();
+    for n in 0..=max_pow {
+        let b = 1usize << n;
+        lens.extend([b.saturating_sub(1).max(1), b, b + 1]);
+    }
+    // A sub-batch's byte cap, where it is small enough to build texts around (the default's
+    // is beyond the largest power of two swept).
+    for cap in [MAX_SHINGLE_BYTES, batch_bytes] {
+        if cap <= 1 << 20 {
+            lens.extend([cap - 2, cap - 1, cap, cap + 1, cap + 2]);
+        }
+    }
+    lens.sort_unstable();
+    lens.dedup();
+    let mut texts = vec!["an ordinary short document of a few words".to_string()];
+    for len in lens {
+        texts.push(random_word(&mut rng, len));
+        // Five words of about len / 5 bytes: one shingle of about len bytes, its spaces
+        // included, beside ordinary words (up to 2^17 bytes: past the invocation cap).
+        if len <= 1 << 17 {
+            let w = (len / 5).max(1);
+            let five: Vec<String> = (0..5).map(|_| random_word(&mut rng, w)).collect();
+            texts.push(format!("lead {} trail", five.join(" ")));
+        }
+        texts.push(n_words(12, len));
+    }
+    texts
+}
+
+/// The CPU engine's signatures of `texts`, the reference of [`boundary_suite`].
+fn cpu_signatures(params: MinHashParams, texts: &[String]) -> Vec<u32> {
+    let batch = PackedBatch::from_texts(texts);
+    CpuEngine::new(params, 2).unwrap().sign_vec(&batch).unwrap()
+}
+
+/// An engine against the CPU engine's signatures `want`, entry by entry.
+fn boundary_suite(label: &str, engine: &mut dyn Engine, texts: &[String], want: &[u32]) {
+    let params = *engine.params();
+    let batch = PackedBatch::from_texts(texts);
+    let got = engine.sign_vec(&batch).unwrap();
+    let n = params.num_perm;
+    for (d, t) in texts.iter().enumerate() {
+        assert_eq!(
+            got[d * n..(d + 1) * n],
+            want[d * n..(d + 1) * n],
+            "{label}: num_perm {n}, document {d} of {} bytes",
+            t.len()
+        );
+    }
+}
+
+#[test]
+fn every_engine_agrees_at_every_shingle_length_boundary() {
+    // Up to 2^24-byte shingles with the default sub-batches; a 4 KiB sub-batch cap puts its
+    // own boundary among them.
+    for (batch_bytes, max_pow) in [(64usize << 20, 24u32), (4096, 16)] {
+        let texts = boundary_texts(max_pow, batch_bytes);
+        let params = p(5, 128, 0);
+        let want = cpu_signatures(params, &texts);
+        boundary_suite(
+            "ports",
+            &mut PortsEngine::new(params, batch_bytes).unwrap(),
+            &texts,
+            &want,
+        );
+        let opts = GpuOptions {
+            batch_bytes,
+            ..GpuOptions::default()
+        };
+        if let Some(mut g) = gpu(params, &opts) {
+            boundary_suite("gpu", &mut g, &texts, &want);
+            assert!(
+                g.host_docs > 0,
+                "the longest shingles are signed on the host"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_engine_agrees_at_the_shingle_boundaries_for_every_signature_length() {
+    let texts = boundary_texts(16, 64 << 20);
+    for num_perm in [1, 7, 64, 100, 128, 256, 512] {
+        let params = p(5, num_perm, 7);
+        let want = cpu_signatures(params, &texts);
+        boundary_suite(
+            "ports",
+            &mut PortsEngine::new(params, 64 << 20).unwrap(),
+            &texts,
+            &want,
+        );
+        if let Some(mut g) = gpu(params, &GpuOptions::default()) {
+            boundary_suite("gpu", &mut g, &texts, &want);
+        }
+    }
+}
+
+/// The cap on a shingle hashed by one shader invocation, at the cap and one past it: the
+/// document at the cap is signed on the device, the one past it on the host, both exactly.
+#[test]
+fn a_shingle_at_the_invocation_cap_is_hashed_on_the_device_and_one_past_it_on_the_host() {
+    use neardup::engine::gpu::plan::MAX_SHINGLE_BYTES;
+    let Some(mut g) = gpu(p(5, 64, 0), &GpuOptions::default()) else {
+        return;
+    };
+    let mut rng = Pcg32::new(5);
+    for (len, on_host) in [(MAX_SHINGLE_BYTES, 0), (MAX_SHINGLE_BYTES + 1, 1)] {
+        let before = g.host_docs;
+        let texts = [random_word(&mut rng, len)];
+        let want = cpu_signatures(*g.params(), &texts);
+        boundary_suite("gpu", &mut g, &texts, &want);
+        assert_eq!(g.host_docs - before, on_host, "a shingle of {len} bytes");
+    }
+}

@@ -274,7 +274,8 @@ pub struct GpuEngine {
     timing: Option<Timing>,
     /// Whether `timing` is used now (see [`GpuEngine::set_profiling`]).
     timing_on: bool,
-    /// Documents signed on the host because one of their shingles outgrew a sub-batch.
+    /// Documents signed on the host because one of their shingles outgrew a sub-batch or
+    /// [`plan::MAX_SHINGLE_BYTES`].
     pub host_docs: u64,
     /// Sub-batches dispatched.
     pub sub_batches: u64,

@@ -6,13 +6,37 @@
 //! a sub-batch on its own: fragments are windows of words overlapping by `k - 1`, so every
 //! `k`-word shingle of the document lies in exactly one fragment, and the host merges the
 //! fragments' signatures with `min`. A document that cannot be cut this way (one shingle alone
-//! is larger than a sub-batch, say a 100 MB "word") is left to the host's CPU routine.
+//! is larger than a sub-batch, say a 100 MB "word"), or that holds a shingle longer than
+//! [`MAX_SHINGLE_BYTES`], is left to the host's CPU routine.
 
 use crate::batch::PackedBatch;
 use crate::text::shingle_layout;
 
 /// Shingles per chunk of the min-reduction stage (mirrors `CHUNK` in `shaders/minhash.wgsl`).
 pub const CHUNK: usize = 256;
+
+/// The longest shingle, in bytes, that one shader invocation hashes. Mesa's llvmpipe (the
+/// software adapter the GPU engine is tested on without a GPU) ends every invocation's loops
+/// after 65,535 iterations in all, so a longer shingle would come out hashed short there: a
+/// document holding one is signed on the host instead, on every adapter alike. The bound
+/// leaves room for the hash shader's other loop (the search for a shingle's document).
+pub const MAX_SHINGLE_BYTES: usize = 1 << 15;
+
+/// Whether document `d` has a shingle of more than [`MAX_SHINGLE_BYTES`] bytes. Only a document
+/// of more bytes than that can have one, so ordinary documents are not looked into.
+fn has_long_shingle(batch: &PackedBatch, k: usize, d: usize) -> bool {
+    let r = batch.doc_words(d);
+    let ws = &batch.word_start;
+    if ((ws[r.end] - ws[r.start]) as usize) <= MAX_SHINGLE_BYTES {
+        return false;
+    }
+    let (count, width) = shingle_layout(r.len(), k);
+    // Shingle j spans words j .. j + width and ends before the space after its last word.
+    (0..count).any(|j| {
+        let (s, e) = (ws[r.start + j], ws[r.start + j + width]);
+        (e - s - 1) as usize > MAX_SHINGLE_BYTES
+    })
+}
 
 /// The most a sub-batch may hold (from the device's buffer limits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +104,8 @@ impl SubBatch {
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
     pub subs: Vec<SubBatch>,
-    /// Documents no sub-batch can hold (a single shingle beyond `max_bytes`).
+    /// Documents no sub-batch can hold (a single shingle beyond `max_bytes`, or beyond
+    /// [`MAX_SHINGLE_BYTES`]).
     pub host_docs: Vec<u32>,
 }
 
@@ -113,6 +138,9 @@ pub fn plan(batch: &PackedBatch, k: usize, limits: &SubBatchLimits) -> Plan {
         let (mut shingles, mut chunks) = (0usize, 0usize);
         let mut e = d;
         while e < n {
+            if has_long_shingle(batch, k, e) {
+                break;
+            }
             let s = shingle_layout(batch.doc_words(e).len(), k).0;
             let c = s.div_ceil(CHUNK);
             let w1 = batch.doc_word_start[e + 1] as usize;
@@ -128,7 +156,13 @@ pub fn plan(batch: &PackedBatch, k: usize, limits: &SubBatchLimits) -> Plan {
             d = e;
             continue;
         }
-        // Document d does not fit alone: fragments, or the host.
+        // Document d does not fit alone, or holds a shingle too long for one invocation:
+        // fragments, or the host.
+        if has_long_shingle(batch, k, d) {
+            out.host_docs.push(d as u32);
+            d += 1;
+            continue;
+        }
         match fragments(batch, k, d, limits) {
             Some(frags) => out.subs.extend(frags),
             None => out.host_docs.push(d as u32),
@@ -269,5 +303,39 @@ mod tests {
         let p = plan(&b, 5, &tiny(64));
         assert_eq!(p.host_docs, [1]);
         assert_eq!(p.subs.len(), 1);
+    }
+
+    #[test]
+    fn a_shingle_longer_than_an_invocation_hashes_sends_its_document_to_the_host() {
+        let big = SubBatchLimits::new(1 << 30, 8, 64 << 20);
+        for k in [1, 3] {
+            // Shingles of exactly the cap and one past it, as one word or as k words.
+            let word = |n: usize| "a".repeat(n);
+            let parts = |n: usize| {
+                // k words of lengths summing to n - (k - 1) (the spaces make up the rest).
+                let body = n - (k - 1);
+                let mut ws: Vec<String> = (0..k).map(|_| word(body / k)).collect();
+                ws[0].push_str(&word(body % k));
+                ws.join(" ")
+            };
+            for n in [MAX_SHINGLE_BYTES, MAX_SHINGLE_BYTES + 1] {
+                let texts = ["x y z".to_string(), parts(n), "p q r".to_string()];
+                let b = PackedBatch::from_texts(&texts);
+                assert_eq!(
+                    has_long_shingle(&b, k, 1),
+                    n > MAX_SHINGLE_BYTES,
+                    "k={k} n={n}"
+                );
+                let p = plan(&b, k, &big);
+                let want: &[u32] = if n > MAX_SHINGLE_BYTES { &[1] } else { &[] };
+                assert_eq!(p.host_docs, want, "k={k} n={n}");
+                let planned: usize = p.subs.iter().map(|s| s.num_docs()).sum();
+                assert_eq!(
+                    planned + p.host_docs.len(),
+                    3,
+                    "every document is signed once"
+                );
+            }
+        }
     }
 }
