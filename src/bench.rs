@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use crate::batch::PackedBatch;
 use crate::corpus::DEFAULT_CHUNK_BYTES;
-use crate::engine::gpu::{BackendChoice, GpuOptions};
+use crate::engine::gpu::GpuOptions;
 use crate::engine::{CpuEngine, Engine, GpuEngine};
 use crate::ids::DocLoc;
 use crate::ids::IdArena;
@@ -47,8 +47,8 @@ pub struct BenchConfig {
     pub params: MinHashParams,
     pub lsh: LshParams,
     pub engines: BenchEngines,
-    /// wgpu backends to search.
-    pub backend: Option<BackendChoice>,
+    /// How the GPU engine finds its adapter (`bench` sets what it allows and profiles).
+    pub gpu: GpuOptions,
     /// Repetitions of the signing stage (the best is reported).
     pub repeat: usize,
 }
@@ -376,11 +376,10 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
     }
     if want_gpu {
         let opts = GpuOptions {
-            backend: a.backend,
             // A software adapter times the CPU under another name: only when asked for.
             allow_software: a.engines != BenchEngines::Auto,
             profile: true,
-            ..GpuOptions::default()
+            ..a.gpu.clone()
         };
         match GpuEngine::new(params, &opts) {
             Ok(mut gpu) => {

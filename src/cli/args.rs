@@ -289,25 +289,55 @@ pub struct RunArgs {
     pub quiet: bool,
 }
 
-/// Which engine and which GPU backends.
+/// Which GPU adapter, and how long to wait for it.
+#[derive(Debug, Clone, Args)]
+pub struct GpuArgs {
+    /// wgpu backends to search (default: WGPU_BACKEND if set, else all).
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendChoice>,
+    /// The GPU adapter to use, as `neardup devices` lists them: its index, or a part of its
+    /// name (any case). Default: the best one (hardware before software, Vulkan, Metal or
+    /// DX12 before GL, discrete before integrated).
+    #[arg(long, value_name = "INDEX|NAME")]
+    pub adapter: Option<String>,
+    /// Seconds to wait for the GPU to finish one sub-batch before giving up with an error.
+    #[arg(long = "gpu-timeout", value_name = "SECONDS", default_value_t = 120.0)]
+    pub gpu_timeout: f64,
+}
+
+impl GpuArgs {
+    /// The GPU engine's options (software adapters allowed).
+    pub fn options(&self) -> Result<GpuOptions, Error> {
+        if !(self.gpu_timeout.is_finite() && self.gpu_timeout > 0.0) {
+            return Err(Error::Param(format!(
+                "--gpu-timeout {} must be a positive number of seconds",
+                self.gpu_timeout
+            )));
+        }
+        Ok(GpuOptions {
+            backend: self.backend.map(Into::into),
+            allow_software: true,
+            adapter: self.adapter.clone(),
+            wait_timeout: std::time::Duration::from_secs_f64(self.gpu_timeout),
+            ..GpuOptions::default()
+        })
+    }
+}
+
+/// Which engine, and which GPU.
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
     /// Signature engine: auto (a hardware GPU if wgpu finds one, else the CPU), cpu, gpu (any
     /// adapter, software ones such as llvmpipe included).
     #[arg(long, value_enum, default_value_t = EngineChoice::Auto)]
     pub engine: EngineChoice,
-    /// wgpu backends to search (default: WGPU_BACKEND if set, else all).
-    #[arg(long, value_enum)]
-    pub backend: Option<BackendChoice>,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
 }
 
 impl EngineArgs {
-    pub fn gpu_options(&self) -> GpuOptions {
-        GpuOptions {
-            backend: self.backend.map(Into::into),
-            allow_software: true,
-            ..GpuOptions::default()
-        }
+    pub fn gpu_options(&self) -> Result<GpuOptions, Error> {
+        self.gpu.options()
     }
 }
 
@@ -376,7 +406,7 @@ impl BenchArgs {
                 BenchEngine::Gpu => BenchEngines::Gpu,
                 BenchEngine::All => BenchEngines::All,
             },
-            backend: self.backend.map(Into::into),
+            gpu: self.gpu.options()?,
             repeat: self.repeat,
         })
     }
@@ -566,9 +596,8 @@ pub struct VerifyArgs {
     pub input: InputArgs,
     #[command(flatten)]
     pub hash: HashArgs,
-    /// wgpu backends to search (default: WGPU_BACKEND if set, else all).
-    #[arg(long, value_enum)]
-    pub backend: Option<BackendChoice>,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
     /// Mismatches to print in full.
     #[arg(long = "show", default_value_t = 5)]
     pub show: usize,
@@ -611,9 +640,8 @@ pub struct BenchArgs {
     /// all (gpu and all take any adapter, a software one such as llvmpipe included).
     #[arg(long, value_enum, default_value_t = BenchEngine::Auto)]
     pub engine: BenchEngine,
-    /// wgpu backends to search.
-    #[arg(long, value_enum)]
-    pub backend: Option<BackendChoice>,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
     /// Repetitions of the signing stage (the best is reported).
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,

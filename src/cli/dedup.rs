@@ -13,9 +13,10 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
         a.engine.engine.into(),
         cfg.params,
         0,
-        &a.engine.gpu_options(),
+        &a.engine.gpu_options()?,
     )?;
     let info = engine.info();
+    warn_software(&a.run, &info);
     let outs = neardup::stages::dedup::DedupOutputs {
         output: a.output.clone(),
         clusters: a.clusters.clone(),

@@ -24,7 +24,7 @@ pub(super) fn run(a: DevicesArgs) -> Result<ExitCode> {
             "[{i}] {}\n    backend: {}  type: {}{}\n    driver: {} {}\n    \
              max storage binding: {} MiB  max buffer: {} MiB\n    \
              max workgroups/dim: {}  max invocations/workgroup: {}  workgroup storage: {} KiB  \
-             storage buffers/stage: {}",
+             storage buffers/stage: {}\n    features: 64-bit shader integers {}, timestamp queries {}",
             d.name,
             d.backend,
             d.device_type,
@@ -36,8 +36,18 @@ pub(super) fn run(a: DevicesArgs) -> Result<ExitCode> {
             d.max_compute_workgroups_per_dimension,
             d.max_compute_invocations_per_workgroup,
             d.max_compute_workgroup_storage_size >> 10,
-            d.max_storage_buffers_per_shader_stage
+            d.max_storage_buffers_per_shader_stage,
+            yes_no(d.shader_int64),
+            yes_no(d.timestamp_query)
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
 }

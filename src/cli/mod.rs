@@ -62,6 +62,21 @@ fn say(run: &RunArgs, line: impl AsRef<str>) {
     }
 }
 
+/// Say plainly when the GPU engine runs on a software adapter (asked for with `--engine gpu`):
+/// its bits are right, its speed is the CPU's under another name.
+fn warn_software(run: &RunArgs, info: &neardup::engine::EngineInfo) {
+    if info.kind == "gpu" && info.detail.ends_with(", software") {
+        say(
+            run,
+            format!(
+                "neardup: note: the GPU engine runs on a software adapter ({}): the results are \
+                 exact, but it is no faster than the CPU engine",
+                info.detail
+            ),
+        );
+    }
+}
+
 /// Reports named `*.html` / `*.htm` are pages; anything else is JSON.
 fn is_html(path: &str) -> bool {
     let p = path.to_ascii_lowercase();

@@ -7,11 +7,7 @@ pub(super) fn run(a: VerifyArgs) -> Result<ExitCode> {
     let fields = a.input.fields()?;
     let progress = setup(&a.run)?;
     let inputs = a.input.open(false)?;
-    let gpu_opts = GpuOptions {
-        backend: a.backend.map(Into::into),
-        allow_software: true,
-        ..GpuOptions::default()
-    };
+    let gpu_opts = a.gpu.options()?;
     let mut gpu = GpuEngine::new(params, &gpu_opts).map_err(|e| {
         e.with_hint(
             "verify compares the GPU engine with the CPU engine, so it needs an adapter; to \

@@ -785,3 +785,109 @@ fn the_tests_give_mesa_a_runtime_directory() {
     ok(&o);
     assert!(!stderr(&o).contains("XDG_RUNTIME_DIR"), "{}", stderr(&o));
 }
+
+/// `neardup devices --json`, or `None` (with a loud note) where no adapter exists and none is
+/// required.
+fn adapters_or_skip() -> Option<Vec<Value>> {
+    let o = neardup(&["devices", "--json"]);
+    ok(&o);
+    let list: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    if list.is_empty() {
+        assert!(
+            std::env::var("NEARDUP_REQUIRE_GPU").is_err(),
+            "NEARDUP_REQUIRE_GPU is set but `devices` lists no adapter"
+        );
+        eprintln!("\n*** GPU TEST SKIPPED: no adapter\n");
+        return None;
+    }
+    Some(list)
+}
+
+#[test]
+fn devices_lists_the_features_that_matter() {
+    let Some(list) = adapters_or_skip() else {
+        return;
+    };
+    for d in &list {
+        assert!(d["shader_int64"].is_boolean(), "{d}");
+        assert!(d["timestamp_query"].is_boolean(), "{d}");
+    }
+    let o = neardup(&["devices"]);
+    assert!(
+        stdout(&o).contains("features: 64-bit shader integers "),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn adapter_picks_one_gpu_by_index_or_name_and_says_when_it_is_software() {
+    let Some(list) = adapters_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let example = fixture("example.jsonl");
+    let sigs = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let mut args = vec![
+            "signatures",
+            example.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--format",
+            "tsv",
+        ];
+        args.extend_from_slice(extra);
+        (neardup(&args), out)
+    };
+    let (o, cpu) = sigs("cpu.tsv", &["--engine", "cpu"]);
+    ok(&o);
+    let body = |p: &std::path::Path| {
+        // The header names the engine; the rows must match.
+        let t = std::fs::read_to_string(p).unwrap();
+        t.lines().skip(1).map(String::from).collect::<Vec<_>>()
+    };
+    for (i, d) in list.iter().enumerate() {
+        let (o, out) = sigs(
+            &format!("gpu{i}.tsv"),
+            &["--engine", "gpu", "--adapter", &i.to_string()],
+        );
+        ok(&o);
+        let err = stderr(&o);
+        let name = d["name"].as_str().unwrap();
+        assert!(err.contains(name), "adapter {i} is {name}: {err}");
+        assert_eq!(
+            err.contains("runs on a software adapter"),
+            d["software"].as_bool().unwrap(),
+            "{err}"
+        );
+        assert_eq!(body(&out), body(&cpu), "adapter {i}: {name}");
+    }
+    // A name part that matches exactly one adapter picks it; in any case.
+    let first = list[0]["name"].as_str().unwrap();
+    if list.iter().filter(|d| d["name"] == first).count() == 1 {
+        let (o, _) = sigs(
+            "byname.tsv",
+            &["--engine", "gpu", "--adapter", &first.to_uppercase()],
+        );
+        ok(&o);
+    }
+    let n = list.len().to_string();
+    for (bad, needle) in [
+        (n.as_str(), "there is no adapter"),
+        ("no-such-gpu", "names no adapter"),
+    ] {
+        let (o, out) = sigs("bad.tsv", &["--engine", "gpu", "--adapter", bad]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("[0] "),
+            "the adapters are listed: {}",
+            stderr(&o)
+        );
+        assert!(!out.exists());
+    }
+    let (o, _) = sigs("t.tsv", &["--engine", "gpu", "--gpu-timeout", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--gpu-timeout 0"), "{}", stderr(&o));
+}

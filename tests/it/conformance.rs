@@ -512,3 +512,23 @@ fn a_shingle_at_the_invocation_cap_is_hashed_on_the_device_and_one_past_it_on_th
         assert_eq!(g.host_docs - before, on_host, "a shingle of {len} bytes");
     }
 }
+
+/// A device that does not answer in time is an error naming the adapter, not a hang: with a
+/// wait far shorter than the work, the wait gives up.
+#[test]
+fn a_gpu_wait_past_its_timeout_is_an_error_naming_the_adapter() {
+    let opts = GpuOptions {
+        wait_timeout: std::time::Duration::from_nanos(1),
+        ..GpuOptions::default()
+    };
+    let Some(mut g) = gpu(p(5, 512, 0), &opts) else {
+        return;
+    };
+    let texts: Vec<String> = (0..4000).map(|i| n_words(400, i)).collect();
+    let err = g
+        .sign_vec(&PackedBatch::from_texts(&texts))
+        .expect_err("a 1 ns wait for seconds of work times out")
+        .to_string();
+    assert!(err.contains("did not finish a sub-batch"), "{err}");
+    assert!(err.contains(&g.adapter().name), "{err}");
+}

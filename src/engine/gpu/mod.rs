@@ -109,7 +109,18 @@ pub struct GpuOptions {
     pub batch_bytes: usize,
     /// Time each kernel with GPU timestamps, when the adapter supports them (`bench`).
     pub profile: bool,
+    /// The adapter to take, as `neardup devices` lists them: its index, or a part of its name
+    /// (any case); `None`: the best one (see [`adapter_rank`]). A named adapter is taken
+    /// whatever its kind, a software one included.
+    pub adapter: Option<String>,
+    /// The longest wait for one sub-batch's results: a device that stops answering is then an
+    /// error naming the adapter, never a hang.
+    pub wait_timeout: std::time::Duration,
 }
+
+/// [`GpuOptions::wait_timeout`]'s default: far beyond any sub-batch's work on a working device,
+/// software ones included.
+pub const DEFAULT_WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl Default for GpuOptions {
     fn default() -> Self {
@@ -118,6 +129,8 @@ impl Default for GpuOptions {
             allow_software: true,
             batch_bytes: 32 << 20,
             profile: false,
+            adapter: None,
+            wait_timeout: DEFAULT_WAIT_TIMEOUT,
         }
     }
 }
@@ -147,6 +160,10 @@ pub struct AdapterSummary {
     pub max_compute_invocations_per_workgroup: u32,
     pub max_compute_workgroup_storage_size: u32,
     pub max_storage_buffers_per_shader_stage: u32,
+    /// 64-bit integers in shaders (`SHADER_INT64`).
+    pub shader_int64: bool,
+    /// GPU timestamps, which `bench` uses to time the kernels alone.
+    pub timestamp_query: bool,
 }
 
 fn is_software(info: &wgpu::AdapterInfo) -> bool {
@@ -180,7 +197,24 @@ fn summarize(a: &wgpu::Adapter) -> AdapterSummary {
         max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
         max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
         max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
+        shader_int64: a.features().contains(wgpu::Features::SHADER_INT64),
+        timestamp_query: a.features().contains(wgpu::Features::TIMESTAMP_QUERY),
     }
+}
+
+/// How an adapter ranks for the best pick, lower first: hardware before software, then a
+/// native API (Vulkan, Metal, DX12) before GL (a hardware GPU often shows through both, and GL
+/// is the weaker path to it), then discrete, integrated, virtual, other.
+pub fn adapter_rank(software: bool, backend: wgpu::Backend, device_type: wgpu::DeviceType) -> u8 {
+    let kind = match device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    };
+    let gl = u8::from(backend == wgpu::Backend::Gl);
+    u8::from(software || device_type == wgpu::DeviceType::Cpu) * 100 + gl * 10 + kind
 }
 
 fn instance(backends: wgpu::Backends) -> wgpu::Instance {
@@ -199,8 +233,8 @@ pub fn list_adapters(opts: &GpuOptions) -> Vec<AdapterSummary> {
         .collect()
 }
 
-/// The best adapter: discrete, then integrated, virtual, other, and software last (only when
-/// allowed).
+/// The adapter `opts.adapter` names, else the best by [`adapter_rank`] (a software one only
+/// when allowed).
 fn pick_adapter(opts: &GpuOptions) -> Result<(wgpu::Instance, wgpu::Adapter), EngineError> {
     let backends = opts.backends();
     let inst = instance(backends);
@@ -214,18 +248,11 @@ fn pick_adapter(opts: &GpuOptions) -> Result<(wgpu::Instance, wgpu::Adapter), En
         .collect();
     let rank = |a: &wgpu::Adapter| {
         let i = a.get_info();
-        if is_software(&i) {
-            4
-        } else {
-            match i.device_type {
-                wgpu::DeviceType::DiscreteGpu => 0,
-                wgpu::DeviceType::IntegratedGpu => 1,
-                wgpu::DeviceType::VirtualGpu => 2,
-                wgpu::DeviceType::Other => 3,
-                wgpu::DeviceType::Cpu => 4,
-            }
-        }
+        adapter_rank(is_software(&i), i.backend, i.device_type)
     };
+    if let Some(want) = &opts.adapter {
+        return pick_named(inst, adapters, want, &seen);
+    }
     let best = adapters
         .into_iter()
         .filter(|a| opts.allow_software || !is_software(&a.get_info()))
@@ -248,6 +275,58 @@ fn pick_adapter(opts: &GpuOptions) -> Result<(wgpu::Instance, wgpu::Adapter), En
                 " (software adapters were not asked for)"
             }
         ))),
+    }
+}
+
+/// The adapter `--adapter` names: an index into the adapters as listed, or a part of one name
+/// (any case; several matches are an error that lists them).
+fn pick_named(
+    inst: wgpu::Instance,
+    adapters: Vec<wgpu::Adapter>,
+    want: &str,
+    seen: &[String],
+) -> Result<(wgpu::Instance, wgpu::Adapter), EngineError> {
+    let listed = || {
+        if seen.is_empty() {
+            "wgpu found no adapter".to_string()
+        } else {
+            let all: Vec<String> = seen
+                .iter()
+                .enumerate()
+                .map(|(i, s)| format!("[{i}] {s}"))
+                .collect();
+            format!("the adapters are {}", all.join(", "))
+        }
+    };
+    if let Ok(i) = want.parse::<usize>() {
+        return match adapters.into_iter().nth(i) {
+            Some(a) => Ok((inst, a)),
+            None => Err(EngineError::NoAdapter(format!(
+                "--adapter {i}: there is no adapter {i}; {}",
+                listed()
+            ))),
+        };
+    }
+    let needle = want.to_lowercase();
+    let mut hits: Vec<(usize, wgpu::Adapter)> = adapters
+        .into_iter()
+        .enumerate()
+        .filter(|(_, a)| a.get_info().name.to_lowercase().contains(&needle))
+        .collect();
+    match hits.len() {
+        1 => Ok((inst, hits.remove(0).1)),
+        0 => Err(EngineError::NoAdapter(format!(
+            "--adapter {want:?} names no adapter; {}",
+            listed()
+        ))),
+        _ => {
+            let which: Vec<String> = hits.iter().map(|(i, _)| seen[*i].clone()).collect();
+            Err(EngineError::NoAdapter(format!(
+                "--adapter {want:?} names {} adapters ({}): give its index instead",
+                hits.len(),
+                which.join(", ")
+            )))
+        }
     }
 }
 
@@ -274,6 +353,8 @@ pub struct GpuEngine {
     timing: Option<Timing>,
     /// Whether `timing` is used now (see [`GpuEngine::set_profiling`]).
     timing_on: bool,
+    /// The longest wait for one sub-batch ([`GpuOptions::wait_timeout`]).
+    wait_timeout: std::time::Duration,
     /// Documents signed on the host because one of their shingles outgrew a sub-batch or
     /// [`plan::MAX_SHINGLE_BYTES`].
     pub host_docs: u64,
@@ -493,6 +574,7 @@ impl GpuEngine {
             timing,
             timing_on: true,
             host_docs: 0,
+            wait_timeout: opts.wait_timeout,
             sub_batches: 0,
             kernel_seconds: [0.0; 3],
         })
@@ -604,8 +686,20 @@ impl GpuEngine {
             let _ = tx.send(r);
         });
         self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| EngineError::Gpu(format!("waiting for the GPU: {e}")))?;
+            .poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: Some(self.wait_timeout),
+            })
+            .map_err(|e| match e {
+                wgpu::PollError::Timeout => EngineError::Gpu(format!(
+                    "the GPU {} ({}) did not finish a sub-batch within {:.1} s: it may have \
+                     stopped answering (a slower adapter needs a longer --gpu-timeout)",
+                    self.adapter.name,
+                    self.adapter.backend,
+                    self.wait_timeout.as_secs_f64()
+                )),
+                e => EngineError::Gpu(format!("waiting for the GPU {}: {e}", self.adapter.name)),
+            })?;
         rx.recv()
             .map_err(|_| EngineError::Gpu("the readback was dropped".into()))?
             .map_err(|e| EngineError::Gpu(format!("reading signatures back: {e}")))?;
@@ -678,5 +772,40 @@ impl Engine for GpuEngine {
         self.host_docs += p.host_docs.len() as u64;
         ports::sign_on_host(batch, &p.host_docs, self.params.k, &self.ref_perms, out);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::adapter_rank;
+    use wgpu::{Backend, DeviceType};
+
+    #[test]
+    fn hardware_and_native_apis_rank_first() {
+        let order = [
+            (false, Backend::Vulkan, DeviceType::DiscreteGpu),
+            (false, Backend::Metal, DeviceType::IntegratedGpu),
+            (false, Backend::Dx12, DeviceType::VirtualGpu),
+            (false, Backend::Vulkan, DeviceType::Other),
+            (false, Backend::Gl, DeviceType::DiscreteGpu),
+            (false, Backend::Gl, DeviceType::IntegratedGpu),
+            (true, Backend::Vulkan, DeviceType::Cpu),
+            (true, Backend::Gl, DeviceType::Cpu),
+        ];
+        let ranks: Vec<u8> = order
+            .iter()
+            .map(|&(s, b, t)| adapter_rank(s, b, t))
+            .collect();
+        assert!(ranks.windows(2).all(|w| w[0] < w[1]), "{ranks:?}");
+        // A GL view of a discrete GPU never beats a Vulkan view of any hardware GPU.
+        assert!(
+            adapter_rank(false, Backend::Vulkan, DeviceType::Other)
+                < adapter_rank(false, Backend::Gl, DeviceType::DiscreteGpu)
+        );
+        // A CPU device type is software whatever its name says.
+        assert_eq!(
+            adapter_rank(false, Backend::Vulkan, DeviceType::Cpu),
+            adapter_rank(true, Backend::Vulkan, DeviceType::Cpu)
+        );
     }
 }
