@@ -303,6 +303,10 @@ pub struct GpuArgs {
     /// Seconds to wait for the GPU to finish one sub-batch before giving up with an error.
     #[arg(long = "gpu-timeout", value_name = "SECONDS", default_value_t = 120.0)]
     pub gpu_timeout: f64,
+    /// Word bytes of one GPU sub-batch, in MiB (capped by the device's buffer limits); the
+    /// results are the same for every size.
+    #[arg(long = "gpu-batch-mib", value_name = "MIB", default_value_t = 32)]
+    pub gpu_batch_mib: usize,
 }
 
 impl GpuArgs {
@@ -314,11 +318,18 @@ impl GpuArgs {
                 self.gpu_timeout
             )));
         }
+        if !(1..=4096).contains(&self.gpu_batch_mib) {
+            return Err(Error::Param(format!(
+                "--gpu-batch-mib {} is outside 1..=4096",
+                self.gpu_batch_mib
+            )));
+        }
         Ok(GpuOptions {
             backend: self.backend.map(Into::into),
             allow_software: true,
             adapter: self.adapter.clone(),
             wait_timeout: std::time::Duration::from_secs_f64(self.gpu_timeout),
+            batch_bytes: self.gpu_batch_mib << 20,
             ..GpuOptions::default()
         })
     }

@@ -887,6 +887,13 @@ fn adapter_picks_one_gpu_by_index_or_name_and_says_when_it_is_software() {
         );
         assert!(!out.exists());
     }
+    // Every sub-batch size gives the same signatures.
+    let (o, small) = sigs("small.tsv", &["--engine", "gpu", "--gpu-batch-mib", "1"]);
+    ok(&o);
+    assert_eq!(body(&small), body(&cpu));
+    let (o, _) = sigs("t.tsv", &["--engine", "gpu", "--gpu-batch-mib", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--gpu-batch-mib 0"), "{}", stderr(&o));
     let (o, _) = sigs("t.tsv", &["--engine", "gpu", "--gpu-timeout", "0"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("--gpu-timeout 0"), "{}", stderr(&o));

@@ -105,7 +105,7 @@ fn crate_refs(code: &str) -> BTreeSet<String> {
 
 /// The import graph between the library's top-level modules (the binary's `cli` excluded).
 fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = crate::common::root().join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();

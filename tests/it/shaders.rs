@@ -20,7 +20,7 @@ fn validate(name: &str, src: &str) -> naga::Module {
 
 #[test]
 fn every_wgsl_file_in_shaders_validates() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let dir = crate::common::root().join("shaders");
     let mut seen = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -42,7 +42,7 @@ fn every_wgsl_file_in_shaders_validates() {
 
 #[test]
 fn the_embedded_sources_are_the_files_on_disk() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let dir = crate::common::root().join("shaders");
     assert_eq!(U64, std::fs::read_to_string(dir.join("u64.wgsl")).unwrap());
     for (name, src) in STAGES {
         assert_eq!(

@@ -11,8 +11,7 @@ use serde_json::Value;
 
 /// The data file, parsed.
 pub(crate) fn vectors() -> Value {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/contract/vectors.json");
+    let path = crate::common::root().join("testdata/contract/vectors.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["contract"], neardup::CONTRACT_VERSION);

@@ -4,11 +4,17 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The repository's root: `NEARDUP_ROOT` when set (a test binary built on one machine and
+/// run from a checkout elsewhere, as the device check does), else where it was built.
+pub fn root() -> PathBuf {
+    std::env::var_os("NEARDUP_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 /// The fixtures directory of this repository.
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(name)
+    root().join("fixtures").join(name)
 }
 
 /// A runtime directory for Mesa: without `XDG_RUNTIME_DIR`, every Vulkan instance it starts
@@ -45,7 +51,10 @@ pub fn set_runtime_dir() {
 
 /// The real `neardup` binary, with a runtime directory for Mesa.
 pub fn neardup_command() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_neardup"));
+    let bin = std::env::var_os("NEARDUP_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_neardup")));
+    let mut c = Command::new(bin);
     c.env("XDG_RUNTIME_DIR", runtime_dir());
     c
 }
