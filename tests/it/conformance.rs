@@ -532,3 +532,32 @@ fn a_gpu_wait_past_its_timeout_is_an_error_naming_the_adapter() {
     assert!(err.contains("did not finish a sub-batch"), "{err}");
     assert!(err.contains(&g.adapter().name), "{err}");
 }
+
+/// Documents per sub-batch, at the GPU plan's cap and one past it: the documents of a batch
+/// past the cap go to a second sub-batch, and every signature still equals the CPU engine's.
+#[test]
+fn every_engine_agrees_around_the_documents_per_sub_batch_cap() {
+    let params = p(5, 128, 0);
+    let Some(mut g) = gpu(params, &GpuOptions::default()) else {
+        return;
+    };
+    let cap = g.limits().max_docs;
+    for n in [cap - 1, cap, cap + 1] {
+        let texts: Vec<String> = (0..n).map(|i| format!("doc {i} w{}", i % 97)).collect();
+        let want = cpu_signatures(params, &texts);
+        let before = g.sub_batches;
+        boundary_suite("gpu", &mut g, &texts, &want);
+        let subs = g.sub_batches - before;
+        assert_eq!(
+            subs,
+            if n > cap { 2 } else { 1 },
+            "{n} documents, cap {cap}"
+        );
+        boundary_suite(
+            "ports",
+            &mut PortsEngine::new(params, 32 << 20).unwrap(),
+            &texts,
+            &want,
+        );
+    }
+}
