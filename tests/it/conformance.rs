@@ -561,3 +561,43 @@ fn every_engine_agrees_around_the_documents_per_sub_batch_cap() {
         );
     }
 }
+
+/// A document larger than a sub-batch is cut into overlapping word windows; one holding a word
+/// nearly as long as a window, or longer than one, still signs exactly (the latter on the host).
+#[test]
+fn documents_cut_into_windows_with_words_near_and_past_a_window_conform() {
+    let batch_bytes = 4096;
+    let opts = GpuOptions {
+        batch_bytes,
+        ..GpuOptions::default()
+    };
+    let params = p(5, 64, 1);
+    let mut rng = Pcg32::new(11);
+    let mut texts = Vec::new();
+    for long in [
+        batch_bytes / 2,
+        batch_bytes - 64,
+        batch_bytes - 1,
+        batch_bytes,
+        batch_bytes + 1,
+    ] {
+        // Ordinary words, a long one in the middle, more ordinary words: several windows.
+        let head = n_words(900, long);
+        let tail = n_words(900, long + 1);
+        texts.push(format!("{head} {} {tail}", random_word(&mut rng, long)));
+    }
+    let want = cpu_signatures(params, &texts);
+    boundary_suite(
+        "ports",
+        &mut PortsEngine::new(params, batch_bytes).unwrap(),
+        &texts,
+        &want,
+    );
+    if let Some(mut g) = gpu(params, &opts) {
+        boundary_suite("gpu", &mut g, &texts, &want);
+        assert!(
+            g.sub_batches > texts.len() as u64,
+            "the documents were cut into windows"
+        );
+    }
+}
