@@ -18,6 +18,7 @@ use crate::index::lsh::LshParams;
 use crate::io::{Chunk, InputSpec, Inputs};
 use crate::jsonl::{parse_record, write_tagged, Fields};
 use crate::progress::ProgressFactory;
+use crate::report::per_second;
 use crate::sign::minhash::MinHashParams;
 use crate::stages::dedup::{cluster_corpus, Confirm, DedupConfig, SignedCorpus};
 use crate::Error;
@@ -227,9 +228,9 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
             stage: name.to_string(),
             engine: engine.to_string(),
             seconds: secs,
-            docs_per_second: rate(f.documents as f64, secs),
-            shingles_per_second: rate(f.shingles as f64, secs),
-            text_mb_per_second: rate(f.text_bytes as f64 / 1e6, secs),
+            docs_per_second: per_second(f.documents as f64, secs),
+            shingles_per_second: per_second(f.shingles as f64, secs),
+            text_mb_per_second: per_second(f.text_bytes as f64 / 1e6, secs),
         });
     };
 
@@ -512,14 +513,6 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
         notes,
         peak_rss_bytes: crate::sys::peak_rss_bytes(),
     })
-}
-
-fn rate(n: f64, secs: f64) -> f64 {
-    if secs > 0.0 {
-        n / secs
-    } else {
-        0.0
-    }
 }
 
 /// Best wall time of `repeat` runs of the engine over every batch, and the signatures.

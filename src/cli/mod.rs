@@ -26,7 +26,7 @@ use neardup::engine::{build_engine, CpuEngine, Engine, GpuEngine};
 use neardup::io::sigfile;
 use neardup::progress::ProgressFactory;
 use neardup::report::human_count;
-use neardup::report::json::per_second;
+use neardup::report::per_second;
 use neardup::{corpus, pipeline};
 
 /// Run one command.

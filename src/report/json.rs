@@ -10,14 +10,7 @@ use crate::stages::dedup::{ClusterExample, Confirm, DedupConfig, DedupSummary, S
 use crate::sys::peak_rss_bytes;
 use crate::CONTRACT_VERSION;
 
-/// `n / secs`, and 0 for a run too short to time.
-pub fn per_second(n: f64, secs: f64) -> f64 {
-    if secs > 0.0 {
-        n / secs
-    } else {
-        0.0
-    }
-}
+use super::per_second;
 
 /// The JSON report of `neardup dedup`.
 #[derive(Debug, Serialize)]

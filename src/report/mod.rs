@@ -16,3 +16,12 @@ pub fn human_count(n: f64) -> String {
         format!("{n:.0}")
     }
 }
+
+/// `n / secs`, and 0 for a run too short to time.
+pub fn per_second(n: f64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n / secs
+    } else {
+        0.0
+    }
+}
