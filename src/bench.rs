@@ -16,7 +16,7 @@ use crate::ids::DocLoc;
 use crate::ids::IdArena;
 use crate::index::lsh::LshParams;
 use crate::io::{Chunk, InputSpec, Inputs};
-use crate::jsonl::{parse_record, write_tagged, Fields};
+use crate::jsonl::{write_tagged, Fields};
 use crate::progress::ProgressFactory;
 use crate::report::per_second;
 use crate::sign::minhash::MinHashParams;
@@ -90,6 +90,7 @@ pub fn verify(
     let bar = progress.pass("verify", inputs.total_bytes());
     crate::pipeline::pipelined(
         inputs,
+        crate::io::ReadPlan::needed(fields),
         gpu.preferred_chunk_bytes(),
         &bar,
         |chunk, name| crate::corpus::parse_chunk(&chunk, fields, name),
@@ -202,8 +203,13 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
             let specs: Vec<InputSpec> = a.inputs.iter().map(|s| InputSpec::parse(s)).collect();
             let inputs = Inputs::new(&specs, false)?;
             let mut v = Vec::new();
+            // Parquet rows come with their JSONL lines too: the write stage tags lines.
+            let plan = crate::io::ReadPlan {
+                fields: &fields,
+                columns: crate::io::Columns::AllAsJson,
+            };
             for i in 0..inputs.len() {
-                let mut r = inputs.open(i)?;
+                let mut r = inputs.reader(i, plan, DEFAULT_CHUNK_BYTES)?;
                 while let Some(c) = r.next_chunk(DEFAULT_CHUNK_BYTES)? {
                     v.push((inputs.name(i).to_string(), c));
                 }
@@ -242,7 +248,7 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
             let mut ids = IdArena::default();
             let mut texts = Vec::with_capacity(c.len());
             for i in 0..c.len() {
-                let r = parse_record(c.line(i), &fields, name, c.line_no(i))?;
+                let r = crate::corpus::record(c, i, &fields, name)?;
                 ids.push(&r.id);
                 texts.push(r.text.into_owned());
             }
@@ -548,6 +554,7 @@ fn synthetic_chunks(n: usize, words: usize) -> Vec<(String, Chunk)> {
             file_index: 0,
             data: std::mem::take(data).into(),
             lines: std::mem::take(lines),
+            rows: None,
         };
         out.push(("<synthetic>".to_string(), c));
     };

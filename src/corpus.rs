@@ -9,13 +9,30 @@ use rayon::prelude::*;
 use crate::batch::PackedBatch;
 use crate::ids::IdArena;
 use crate::io::Chunk;
-use crate::jsonl::{parse_record, Fields};
+use crate::jsonl::{parse_record, Fields, Record};
 use crate::Error;
 
 /// Raw bytes per chunk handed to the parser (the CPU engine's; a GPU engine asks for larger
 /// ones). Large enough to amortise the hand-offs, small enough that the chunks in flight (two
 /// per worker thread, plus the reader's) stay a few tens of MiB.
 pub const DEFAULT_CHUNK_BYTES: usize = 2 << 20;
+
+/// Record `i` of `chunk` (read from `file_name`): a JSONL line parsed, or a Parquet row's id
+/// and text columns.
+pub fn record<'a>(
+    chunk: &'a Chunk,
+    i: usize,
+    fields: &Fields,
+    file_name: &str,
+) -> Result<Record<'a>, Error> {
+    match &chunk.rows {
+        Some(rows) => Ok(Record {
+            id: rows.id(i, file_name)?,
+            text: std::borrow::Cow::Borrowed(rows.text(i, file_name)?),
+        }),
+        None => parse_record(chunk.line(i), fields, file_name, chunk.line_no(i)),
+    }
+}
 
 /// One chunk parsed: its documents tokenized into a batch, with ids and line numbers.
 #[derive(Debug, Default)]
@@ -46,7 +63,7 @@ pub fn parse_chunk(chunk: &Chunk, fields: &Fields, file_name: &str) -> Result<Pa
         .map(|start| {
             let mut part = ParsedChunk::default();
             for i in start..(start + per).min(n) {
-                let rec = parse_record(chunk.line(i), fields, file_name, chunk.line_no(i))?;
+                let rec = record(chunk, i, fields, file_name)?;
                 part.batch.push_text(&rec.text);
                 part.ids.push(&rec.id);
                 part.lines.push(chunk.line_no(i));
@@ -57,7 +74,7 @@ pub fn parse_chunk(chunk: &Chunk, fields: &Fields, file_name: &str) -> Result<Pa
         .collect();
     let mut out = ParsedChunk {
         file_index: chunk.file_index,
-        raw_bytes: chunk.data.len() as u64,
+        raw_bytes: chunk.raw_bytes(),
         ..Default::default()
     };
     for p in parts {

@@ -31,6 +31,15 @@ pub enum Error {
         field: String,
         msg: String,
     },
+    /// A Parquet row's field is null or of the wrong type. `row` counts from 0 across the file.
+    #[error("{path}: row {row} (row group {row_group}): field `{field}` {msg}")]
+    Row {
+        path: String,
+        row_group: usize,
+        row: u64,
+        field: String,
+        msg: String,
+    },
     /// The same id twice (in one input or across inputs).
     #[error("repeated id {id:?}: at {first} and again at {second}; ids must be unique across all inputs")]
     DuplicateId {

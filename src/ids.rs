@@ -95,7 +95,7 @@ impl IdArena {
 pub fn id_order(
     ids: &IdArena,
     locs: &[DocLoc],
-    name_of: &dyn Fn(u32) -> String,
+    place_of: &dyn Fn(DocLoc) -> String,
 ) -> Result<Vec<u32>, Error> {
     let mut order: Vec<u32> = (0..ids.len() as u32).collect();
     order.par_sort_unstable_by(|&a, &b| {
@@ -117,7 +117,7 @@ pub fn id_order(
         }
     }
     match first_repeat {
-        Some((a, b)) => Err(duplicate_id(ids, locs, name_of, a as usize, b as usize)),
+        Some((a, b)) => Err(duplicate_id(ids, locs, place_of, a as usize, b as usize)),
         None => Ok(order),
     }
 }
@@ -126,14 +126,11 @@ pub fn id_order(
 fn duplicate_id(
     ids: &IdArena,
     locs: &[DocLoc],
-    name_of: &dyn Fn(u32) -> String,
+    place_of: &dyn Fn(DocLoc) -> String,
     a: usize,
     b: usize,
 ) -> Error {
-    let loc = |d: usize| {
-        let l = locs[d];
-        format!("{}:{}", name_of(l.file), l.line)
-    };
+    let loc = |d: usize| place_of(locs[d]);
     Error::DuplicateId {
         id: ids.get(a).to_string(),
         first: loc(a),
@@ -191,7 +188,7 @@ impl UniqueIds {
         &mut self,
         ids: &IdArena,
         locs: impl IntoIterator<Item = DocLoc>,
-        name_of: &dyn Fn(u32) -> String,
+        place_of: &dyn Fn(DocLoc) -> String,
     ) -> Result<(), Error> {
         let from = self.ids.len();
         self.ids.extend_from(ids);
@@ -199,7 +196,7 @@ impl UniqueIds {
         assert_eq!(self.locs.len(), self.ids.len(), "a location per id");
         for b in from..self.ids.len() {
             if let Some(a) = self.set.insert(&self.ids, b) {
-                return Err(duplicate_id(&self.ids, &self.locs, name_of, a, b));
+                return Err(duplicate_id(&self.ids, &self.locs, place_of, a, b));
             }
         }
         Ok(())
@@ -304,7 +301,7 @@ mod tests {
     /// whether that is the first with the hash or a later one that clashed with it.
     #[test]
     fn colliding_hashes_neither_hide_a_repeat_nor_make_one_up() {
-        let names = |f: u32| format!("f{f}");
+        let names = |l: DocLoc| format!("f{}:{}", l.file, l.line);
         let run = |ids: &[&str]| {
             let mut u = UniqueIds::with_set(IdSet::with_hash(|b, _| b.len() as u64, 0));
             let mut a = IdArena::default();
@@ -356,7 +353,7 @@ mod tests {
         fn the_sorted_and_the_streaming_check_name_the_same_repeat(
             picks in proptest::collection::vec(0u8..8, 0..12)
         ) {
-            let names = |f: u32| format!("f{f}");
+            let names = |l: DocLoc| format!("f{}:{}", l.file, l.line);
             let describe = |r: Result<(), Error>| r.map_err(|e| e.to_string());
             let picks: Vec<String> = picks.iter().map(|p| format!("id{p}")).collect();
             let (a, locs) = ids_of(&picks.iter().map(String::as_str).collect::<Vec<_>>());
@@ -376,7 +373,7 @@ mod tests {
     #[test]
     fn id_order_names_the_repeat_met_first_not_the_id_that_sorts_first() {
         let (a, locs) = ids_of(&["b", "a", "b", "a"]);
-        let e = id_order(&a, &locs, &|f| format!("f{f}"))
+        let e = id_order(&a, &locs, &|l: DocLoc| format!("f{}:{}", l.file, l.line))
             .unwrap_err()
             .to_string();
         assert!(e.contains("\"b\": at f0:1 and again at f0:3"), "{e}");

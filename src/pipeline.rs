@@ -1,4 +1,4 @@
-//! Streaming over JSONL inputs: chunks of lines are read on one thread, parsed and tokenized in
+//! Streaming over the inputs (JSONL or Parquet): chunks of lines are read on one thread, parsed and tokenized in
 //! parallel on another, and consumed (signed, written) on the caller's, so reading, tokenizing
 //! and hashing overlap. Order is kept: chunk after chunk, line after line.
 
@@ -6,7 +6,7 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::{Duration, Instant};
 
 use crate::corpus::{parse_chunk, signature_rows, ScannedChunk, SPARE_SIGS};
-use crate::io::{Chunk, Inputs};
+use crate::io::{Chunk, Inputs, ReadPlan};
 use crate::jsonl::Fields;
 use crate::progress::Progress;
 use crate::Error;
@@ -16,6 +16,7 @@ use crate::Error;
 /// stage stops everything and is returned. Returns the seconds `consume` waited for input.
 pub fn pipelined<T, P, C>(
     inputs: &Inputs,
+    plan: ReadPlan<'_>,
     chunk_bytes: usize,
     progress: &Progress,
     prepare: P,
@@ -26,7 +27,7 @@ where
     P: Fn(Chunk, &str) -> Result<T, Error> + Sync,
     C: FnMut(T) -> Result<(), Error>,
 {
-    pipelined_n(inputs, chunk_bytes, progress, 1, prepare, consume)
+    pipelined_n(inputs, plan, chunk_bytes, progress, 1, prepare, consume)
 }
 
 /// [`pipelined`] with up to `in_flight` chunks prepared at once on the rayon pool (results are
@@ -34,6 +35,7 @@ where
 /// chunk for the stragglers of the next.
 pub fn pipelined_n<T, P, C>(
     inputs: &Inputs,
+    plan: ReadPlan<'_>,
     chunk_bytes: usize,
     progress: &Progress,
     in_flight: usize,
@@ -48,6 +50,7 @@ where
     if in_flight > 1 {
         return pipelined_concurrent(
             inputs,
+            plan,
             chunk_bytes,
             progress,
             in_flight,
@@ -59,7 +62,7 @@ where
         let (raw_tx, raw_rx) = sync_channel::<Result<Chunk, Error>>(2);
         let (done_tx, done_rx) = sync_channel::<Result<T, Error>>(1);
         // Reader: sequential over files.
-        s.spawn(move || read_chunks(inputs, chunk_bytes, progress, raw_tx));
+        s.spawn(move || read_chunks(inputs, plan, chunk_bytes, progress, raw_tx));
         // Preparer: parse, tokenize, whatever the caller needs.
         let prepare = &prepare;
         s.spawn(move || {
@@ -80,6 +83,7 @@ where
 
 fn pipelined_concurrent<T, P, C>(
     inputs: &Inputs,
+    plan: ReadPlan<'_>,
     chunk_bytes: usize,
     progress: &Progress,
     in_flight: usize,
@@ -96,7 +100,7 @@ where
         let (done_tx, done_rx) = std::sync::mpsc::channel::<(usize, Result<T, Error>)>();
         // One token per chunk being prepared: the consumer hands them back in order.
         let (token_tx, token_rx) = sync_channel::<()>(in_flight);
-        s.spawn(move || read_chunks(inputs, chunk_bytes, progress, raw_tx));
+        s.spawn(move || read_chunks(inputs, plan, chunk_bytes, progress, raw_tx));
         s.spawn(move || {
             rayon::in_place_scope(|rs| {
                 for (seq, c) in raw_rx.into_iter().enumerate() {
@@ -135,12 +139,13 @@ where
 /// The reader of [`pipelined`]: every input in order, as chunks, into `tx`.
 fn read_chunks(
     inputs: &Inputs,
+    plan: ReadPlan<'_>,
     chunk_bytes: usize,
     progress: &Progress,
     tx: std::sync::mpsc::SyncSender<Result<Chunk, Error>>,
 ) {
     for i in 0..inputs.len() {
-        let mut r = match inputs.open(i) {
+        let mut r = match inputs.reader(i, plan, chunk_bytes) {
             Ok(r) => r,
             Err(e) => {
                 let _ = tx.send(Err(e));
@@ -248,6 +253,7 @@ pub fn scan(
         let sign_total = std::sync::Mutex::new(0f64);
         let w = pipelined_n(
             inputs,
+            ReadPlan::needed(fields),
             chunk_bytes,
             progress,
             in_flight,
@@ -266,6 +272,7 @@ pub fn scan(
         let mut sign_seconds = 0.0;
         let w = pipelined(
             inputs,
+            ReadPlan::needed(fields),
             chunk_bytes,
             progress,
             |chunk, name| {
@@ -337,6 +344,7 @@ mod tests {
             let mut got = Vec::new();
             pipelined(
                 &inputs,
+                ReadPlan::needed(&Fields::default()),
                 16_000,
                 &Progress::hidden(),
                 |c, _| Ok((c.file_index, c.data.len(), c.len())),

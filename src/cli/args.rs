@@ -86,10 +86,12 @@ value_enum!(
     SigFormat = neardup::io::sigfile::SigFormat {
         Npy,
         Tsv,
+        Parquet,
     }
 );
 
-/// Find and remove near-duplicate documents in JSONL corpora, and drop documents that leak
+/// Find and remove near-duplicate documents in JSONL and Parquet corpora, and drop documents that
+/// leak
 /// benchmark text. MinHash signatures run on the GPU (wgpu) or the CPU, bit for bit the same.
 #[derive(Debug, Parser)]
 #[command(name = "neardup", version, about, long_about = None)]
@@ -105,7 +107,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Near-dedup JSONL: keep one document per cluster of near duplicates.
+    /// Near-dedup JSONL or Parquet: keep one document per cluster of near duplicates.
     #[command(
         after_help = "Example:\n  neardup dedup fixtures/example.jsonl -o deduped.jsonl \
 --clusters clusters.jsonl --report report.json\n\n\
@@ -216,7 +218,8 @@ impl LshArgs {
 /// Which inputs and which fields.
 #[derive(Debug, Clone, Args)]
 pub struct InputArgs {
-    /// JSONL inputs (plain, .gz or .zst, detected by content); `-` reads stdin.
+    /// JSONL inputs (plain, .gz or .zst) or Parquet files, detected by content; `-` reads stdin
+    /// (JSONL).
     #[arg(required = true, value_name = "IN")]
     pub inputs: Vec<String>,
     /// Field holding each record's unique id.
@@ -356,7 +359,8 @@ impl EngineArgs {
 pub struct DedupArgs {
     #[command(flatten)]
     pub input: InputArgs,
-    /// Output JSONL (`-`: stdout; .gz/.zst compress).
+    /// Output JSONL (`-`: stdout; .gz/.zst compress), or Parquet for a name ending in .parquet
+    /// (the inputs' columns plus `minhash_cluster`; docs/FORMATS.md).
     #[arg(short, long, value_name = "OUT")]
     pub output: String,
     #[command(flatten)]
@@ -451,10 +455,12 @@ impl DedupArgs {
 pub struct DecontamArgs {
     #[command(flatten)]
     pub input: InputArgs,
-    /// Protected eval files (.jsonl: every string value but ids and tags; others: whole text).
+    /// Protected eval files (.jsonl and Parquet: every string value but ids and tags; others:
+    /// whole text).
     #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
     pub protected: Vec<PathBuf>,
-    /// Output JSONL of the clean documents, lines unchanged (`-`: stdout).
+    /// Output JSONL of the clean documents, lines unchanged (`-`: stdout), or Parquet for a name
+    /// ending in .parquet (the inputs' rows, values unchanged).
     #[arg(short, long, value_name = "OUT")]
     pub output: String,
     /// n-gram length in words.
@@ -491,7 +497,8 @@ pub struct SignaturesArgs {
     /// Output file (a plain path; npy also writes OUT.ids and OUT.meta.json).
     #[arg(short, long, value_name = "OUT")]
     pub output: String,
-    /// npy (uint32 [docs, num_perm]) or tsv (id TAB comma-separated values).
+    /// npy (uint32 [docs, num_perm]), tsv (id TAB comma-separated values) or parquet (columns
+    /// id and signature, the parameters in the file's metadata).
     #[arg(long, value_enum, default_value_t = SigFormat::Npy)]
     pub format: SigFormat,
     #[command(flatten)]
@@ -566,7 +573,7 @@ pub struct InspectArgs {
     pub a: String,
     /// Second document's id.
     pub b: String,
-    /// JSONL inputs holding them, and their fields.
+    /// JSONL or Parquet inputs holding them, and their fields.
     #[command(flatten)]
     pub input: InputArgs,
     #[command(flatten)]
@@ -630,7 +637,7 @@ pub enum BenchEngine {
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// JSONL inputs (omit with --synthetic).
+    /// JSONL or Parquet inputs (omit with --synthetic).
     #[arg(value_name = "IN")]
     pub inputs: Vec<String>,
     /// Generate this many synthetic documents instead of reading inputs.

@@ -7,7 +7,10 @@ pub(super) fn run(a: DecontamArgs) -> Result<ExitCode> {
     let fields = a.input.fields()?;
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
-    let inputs = a.input.open(false)?;
+    // A Parquet output of JSONL reads the inputs once more for their columns: stdin is spooled.
+    let inputs = a
+        .input
+        .open(neardup::io::parquet::is_parquet_name(&a.output))?;
     let grams = neardup::stages::decontam::protected_ngrams(&a.protected, a.n)?;
     let load = t0.elapsed().as_secs_f64();
     let mut s =

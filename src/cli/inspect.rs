@@ -14,15 +14,11 @@ pub(super) fn run(a: InspectArgs) -> Result<ExitCode> {
     let inputs = a.input.open(false)?;
     let (mut ta, mut tb): (Option<String>, Option<String>) = (None, None);
     'files: for i in 0..inputs.len() {
-        let mut r = inputs.open(i)?;
+        let plan = neardup::io::ReadPlan::needed(&fields);
+        let mut r = inputs.reader(i, plan, corpus::DEFAULT_CHUNK_BYTES)?;
         while let Some(chunk) = r.next_chunk(corpus::DEFAULT_CHUNK_BYTES)? {
             for l in 0..chunk.len() {
-                let rec = neardup::jsonl::parse_record(
-                    chunk.line(l),
-                    &fields,
-                    inputs.name(i),
-                    chunk.line_no(l),
-                )?;
+                let rec = corpus::record(&chunk, l, &fields, inputs.name(i))?;
                 // Independent checks: `inspect X X` (a document against itself) is allowed.
                 if rec.id == a.a && ta.is_none() {
                     ta = Some(rec.text.to_string());

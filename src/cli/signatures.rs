@@ -33,7 +33,7 @@ pub(super) fn run(a: SignaturesArgs) -> Result<ExitCode> {
     let bar = progress.pass("signatures", total_bytes);
     // Ids are kept (not the text) to refuse a repeated id before the file appears.
     let mut ids = neardup::ids::UniqueIds::default();
-    let name_of = |f: u32| inputs.name(f as usize).to_string();
+    let place_of = |l: neardup::ids::DocLoc| inputs.place(l.file as usize, l.line);
     let stats = pipeline::scan(&inputs, &fields, engine.as_mut(), false, &bar, |sc| {
         if let (true, Some(total)) = (ids.is_empty(), total_bytes) {
             // Sized once, from the first chunk, for the whole corpus: grown by doubling, the
@@ -49,7 +49,7 @@ pub(super) fn run(a: SignaturesArgs) -> Result<ExitCode> {
             .lines
             .iter()
             .map(|&line| neardup::ids::DocLoc { file, line });
-        ids.extend(&sc.ids, locs, &name_of)?;
+        ids.extend(&sc.ids, locs, &place_of)?;
         w.push_rows((0..sc.len()).map(|d| sc.ids.get(d)), &sc.sigs)?;
         Ok(())
     })?;

@@ -11,7 +11,7 @@ use crate::batch::PackedBatch;
 use crate::corpus::ScannedChunk;
 use crate::hash::PermParams;
 use crate::io::Chunk;
-use crate::jsonl::{parse_record, Fields};
+use crate::jsonl::Fields;
 use crate::sign::docs::sign_docs;
 use crate::sign::minhash::MinHashParams;
 
@@ -124,7 +124,7 @@ impl RecordSigner for CpuEngine {
         // TLB shootdowns across cores) that outweighed the hashing.
         let mut out = ScannedChunk {
             file_index: chunk.file_index,
-            raw_bytes: chunk.data.len() as u64,
+            raw_bytes: chunk.raw_bytes(),
             sigs: crate::corpus::signature_rows(n * np),
             ..Default::default()
         };
@@ -151,7 +151,7 @@ impl RecordSigner for CpuEngine {
                         batch.clear();
                         let mut part = ScannedChunk::default();
                         for i in start..end {
-                            let rec = parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;
+                            let rec = crate::corpus::record(chunk, i, fields, name)?;
                             batch.push_text(&rec.text);
                             part.ids.push(&rec.id);
                             part.lines.push(chunk.line_no(i));
@@ -187,12 +187,12 @@ fn split_by_bytes(chunk: &Chunk, pieces: usize) -> Vec<(usize, usize)> {
     if n == 0 {
         return Vec::new();
     }
-    let total: usize = chunk.lines.iter().map(|&(s, e, _)| e - s + 1).sum();
+    let total: usize = (0..n).map(|i| chunk.record_bytes(i)).sum();
     let target = total.div_ceil(pieces.max(1)).max(1);
     let mut out = Vec::with_capacity(pieces);
     let (mut start, mut acc) = (0, 0);
-    for (i, &(s, e, _)) in chunk.lines.iter().enumerate() {
-        acc += e - s + 1;
+    for i in 0..n {
+        acc += chunk.record_bytes(i);
         if acc >= target {
             out.push((start, i + 1));
             start = i + 1;
@@ -257,6 +257,7 @@ mod tests {
             file_index: 0,
             data: data.into(),
             lines,
+            rows: None,
         };
         let fields = Fields {
             id: "id".into(),

@@ -1,5 +1,6 @@
 //! Chunks of whole lines, as the line reader cuts them from an input: a mapped range of a
-//! plain file (its pages released when done) or a buffer read from a stream.
+//! plain file (its pages released when done) or a buffer read from a stream; or a slice of a
+//! Parquet file's rows.
 
 use std::io::{self, BufRead, Read};
 
@@ -8,7 +9,9 @@ use crate::Error;
 use super::input::{decompress, CountingReader};
 use super::pool::{recycle_buffer, spare_buffer_stale};
 
-/// A block of whole lines read from one input, for parallel parsing.
+/// A block of records read from one input, for parallel parsing: whole JSONL lines, or a
+/// slice of a Parquet file's rows (with the rows as JSONL lines too, where a pass asks for
+/// them).
 #[derive(Debug, Default)]
 pub struct Chunk {
     /// Index of the input this came from.
@@ -16,8 +19,10 @@ pub struct Chunk {
     /// The raw bytes of the lines (each with its newline, if it had one).
     pub data: ChunkBytes,
     /// For each non-blank line: its byte range in `data` (newline and `\r` excluded) and its
-    /// 1-based line number in the input.
+    /// 1-based line number in the input (for a Parquet row: its 0-based row index).
     pub lines: Vec<(usize, usize, u64)>,
+    /// The rows, for a chunk of a Parquet file.
+    pub rows: Option<super::parquet::Rows>,
 }
 
 /// The bytes of a [`Chunk`]: read into a buffer of its own, or a range of a mapped file.
@@ -95,21 +100,47 @@ impl Drop for Chunk {
 }
 
 impl Chunk {
+    /// Record `i` as a JSONL line (a Parquet chunk has them only when read with
+    /// [`Columns::AllAsJson`](super::parquet::Columns::AllAsJson)).
     pub fn line(&self, i: usize) -> &[u8] {
         let (s, e, _) = self.lines[i];
         &self.data[s..e]
     }
 
+    /// Record `i`'s place in its input: its 1-based line, or a Parquet row's 0-based index.
     pub fn line_no(&self, i: usize) -> u64 {
-        self.lines[i].2
+        match &self.rows {
+            Some(r) => r.first_row + i as u64,
+            None => self.lines[i].2,
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.lines.len()
+        match &self.rows {
+            Some(r) => r.len(),
+            None => self.lines.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.lines.is_empty()
+        self.len() == 0
+    }
+
+    /// Bytes of record `i` (its line, or a Parquet row's text), to cut a chunk into pieces of
+    /// about equal work.
+    pub fn record_bytes(&self, i: usize) -> usize {
+        match &self.rows {
+            Some(r) => r.text_len(i) + 1,
+            None => self.lines[i].1 - self.lines[i].0 + 1,
+        }
+    }
+
+    /// Bytes of the chunk as read: its lines, or a Parquet chunk's text.
+    pub fn raw_bytes(&self) -> u64 {
+        match &self.rows {
+            Some(_) => (0..self.len()).map(|i| self.record_bytes(i) as u64).sum(),
+            None => self.data.len() as u64,
+        }
     }
 }
 
@@ -246,6 +277,7 @@ impl LineReader {
             file_index: self.file_index,
             data: ChunkBytes::Owned(data),
             lines,
+            rows: None,
         }))
     }
 
@@ -296,6 +328,7 @@ impl LineReader {
             file_index: self.file_index,
             data,
             lines,
+            rows: None,
         }))
     }
 }

@@ -1,5 +1,6 @@
-//! Inputs as the user names them: files (plain, gzip or zstd, by content) and standard input
-//! (spooled to a temporary file where a run reads twice), opened as line readers.
+//! Inputs as the user names them: files (JSONL plain, gzip or zstd, or Parquet, by content)
+//! and standard input (spooled to a temporary file where a run reads twice), opened as readers
+//! of chunks.
 
 use std::fmt;
 use std::fs::File;
@@ -8,8 +9,10 @@ use std::path::PathBuf;
 
 use crate::Error;
 
-use super::chunk::LineReader;
+use super::chunk::{Chunk, LineReader};
 use super::output::{register_partial, unregister_partial};
+use super::parquet::{self, Columns, ParquetReader};
+use super::Fields;
 
 /// An input as the user named it: a path, or `-` for standard input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +44,8 @@ impl fmt::Display for InputSpec {
 /// file on first use, since near-dedup needs two passes and holds no text in memory).
 pub struct Inputs {
     files: Vec<(String, PathBuf)>,
+    /// Which inputs are Parquet (by content).
+    parquet: Vec<bool>,
     _spool: Option<tempfile::TempPath>,
     /// Plain (uncompressed) files are mapped into memory rather than read (see
     /// [`Inputs::with_mmap`]).
@@ -52,6 +57,7 @@ impl Inputs {
     /// `spool_stdin`, stdin is copied to a temporary file so it can be re-read.
     pub fn new(specs: &[InputSpec], spool_stdin: bool) -> Result<Self, Error> {
         let mut files = Vec::new();
+        let mut parquet = Vec::new();
         let mut spool = None;
         let mut stdin_seen = false;
         for s in specs {
@@ -62,10 +68,11 @@ impl Inputs {
                     if meta.is_dir() {
                         return Err(Error::io(
                             &name,
-                            io::Error::other("is a directory, not a JSONL file"),
+                            io::Error::other("is a directory, not a JSONL or Parquet file"),
                         ));
                     }
                     files.push((name, p.clone()));
+                    parquet.push(parquet::sniff(p));
                 }
                 InputSpec::Stdin => {
                     if stdin_seen {
@@ -86,15 +93,18 @@ impl Inputs {
                         }
                         let path = tmp.into_temp_path();
                         files.push(("<stdin>".to_string(), path.to_path_buf()));
+                        parquet.push(parquet::sniff(&path));
                         spool = Some(path);
                     } else {
                         files.push(("<stdin>".to_string(), PathBuf::from("-")));
+                        parquet.push(false);
                     }
                 }
             }
         }
         Ok(Inputs {
             files,
+            parquet,
             _spool: spool,
             mmap: true,
         })
@@ -141,7 +151,45 @@ impl Inputs {
         Some(t)
     }
 
-    /// A line reader over input `i`, decompressing by content.
+    /// The path of input `i` (a spooled stdin's temporary file).
+    pub(crate) fn path(&self, i: usize) -> &std::path::Path {
+        &self.files[i].1
+    }
+
+    /// Is input `i` a Parquet file?
+    pub fn is_parquet(&self, i: usize) -> bool {
+        self.parquet[i]
+    }
+
+    /// Where record `line` of input `file` was read, for messages: `a.jsonl:12`, or
+    /// `a.parquet row 11` (Parquet rows count from 0).
+    pub fn place(&self, file: usize, line: u64) -> String {
+        if self.parquet[file] {
+            format!("{} row {line}", self.files[file].0)
+        } else {
+            format!("{}:{line}", self.files[file].0)
+        }
+    }
+
+    /// A reader of input `i` in chunks of about `chunk_bytes`: lines of JSONL, or rows of
+    /// Parquet (the `plan`'s columns).
+    pub fn reader(
+        &self,
+        i: usize,
+        plan: ReadPlan<'_>,
+        chunk_bytes: usize,
+    ) -> Result<Reader, Error> {
+        if self.parquet[i] {
+            let (name, path) = &self.files[i];
+            let r = ParquetReader::open(path, name, plan.fields, plan.columns, chunk_bytes)?;
+            Ok(Reader::Rows(r, i))
+        } else {
+            self.open(i).map(Reader::Lines)
+        }
+    }
+
+    /// A line reader over input `i`, decompressing by content (a JSONL input; see
+    /// [`Inputs::reader`] for any).
     pub fn open(&self, i: usize) -> Result<LineReader, Error> {
         let (name, path) = &self.files[i];
         let raw: Box<dyn Read + Send> = if path.as_os_str() == "-" {
@@ -167,6 +215,65 @@ impl Drop for Inputs {
     fn drop(&mut self) {
         if let Some(p) = &self._spool {
             unregister_partial(p);
+        }
+    }
+}
+
+/// What a pass reads of each record: which fields hold the id and text, and (of Parquet) which
+/// columns.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadPlan<'a> {
+    pub fields: &'a Fields,
+    pub columns: Columns,
+}
+
+impl<'a> ReadPlan<'a> {
+    /// The id and text only.
+    pub fn needed(fields: &'a Fields) -> Self {
+        ReadPlan {
+            fields,
+            columns: Columns::Needed,
+        }
+    }
+}
+
+/// Reads one input as chunks: lines of JSONL, or rows of Parquet.
+pub enum Reader {
+    Lines(LineReader),
+    /// A Parquet file, and its index among the inputs.
+    Rows(ParquetReader, usize),
+}
+
+impl Reader {
+    /// The next chunk of about `target_bytes`, or `None` at the end of the input.
+    pub fn next_chunk(&mut self, target_bytes: usize) -> Result<Option<Chunk>, Error> {
+        match self {
+            Reader::Lines(r) => r.next_chunk(target_bytes),
+            Reader::Rows(r, file_index) => {
+                let Some(rows) = r.next_rows(target_bytes)? else {
+                    return Ok(None);
+                };
+                let (data, lines) = if r.wants_json() {
+                    let buf = super::pool::spare_buffer(0);
+                    parquet::rows_as_json(&rows.batch, rows.first_row, r.name(), buf)?
+                } else {
+                    (Vec::new(), Vec::new())
+                };
+                Ok(Some(Chunk {
+                    file_index: *file_index,
+                    data: data.into(),
+                    lines,
+                    rows: Some(rows),
+                }))
+            }
+        }
+    }
+
+    /// Raw bytes of the input read so far (for progress bars).
+    pub fn raw_bytes_read(&self) -> u64 {
+        match self {
+            Reader::Lines(r) => r.raw_bytes_read(),
+            Reader::Rows(r, _) => r.raw_bytes_read(),
         }
     }
 }
@@ -231,6 +338,17 @@ pub(super) fn decompress<R: Read + Send + 'static>(
 ) -> Result<Box<dyn BufRead + Send>, Error> {
     let mut buffered = BufReader::with_capacity(1 << 20, raw);
     let head = buffered.fill_buf().map_err(|e| Error::io(name, e))?;
+    if head.starts_with(&parquet::MAGIC) {
+        // Only a stream gets here: a named file is sniffed and read as Parquet.
+        return Err(Error::io(
+            name,
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "is Parquet, which cannot be read as a stream (its index sits at the end of the \
+                 file): name the file instead",
+            ),
+        ));
+    }
     if head.starts_with(&GZIP_MAGIC) {
         Ok(Box::new(BufReader::with_capacity(
             1 << 20,

@@ -4,6 +4,9 @@
 //!   `[docs, num_perm]`; `OUT.ids` holds the ids, one JSON string per line, in row order; and
 //!   `OUT.meta.json` states the contract version and parameters (NumPy refuses extra keys in the
 //!   `.npy` header itself, so they live beside it).
+//! - `parquet`: columns `id` (string) and `signature` (a fixed-size list of `num_perm`
+//!   `uint32`), one row per document; the contract version, `k`, `num_perm`, `seed` and the
+//!   engine in the file's key-value metadata (`neardup.contract`, `neardup.k`, ...).
 //! - `tsv`: a first line `#neardup-signatures contract=... k=... num_perm=... seed=...`, then one
 //!   line per document: the id, a TAB, the entries in decimal joined by commas. An id that
 //!   contains a TAB, CR or LF, or starts with `"` or `#`, is written as a JSON string.
@@ -23,6 +26,7 @@ use crate::Error;
 pub enum SigFormat {
     Npy,
     Tsv,
+    Parquet,
 }
 
 /// What `OUT.meta.json` holds (and the tsv header line encodes).
@@ -74,9 +78,269 @@ fn needs_json(id: &str) -> bool {
 /// Rows of at least this many bytes in one [`SigWriter::push_rows`] go to an npy file directly.
 const DIRECT_ROWS_BYTES: usize = 64 << 10;
 
-/// Streams signature rows into a file of either format. Files appear only on
+/// Streams signature rows into a file of any format. Files appear only on
 /// [`SigWriter::finish`].
-pub struct SigWriter {
+pub struct SigWriter(Writer);
+
+enum Writer {
+    Flat(Box<FlatWriter>),
+    Table(Box<TableSigs>),
+}
+
+impl SigWriter {
+    /// Start writing to `path`. npy and Parquet need a plain file path (not `-`, not
+    /// compressed): an npy header is written last, a Parquet file compresses itself.
+    pub fn create(
+        path: &str,
+        format: SigFormat,
+        params: MinHashParams,
+        engine: &str,
+    ) -> Result<Self, Error> {
+        if path == "-" || path.ends_with(".gz") || path.ends_with(".zst") {
+            return Err(Error::Param(format!(
+                "{path}: signature files must be plain file paths (npy headers are written last, \
+                 Parquet compresses itself; compress an npy or tsv file afterwards if you need \
+                 to)"
+            )));
+        }
+        Ok(SigWriter(match format {
+            SigFormat::Parquet => Writer::Table(Box::new(TableSigs::create(path, params, engine)?)),
+            _ => Writer::Flat(Box::new(FlatWriter::create(path, format, params, engine)?)),
+        }))
+    }
+
+    /// Append one document's row.
+    pub fn push(&mut self, id: &str, row: &[u32]) -> Result<(), Error> {
+        match &mut self.0 {
+            Writer::Flat(w) => w.push(id, row),
+            Writer::Table(w) => w.push_rows(std::iter::once(id), row),
+        }
+    }
+
+    /// Append the rows of several documents at once: `rows` holds `ids.len()` rows, in order.
+    pub fn push_rows<'a>(
+        &mut self,
+        ids: impl ExactSizeIterator<Item = &'a str>,
+        rows: &[u32],
+    ) -> Result<(), Error> {
+        match &mut self.0 {
+            Writer::Flat(w) => w.push_rows(ids, rows),
+            Writer::Table(w) => w.push_rows(ids, rows),
+        }
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        match &self.0 {
+            Writer::Flat(w) => w.rows,
+            Writer::Table(w) => w.meta.documents,
+        }
+    }
+
+    /// Write what is left and move every file into place.
+    pub fn finish(self) -> Result<SigMeta, Error> {
+        match self.0 {
+            Writer::Flat(w) => (*w).finish(),
+            Writer::Table(w) => w.finish(),
+        }
+    }
+}
+
+/// Rows gathered before they go to a Parquet signature file as one batch.
+const TABLE_BATCH_ROWS: usize = 16 << 10;
+
+/// Keys of a Parquet signature file's key-value metadata.
+const META_KEYS: [&str; 5] = [
+    "neardup.contract",
+    "neardup.k",
+    "neardup.num_perm",
+    "neardup.seed",
+    "neardup.engine",
+];
+
+/// A Parquet signature file being written.
+struct TableSigs {
+    writer: crate::io::parquet::TableWriter,
+    schema: arrow_schema::SchemaRef,
+    meta: SigMeta,
+    ids: Vec<String>,
+    rows: Vec<u32>,
+}
+
+fn signature_schema(meta: &SigMeta) -> arrow_schema::Schema {
+    use arrow_schema::{DataType, Field};
+    let values = [
+        meta.contract.clone(),
+        meta.k.to_string(),
+        meta.num_perm.to_string(),
+        meta.seed.to_string(),
+        meta.engine.clone(),
+    ];
+    let md: std::collections::HashMap<String, String> = META_KEYS
+        .iter()
+        .map(|k| k.to_string())
+        .zip(values)
+        .collect();
+    arrow_schema::Schema::new_with_metadata(
+        vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new(
+                "signature",
+                DataType::FixedSizeList(
+                    std::sync::Arc::new(Field::new("item", DataType::UInt32, false)),
+                    meta.num_perm as i32,
+                ),
+                false,
+            ),
+        ],
+        md,
+    )
+}
+
+impl TableSigs {
+    fn create(path: &str, params: MinHashParams, engine: &str) -> Result<Self, Error> {
+        let meta = SigMeta {
+            contract: CONTRACT_VERSION.to_string(),
+            k: params.k,
+            num_perm: params.num_perm,
+            seed: params.seed,
+            documents: 0,
+            engine: engine.to_string(),
+        };
+        let schema = std::sync::Arc::new(signature_schema(&meta));
+        let writer = crate::io::parquet::TableWriter::create(path, &schema, None)?;
+        Ok(TableSigs {
+            writer,
+            schema,
+            meta,
+            ids: Vec::new(),
+            rows: Vec::new(),
+        })
+    }
+
+    fn push_rows<'a>(
+        &mut self,
+        ids: impl ExactSizeIterator<Item = &'a str>,
+        rows: &[u32],
+    ) -> Result<(), Error> {
+        assert_eq!(rows.len(), ids.len() * self.meta.num_perm, "one row per id");
+        self.meta.documents += ids.len() as u64;
+        self.ids.extend(ids.map(str::to_string));
+        self.rows.extend_from_slice(rows);
+        if self.ids.len() >= TABLE_BATCH_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), Error> {
+        use arrow_array::{ArrayRef, FixedSizeListArray, RecordBatch, StringArray, UInt32Array};
+        if self.ids.is_empty() {
+            return Ok(());
+        }
+        let item = std::sync::Arc::new(arrow_schema::Field::new(
+            "item",
+            arrow_schema::DataType::UInt32,
+            false,
+        ));
+        let values = UInt32Array::from(std::mem::take(&mut self.rows));
+        let sigs = FixedSizeListArray::new(
+            item,
+            self.meta.num_perm as i32,
+            std::sync::Arc::new(values),
+            None,
+        );
+        let ids = StringArray::from_iter_values(self.ids.drain(..));
+        let cols: Vec<ArrayRef> = vec![std::sync::Arc::new(ids), std::sync::Arc::new(sigs)];
+        let batch = RecordBatch::try_new(self.schema.clone(), cols)
+            .map_err(|e| Error::io(self.writer.name(), std::io::Error::other(e)))?;
+        self.writer.write(&batch, &[])
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<SigMeta, Error> {
+        self.flush()?;
+        self.writer.finish()?;
+        Ok(self.meta)
+    }
+}
+
+/// A Parquet signature file read back (see the module docs for its layout).
+fn read_table_signatures(path: &str) -> Result<SigFile, Error> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::Array;
+    let err = |msg: String| Error::SignatureFile {
+        path: path.to_string(),
+        msg,
+    };
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| err(format!("not a readable Parquet file: {e}")))?;
+    let md = builder.schema().metadata().clone();
+    let get = |k: &str| {
+        md.get(k).cloned().ok_or_else(|| {
+            err(format!(
+                "not a neardup signature file (no `{k}` in its metadata)"
+            ))
+        })
+    };
+    let num = |k: &str| -> Result<u64, Error> {
+        get(k)?
+            .parse()
+            .map_err(|e| err(format!("`{k}` in its metadata is not a number: {e}")))
+    };
+    let meta = SigMeta {
+        contract: get(META_KEYS[0])?,
+        k: num(META_KEYS[1])? as usize,
+        num_perm: num(META_KEYS[2])? as usize,
+        seed: num(META_KEYS[3])?,
+        documents: 0,
+        engine: md.get(META_KEYS[4]).cloned().unwrap_or_default(),
+    };
+    let reader = builder
+        .build()
+        .map_err(|e| err(format!("not a readable Parquet file: {e}")))?;
+    let (mut ids, mut sigs) = (Vec::new(), Vec::new());
+    for batch in reader {
+        let batch = batch.map_err(|e| err(format!("not a readable Parquet file: {e}")))?;
+        let (Some(id), Some(sig)) = (
+            batch.column_by_name("id"),
+            batch.column_by_name("signature"),
+        ) else {
+            return Err(err("no `id` and `signature` columns".into()));
+        };
+        let (Some(id), Some(sig)) = (id.as_string_opt::<i32>(), sig.as_fixed_size_list_opt())
+        else {
+            return Err(err(
+                "`id` must be strings and `signature` fixed-size lists of uint32".into(),
+            ));
+        };
+        if sig.value_length() as usize != meta.num_perm {
+            return Err(err(format!(
+                "signatures of {} values, the metadata says num_perm={}",
+                sig.value_length(),
+                meta.num_perm
+            )));
+        }
+        let Some(values) = sig
+            .values()
+            .as_primitive_opt::<arrow_array::types::UInt32Type>()
+        else {
+            return Err(err("`signature` values must be uint32".into()));
+        };
+        if id.null_count() > 0 || sig.null_count() > 0 || values.null_count() > 0 {
+            return Err(err("null ids or signature values".into()));
+        }
+        ids.extend(id.iter().map(|s| s.unwrap_or_default().to_string()));
+        let start = sig.value_offset_at(0);
+        sigs.extend_from_slice(&values.values()[start..start + sig.len() * meta.num_perm]);
+    }
+    let mut meta = meta;
+    meta.documents = ids.len() as u64;
+    Ok(SigFile { meta, ids, sigs })
+}
+
+/// Streams signature rows into an npy or tsv file.
+struct FlatWriter {
     format: SigFormat,
     path: String,
     meta: SigMeta,
@@ -89,21 +353,13 @@ pub struct SigWriter {
     rows: u64,
 }
 
-impl SigWriter {
-    /// Start writing to `path`. npy needs a plain file path (not `-`, not compressed): its
-    /// header is filled in at the end.
-    pub fn create(
+impl FlatWriter {
+    fn create(
         path: &str,
         format: SigFormat,
         params: MinHashParams,
         engine: &str,
     ) -> Result<Self, Error> {
-        if path == "-" || path.ends_with(".gz") || path.ends_with(".zst") {
-            return Err(Error::Param(format!(
-                "{path}: signature files must be plain file paths (npy headers are written last; \
-                 compress the file afterwards if you need to)"
-            )));
-        }
         let mut main =
             crate::io::output::Partial::new(crate::io::output::temp_beside(Path::new(path))?);
         let meta = SigMeta {
@@ -133,8 +389,9 @@ impl SigWriter {
                 .map_err(|e| Error::io(path, e))?;
                 None
             }
+            SigFormat::Parquet => unreachable!("a Parquet signature file is a TableSigs"),
         };
-        Ok(SigWriter {
+        Ok(FlatWriter {
             format,
             path: path.to_string(),
             meta,
@@ -146,8 +403,7 @@ impl SigWriter {
         })
     }
 
-    /// Append one document's row.
-    pub fn push(&mut self, id: &str, row: &[u32]) -> Result<(), Error> {
+    fn push(&mut self, id: &str, row: &[u32]) -> Result<(), Error> {
         debug_assert_eq!(row.len(), self.meta.num_perm);
         match self.format {
             SigFormat::Npy => {
@@ -161,6 +417,7 @@ impl SigWriter {
                 serde_json::to_writer(&mut self.ids_buf, id).expect("writing JSON to memory");
                 self.ids_buf.push(b'\n');
             }
+            SigFormat::Parquet => unreachable!("a Parquet signature file is a TableSigs"),
             SigFormat::Tsv => {
                 if needs_json(id) {
                     let j = serde_json::to_string(id).expect("a string serializes");
@@ -192,7 +449,7 @@ impl SigWriter {
     /// An npy file (on a little-endian machine) gets them straight from `rows`, not through
     /// the buffer: one copy fewer of the whole matrix, and a megabyte of buffer that is never
     /// touched (each fresh page is a fault). The ids wait in their buffer until it fills.
-    pub fn push_rows<'a>(
+    fn push_rows<'a>(
         &mut self,
         ids: impl ExactSizeIterator<Item = &'a str>,
         rows: &[u32],
@@ -245,13 +502,8 @@ impl SigWriter {
         Ok(())
     }
 
-    /// Rows written so far.
-    pub fn rows(&self) -> u64 {
-        self.rows
-    }
-
     /// Fill in the header, write the metadata, and move every file into place.
-    pub fn finish(mut self) -> Result<SigMeta, Error> {
+    fn finish(mut self) -> Result<SigMeta, Error> {
         self.flush_buf()?;
         self.meta.documents = self.rows;
         let path = self.path.clone();
@@ -363,7 +615,9 @@ pub fn read_signatures(path: &str) -> Result<SigFile, Error> {
     let mut magic = [0u8; 6];
     let n = f.read(&mut magic).map_err(|e| Error::io(path, e))?;
     f.seek(SeekFrom::Start(0)).map_err(|e| Error::io(path, e))?;
-    let file = if n == 6 && &magic == b"\x93NUMPY" {
+    let file = if n >= 4 && magic[..4] == crate::io::parquet::MAGIC {
+        read_table_signatures(path)?
+    } else if n == 6 && &magic == b"\x93NUMPY" {
         let meta_path = format!("{path}.meta.json");
         let meta_bytes = std::fs::read(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
         let meta: SigMeta = serde_json::from_slice(&meta_bytes)

@@ -6,26 +6,8 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
+pub use crate::io::Fields;
 use crate::Error;
-
-/// Which fields of a record hold its id and its text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fields {
-    pub id: String,
-    pub text: String,
-    /// Accept integer ids (written as their decimal digits) instead of rejecting them.
-    pub numeric_ids: bool,
-}
-
-impl Default for Fields {
-    fn default() -> Self {
-        Fields {
-            id: "id".into(),
-            text: "text".into(),
-            numeric_ids: false,
-        }
-    }
-}
 
 /// The id and text of one JSONL record, borrowed from the line when the JSON has no escapes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,10 +15,11 @@ use std::time::Instant;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_128;
 
-use crate::io::{InputSpec, Inputs, Output};
-use crate::jsonl::{parse_record, Fields};
+use crate::io::{InputSpec, Inputs, ReadPlan};
+use crate::jsonl::Fields;
 use crate::pipeline::pipelined;
 use crate::progress::ProgressFactory;
+use crate::stages::sink::{table_rows, RecordSink};
 use crate::text::Words;
 use crate::Error;
 
@@ -144,11 +145,24 @@ impl ProtectedSet {
         self.files.push(file);
     }
 
-    /// Add a protected file: in a `.jsonl` file (also `.jsonl.gz` / `.jsonl.zst`) every string
-    /// value at any depth is a text, except under the keys in [`UNPROTECTED_KEYS`]; any other
-    /// file is one text, read whole. Compressed files are read by content.
+    /// Add a protected file: in a `.jsonl` file (also `.jsonl.gz` / `.jsonl.zst`) and in a
+    /// Parquet file (by content) every string value at any depth is a text, except under the
+    /// keys in [`UNPROTECTED_KEYS`]; any other file is one text, read whole. Compressed files
+    /// are read by content.
     pub fn add_file(&mut self, path: &Path) -> Result<(), Error> {
         let name = path.display().to_string();
+        if crate::io::parquet::sniff(path) {
+            let mut texts: Vec<String> = Vec::new();
+            crate::io::parquet::for_each_row_as_json(path, &name, |line, row| {
+                let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
+                    Error::io(&name, std::io::Error::other(format!("row {row}: {e}")))
+                })?;
+                collect_strings(&v, &mut texts);
+                Ok(())
+            })?;
+            self.add_texts(&name, texts.iter().map(String::as_str));
+            return Ok(());
+        }
         // Read, not mapped: a protected file is read once and whole (a text file is copied
         // out anyway), so a map would save nothing and add the truncation hazard.
         let inputs = Inputs::new(&[InputSpec::Path(path.to_path_buf())], false)?.with_mmap(false);
@@ -412,7 +426,12 @@ pub fn run_decontam(
     progress: &ProgressFactory,
 ) -> Result<DecontamSummary, Error> {
     let t0 = Instant::now();
-    let mut out = Output::create(output)?;
+    let mut out = RecordSink::create(output, inputs, None)?;
+    let plan = ReadPlan {
+        fields,
+        columns: out.columns(),
+    };
+    let table_schema = out.table_schema();
     let mut files: Vec<FileHits> = grams
         .files()
         .iter()
@@ -429,13 +448,14 @@ pub fn run_decontam(
     let bar = progress.pass("decontam", inputs.total_bytes());
     pipelined(
         inputs,
+        plan,
         crate::corpus::DEFAULT_CHUNK_BYTES,
         &bar,
         |chunk, name| {
             let verdicts: Result<Vec<Verdict>, Error> = (0..chunk.len())
                 .into_par_iter()
                 .map_init(Words::default, |w, i| {
-                    let rec = parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;
+                    let rec = crate::corpus::record(&chunk, i, fields, name)?;
                     w.reset(&rec.text);
                     let hits = grams
                         .check(w)
@@ -448,15 +468,28 @@ pub fn run_decontam(
                     Ok((rec.id.into_owned(), hits))
                 })
                 .collect();
-            Ok((chunk, verdicts?))
+            let verdicts = verdicts?;
+            // A Parquet output's rows are cut out here, beside the other chunks' work.
+            let rows = match &table_schema {
+                Some(schema) => {
+                    let clean: Vec<usize> = (0..chunk.len())
+                        .filter(|&i| verdicts[i].1.is_empty())
+                        .collect();
+                    Some(table_rows(schema, &chunk, &clean, name)?)
+                }
+                None => None,
+            };
+            Ok((chunk, verdicts, rows))
         },
-        |(chunk, verdicts)| {
-            let mut buf = Vec::with_capacity(chunk.data.len());
+        |(chunk, verdicts, rows)| {
+            let mut buf = Vec::new();
             for (i, (id, hits)) in verdicts.into_iter().enumerate() {
                 documents += 1;
                 if hits.is_empty() {
-                    buf.extend_from_slice(chunk.line(i));
-                    buf.push(b'\n');
+                    if rows.is_none() {
+                        buf.extend_from_slice(chunk.line(i));
+                        buf.push(b'\n');
+                    }
                     written += 1;
                     continue;
                 }
@@ -475,7 +508,10 @@ pub fn run_decontam(
                 }
             }
             bar.add_docs(chunk.len() as u64);
-            out.write_all(&buf)
+            match rows {
+                Some(rows) => out.write_rows(&rows, &[]),
+                None => out.write_all(&buf),
+            }
         },
     )?;
     out.finish()?;

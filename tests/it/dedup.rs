@@ -380,7 +380,7 @@ fn exact_then_near_drops_exactly_the_planted_duplicates_and_counts_add_up() {
 fn repeated_ids_are_found_by_hash_and_the_first_repeat_in_input_order_is_named() {
     use neardup::ids::IdArena;
     use neardup::ids::{id_order, DocLoc, UniqueIds};
-    let names = |f: u32| format!("f{f}");
+    let names = |l: neardup::ids::DocLoc| format!("f{}:{}", l.file, l.line);
     let arena = |ids: &[&str]| {
         let mut a = IdArena::default();
         ids.iter().for_each(|i| a.push(i));

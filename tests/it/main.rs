@@ -11,6 +11,7 @@ mod fixtures;
 mod kernels;
 mod layers;
 mod lsh_unionfind;
+mod parquet;
 mod ports;
 mod reports;
 mod reproducibility;

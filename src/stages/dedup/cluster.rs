@@ -142,14 +142,14 @@ impl Clustering {
 /// Shingle sets (sorted 64-bit FNV-1a values) by document index, for `jaccard` confirmation.
 pub type ShingleSets = HashMap<u32, Vec<u64>>;
 
-/// Cluster a signed corpus. `name_of(file)` names inputs in error messages; `load_sets` is
+/// Cluster a signed corpus. `place_of(loc)` names documents' places in error messages; `load_sets` is
 /// called (once, only for `jaccard` confirmation and only when some bucket exists) with a mask of
 /// the documents whose shingle sets are needed. With `measure`, the S-curve is also measured
 /// on a sample (for reports; it adds to the time of confirmation: docs/BENCHMARKS.md).
 pub fn cluster_corpus(
     corpus: &SignedCorpus,
     cfg: &DedupConfig,
-    name_of: &dyn Fn(u32) -> String,
+    place_of: &dyn Fn(DocLoc) -> String,
     load_sets: impl FnOnce(&[bool]) -> Result<ShingleSets, Error>,
     progress: &ProgressFactory,
     measure: bool,
@@ -161,7 +161,7 @@ pub fn cluster_corpus(
     let step = progress.step("clustering");
 
     // Rank documents by id: union-find over ranks makes the root the smallest id.
-    let order = id_order(&corpus.ids, &corpus.locs, name_of)?;
+    let order = id_order(&corpus.ids, &corpus.locs, place_of)?;
     let mut rank = vec![0u32; n];
     for (r, &d) in order.iter().enumerate() {
         rank[d as usize] = r as u32;

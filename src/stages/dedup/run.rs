@@ -7,12 +7,14 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use super::*;
+use crate::corpus::record;
 use crate::engine::Engine;
 use crate::ids::{id_order, DocLoc};
-use crate::io::{Inputs, Output};
-use crate::jsonl::{parse_record, write_tagged, Fields};
+use crate::io::{Inputs, Output, ReadPlan};
+use crate::jsonl::{write_tagged, Fields};
 use crate::pipeline::{pipelined, scan, ScanStats};
 use crate::progress::ProgressFactory;
+use crate::stages::sink::{table_rows, RecordSink};
 use crate::Error;
 
 /// Where `neardup dedup` writes besides its main output.
@@ -83,7 +85,7 @@ pub fn run_dedup(
     }
     let t0 = Instant::now();
     // Create every output first, so a bad path fails before the work.
-    let mut out = Output::create(&outs.output)?;
+    let mut out = RecordSink::create(&outs.output, inputs, Some(CLUSTER_TAG))?;
     let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
     let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;
 
@@ -123,13 +125,13 @@ pub fn run_dedup(
             Ok(())
         })
     };
-    let name_of = |f: u32| inputs.name(f as usize).to_string();
+    let place_of = |l: DocLoc| inputs.place(l.file as usize, l.line);
     let scan_stats = scan_stats.map_err(|e| {
         // `signatures` checks ids as the chunks arrive, so of a repeated id in the chunks
         // before this error and the error, it names the repeat; name the same here. (Which
         // comes first is chunk by chunk: a repeat in the failing chunk itself is not seen, by
         // either command, and chunks are cut alike only for the same engine.)
-        id_order(&corpus.ids, &corpus.locs, &name_of)
+        id_order(&corpus.ids, &corpus.locs, &place_of)
             .err()
             .unwrap_or(e)
     })?;
@@ -138,7 +140,7 @@ pub fn run_dedup(
     let clustering = cluster_corpus(
         &corpus,
         cfg,
-        &name_of,
+        &place_of,
         |needed| load_shingle_sets(inputs, fields, k, needed, progress, sets_budget),
         progress,
         outs.measure,
@@ -238,6 +240,7 @@ fn load_shingle_sets(
     let mut held = 0u64;
     pipelined(
         inputs,
+        ReadPlan::needed(fields),
         crate::corpus::DEFAULT_CHUNK_BYTES,
         &bar,
         |chunk, name| {
@@ -248,8 +251,7 @@ fn load_shingle_sets(
                 .into_par_iter()
                 .filter(|&i| needed.get(base + i).copied().unwrap_or(false))
                 .map(|i| {
-                    let rec =
-                        crate::jsonl::parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;
+                    let rec = record(&chunk, i, fields, name)?;
                     let w = crate::text::Words::new(&rec.text);
                     Ok(((base + i) as u32, crate::sign::fnv::shingle_fnv_set(&w, k)))
                 })
@@ -281,7 +283,9 @@ fn load_shingle_sets(
     Ok(sets)
 }
 
-/// Pass 2: re-read every record and write the kept ones with `meta.minhash_cluster`.
+/// The column (Parquet) or `meta` key (JSONL) that names each record's cluster root.
+const CLUSTER_TAG: &str = "minhash_cluster";
+
 /// What pass 2 reads from: the inputs again, and pass 1's results.
 struct PassTwo<'a> {
     inputs: &'a Inputs,
@@ -291,11 +295,21 @@ struct PassTwo<'a> {
     drop: bool,
 }
 
-/// Pass 2: every kept record out, tagged; the beginnings of the `wanted` documents into
-/// `snippets` (for the report).
+/// One chunk's kept records as pass 2 writes them.
+enum Kept<'a> {
+    /// JSONL lines (tagged), in pieces, with their counts.
+    Lines(Vec<Result<(Vec<u8>, u64), Error>>),
+    /// Parquet rows and each one's tag (its cluster root's id; none for a document in no
+    /// cluster).
+    Rows(arrow_array::RecordBatch, Vec<Option<&'a str>>),
+}
+
+/// Pass 2: every kept record out, tagged with its cluster root (`meta.minhash_cluster` in
+/// JSONL, the `minhash_cluster` column in Parquet); the beginnings of the `wanted` documents
+/// into `snippets` (for the report).
 fn write_pass(
     p2: &PassTwo,
-    out: &mut Output,
+    out: &mut RecordSink,
     progress: &ProgressFactory,
     wanted: &std::collections::HashSet<u32>,
     snippets: &mut HashMap<u32, String>,
@@ -310,8 +324,22 @@ fn write_pass(
     let bar = progress.pass("writing", inputs.total_bytes());
     let next_doc = std::sync::atomic::AtomicUsize::new(0);
     let mut written = 0u64;
+    // Documents in a cluster of two or more (a Parquet output tags only these).
+    let mut in_cluster = vec![false; corpus.len()];
+    for (d, &r) in clustering.root.iter().enumerate() {
+        if r as usize != d {
+            in_cluster[d] = true;
+            in_cluster[r as usize] = true;
+        }
+    }
+    let plan = ReadPlan {
+        fields,
+        columns: out.columns(),
+    };
+    let table_schema = out.table_schema();
     pipelined(
         inputs,
+        plan,
         crate::corpus::DEFAULT_CHUNK_BYTES,
         &bar,
         |chunk, name| {
@@ -322,50 +350,68 @@ fn write_pass(
                      first read"
                 )));
             }
-            let pieces: Vec<Result<(Vec<u8>, u64), Error>> = (0..chunk.len())
-                .collect::<Vec<_>>()
-                .par_chunks(256)
-                .map(|idx| {
-                    // Room for the lines and their tags, so the buffer never grows.
-                    let bytes: usize = idx.iter().map(|&i| chunk.line(i).len() + 1).sum();
-                    let mut buf = crate::io::spare_buffer(bytes + idx.len() * 96);
-                    let mut n = 0;
-                    for &i in idx {
-                        let d = base + i;
-                        if drop && !clustering.is_root(d) {
-                            continue;
-                        }
-                        let root = corpus.ids.get(clustering.root[d] as usize);
-                        write_tagged(
-                            &mut buf,
-                            chunk.line(i),
-                            "minhash_cluster",
-                            root,
-                            name,
-                            chunk.line_no(i),
-                        )?;
-                        n += 1;
-                    }
-                    Ok((buf, n))
-                })
+            let kept_idx: Vec<usize> = (0..chunk.len())
+                .filter(|&i| !drop || clustering.is_root(base + i))
                 .collect();
+            let kept = match &table_schema {
+                Some(schema) => {
+                    let tags = kept_idx
+                        .iter()
+                        .map(|&i| {
+                            let d = base + i;
+                            in_cluster[d].then(|| corpus.ids.get(clustering.root[d] as usize))
+                        })
+                        .collect();
+                    Kept::Rows(table_rows(schema, &chunk, &kept_idx, name)?, tags)
+                }
+                None => Kept::Lines(
+                    kept_idx
+                        .par_chunks(256)
+                        .map(|idx| {
+                            // Room for the lines and their tags, so the buffer never grows.
+                            let bytes: usize = idx.iter().map(|&i| chunk.line(i).len() + 1).sum();
+                            let mut buf = crate::io::spare_buffer(bytes + idx.len() * 96);
+                            for &i in idx {
+                                let root = corpus.ids.get(clustering.root[base + i] as usize);
+                                write_tagged(
+                                    &mut buf,
+                                    chunk.line(i),
+                                    CLUSTER_TAG,
+                                    root,
+                                    name,
+                                    chunk.line_no(i),
+                                )?;
+                            }
+                            Ok((buf, idx.len() as u64))
+                        })
+                        .collect(),
+                ),
+            };
             // The beginnings of the documents the report shows.
             let mut found = Vec::new();
             for i in 0..chunk.len() {
                 let d = (base + i) as u32;
                 if wanted.contains(&d) {
-                    let rec = parse_record(chunk.line(i), fields, name, chunk.line_no(i))?;
+                    let rec = record(&chunk, i, fields, name)?;
                     found.push((d, snippet(&rec.text, SNIPPET_CHARS)));
                 }
             }
-            Ok((pieces, chunk.len(), found))
+            Ok((kept, chunk.len(), found))
         },
-        |(pieces, lines, found)| {
-            for p in pieces {
-                let (buf, n) = p?;
-                out.write_all(&buf)?;
-                crate::io::recycle_buffer(buf);
-                written += n;
+        |(kept, lines, found)| {
+            match kept {
+                Kept::Lines(pieces) => {
+                    for p in pieces {
+                        let (buf, n) = p?;
+                        out.write_all(&buf)?;
+                        crate::io::recycle_buffer(buf);
+                        written += n;
+                    }
+                }
+                Kept::Rows(rows, tags) => {
+                    out.write_rows(&rows, &tags)?;
+                    written += rows.num_rows() as u64;
+                }
             }
             snippets.extend(found);
             bar.add_docs(lines as u64);

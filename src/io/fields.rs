@@ -1,0 +1,22 @@
+//! Which fields of a record (a JSONL line or a Parquet row) hold its id and its text.
+
+/// Which fields of a record hold its id and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fields {
+    /// The id's field; in Parquet a dotted path (`metadata.id`) names a field of a struct
+    /// column.
+    pub id: String,
+    pub text: String,
+    /// Accept integer ids (written as their decimal digits) instead of rejecting them.
+    pub numeric_ids: bool,
+}
+
+impl Default for Fields {
+    fn default() -> Self {
+        Fields {
+            id: "id".into(),
+            text: "text".into(),
+            numeric_ids: false,
+        }
+    }
+}
