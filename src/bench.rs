@@ -456,6 +456,7 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
         confirm: Confirm::Estimate,
         exact: false,
         drop: true,
+        ..Default::default()
     };
     let clustering = cluster_corpus(
         &corpus,

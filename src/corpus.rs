@@ -34,6 +34,89 @@ pub fn record<'a>(
     }
 }
 
+/// What dedup's policies read of a record besides its id and text.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Extras {
+    /// The keep field's value (`--keep field:NAME`), when asked for.
+    pub keep: Option<f64>,
+    /// The group field's value (`--group-field`): a string, or a number's or boolean's JSON
+    /// text; `None` when absent or null.
+    pub group: Option<String>,
+}
+
+/// Record `i`'s [`Extras`], for the fields `fields` names. A keep field that is missing, null or
+/// not a number is an error naming the record.
+pub fn record_extras(
+    chunk: &Chunk,
+    i: usize,
+    fields: &Fields,
+    file_name: &str,
+) -> Result<Extras, Error> {
+    if fields.keep.is_none() && fields.group.is_none() {
+        return Ok(Extras::default());
+    }
+    if let Some(rows) = &chunk.rows {
+        return Ok(Extras {
+            keep: rows.keep(i, file_name)?,
+            group: rows.group(i).map(str::to_string),
+        });
+    }
+    let line = chunk.line(i);
+    let field_err = |field: &str, msg: String| Error::Field {
+        path: file_name.to_string(),
+        line: chunk.line_no(i),
+        field: field.to_string(),
+        msg,
+    };
+    let value = |name: &str| {
+        crate::jsonl::field_value(line, name).map_err(|e| Error::Parse {
+            path: file_name.to_string(),
+            line: chunk.line_no(i),
+            msg: format!("not valid JSON: {e}"),
+        })
+    };
+    let mut out = Extras::default();
+    if let Some(k) = &fields.keep {
+        out.keep = Some(match value(k)? {
+            Some(serde_json::Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
+            None | Some(serde_json::Value::Null) => {
+                return Err(field_err(
+                    k,
+                    format!("is missing; --keep field:{k} needs a number"),
+                ))
+            }
+            Some(other) => {
+                return Err(field_err(
+                    k,
+                    format!(
+                        "is {}; --keep field:{k} needs a number",
+                        crate::jsonl::json_kind(&other)
+                    ),
+                ))
+            }
+        });
+    }
+    if let Some(g) = &fields.group {
+        out.group = match value(g)? {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(s)) => Some(s),
+            Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => {
+                Some(v.to_string())
+            }
+            Some(other) => {
+                return Err(field_err(
+                    g,
+                    format!(
+                        "is {}; a group is a string, a number or a boolean",
+                        crate::jsonl::json_kind(&other)
+                    ),
+                ))
+            }
+        };
+    }
+    Ok(out)
+}
+
 /// One chunk parsed: its documents tokenized into a batch, with ids and line numbers.
 #[derive(Debug, Default)]
 pub struct ParsedChunk {
@@ -41,6 +124,8 @@ pub struct ParsedChunk {
     pub batch: PackedBatch,
     pub ids: IdArena,
     pub lines: Vec<u64>,
+    /// Per document, with a keep or group field: what the policies read (else empty).
+    pub extras: Vec<Extras>,
     /// Bytes of text (the text field, UTF-8) in this chunk.
     pub text_bytes: u64,
     /// Raw bytes of the chunk's lines.
@@ -64,6 +149,10 @@ pub fn parse_chunk(chunk: &Chunk, fields: &Fields, file_name: &str) -> Result<Pa
             let mut part = ParsedChunk::default();
             for i in start..(start + per).min(n) {
                 let rec = record(chunk, i, fields, file_name)?;
+                if fields.keep.is_some() || fields.group.is_some() {
+                    part.extras
+                        .push(record_extras(chunk, i, fields, file_name)?);
+                }
                 part.batch.push_text(&rec.text);
                 part.ids.push(&rec.id);
                 part.lines.push(chunk.line_no(i));
@@ -82,6 +171,7 @@ pub fn parse_chunk(chunk: &Chunk, fields: &Fields, file_name: &str) -> Result<Pa
         out.batch.append(&p.batch);
         out.ids.extend_from(&p.ids);
         out.lines.extend_from_slice(&p.lines);
+        out.extras.extend(p.extras);
         out.text_bytes += p.text_bytes;
     }
     out.parse_seconds = t0.elapsed().as_secs_f64();
@@ -114,6 +204,8 @@ pub struct ScannedChunk {
     pub ids: IdArena,
     pub lines: Vec<u64>,
     pub words: Vec<u32>,
+    /// Per document, with a keep or group field: what the policies read (else empty).
+    pub extras: Vec<Extras>,
     /// `xxh3_128` of each document's packed words (equal exactly when the word sequences are
     /// equal, but for a collision chance of about `n^2 / 2^129`); empty unless asked for.
     pub exact_keys: Vec<u128>,
@@ -156,6 +248,7 @@ impl ScannedChunk {
             raw_bytes: p.raw_bytes,
             ids: p.ids,
             lines: p.lines,
+            extras: p.extras,
         }
     }
 
@@ -164,6 +257,7 @@ impl ScannedChunk {
         self.ids.extend_from(&o.ids);
         self.lines.extend_from_slice(&o.lines);
         self.words.extend_from_slice(&o.words);
+        self.extras.extend(o.extras);
         self.exact_keys.extend_from_slice(&o.exact_keys);
         self.sigs.extend_from_slice(&o.sigs);
         self.shingles += o.shingles;

@@ -40,6 +40,9 @@ pub enum Error {
         field: String,
         msg: String,
     },
+    /// A record is unfit for what was asked of it; the message names its place.
+    #[error("{0}")]
+    Record(String),
     /// The same id twice (in one input or across inputs).
     #[error("repeated id {id:?}: at {first} and again at {second}; ids must be unique across all inputs")]
     DuplicateId {

@@ -82,6 +82,56 @@ value_enum!(
 );
 
 value_enum!(
+    /// What a document without the group field is.
+    GroupMissing = neardup::stages::dedup::GroupMissing {
+        Error,
+        Own,
+    }
+);
+
+/// A `--keep` policy, and the field it reads.
+#[derive(Debug, Clone)]
+pub struct KeepArg {
+    pub policy: neardup::stages::dedup::Keep,
+    pub field: Option<String>,
+}
+
+fn parse_keep(s: &str) -> Result<KeepArg, String> {
+    use neardup::stages::dedup::Keep;
+    let plain = |policy| {
+        Ok(KeepArg {
+            policy,
+            field: None,
+        })
+    };
+    match s {
+        "smallest-id" => plain(Keep::SmallestId),
+        "first" => plain(Keep::First),
+        "longest" => plain(Keep::Longest),
+        _ => {
+            let field = s.strip_prefix("field:").and_then(|r| {
+                let (name, dir) = r.rsplit_once(':')?;
+                let policy = match dir {
+                    "max" => Keep::FieldMax,
+                    "min" => Keep::FieldMin,
+                    _ => return None,
+                };
+                (!name.is_empty()).then(|| KeepArg {
+                    policy,
+                    field: Some(name.to_string()),
+                })
+            });
+            field.ok_or_else(|| {
+                format!(
+                    "{s:?} is not a policy: smallest-id, first, longest, field:NAME:max or \
+                     field:NAME:min"
+                )
+            })
+        }
+    }
+}
+
+value_enum!(
     /// A signature file's format.
     SigFormat = neardup::io::sigfile::SigFormat {
         Npy,
@@ -274,6 +324,7 @@ impl InputArgs {
             id: self.id_field.clone(),
             text: self.text_field.clone(),
             numeric_ids: self.numeric_ids,
+            ..Default::default()
         })
     }
 }
@@ -380,6 +431,19 @@ pub struct DedupArgs {
     /// Keep every record; only tag it with meta.minhash_cluster.
     #[arg(long = "tag-only")]
     pub tag_only: bool,
+    /// Which document of a cluster survives: smallest-id, first (in input order), longest (most
+    /// words), field:NAME:max or field:NAME:min (a numeric field or column). Ties go to the
+    /// smallest id; the cluster tag stays the smallest id whichever survives.
+    #[arg(long, value_name = "POLICY", default_value = "smallest-id", value_parser = parse_keep)]
+    pub keep: KeepArg,
+    /// Deduplicate within groups: documents with different values of this field (e.g. `dump`)
+    /// are never duplicates of each other.
+    #[arg(long, value_name = "FIELD")]
+    pub group_field: Option<String>,
+    /// With --group-field, what a document without the field is: an error, or a member of a
+    /// group of its own with every other such document.
+    #[arg(long, value_enum, default_value_t = GroupMissing::Error, requires = "group_field")]
+    pub group_missing: GroupMissing,
     /// Write one JSON line per cluster of 2+ documents: root, members, size.
     #[arg(long, value_name = "FILE")]
     pub clusters: Option<String>,
@@ -412,6 +476,7 @@ impl BenchArgs {
                 id: self.id_field.clone(),
                 text: self.text_field.clone(),
                 numeric_ids: false,
+                ..Default::default()
             },
             params: self.hash.params()?,
             lsh: self.lsh.params()?,
@@ -445,6 +510,8 @@ impl DedupArgs {
             confirm: self.confirm.into(),
             exact: self.exact,
             drop: !self.tag_only,
+            keep: self.keep.policy,
+            group_missing: self.group_missing.into(),
         };
         cfg.validate()?;
         Ok(cfg)

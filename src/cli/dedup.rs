@@ -5,7 +5,9 @@ use super::*;
 pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
     let cfg = a.config()?;
     a.check_paths()?;
-    let fields = a.input.fields()?;
+    let mut fields = a.input.fields()?;
+    fields.keep = a.keep.field.clone();
+    fields.group = a.group_field.clone();
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
     let inputs = a.input.open(true)?;

@@ -152,6 +152,10 @@ impl RecordSigner for CpuEngine {
                         let mut part = ScannedChunk::default();
                         for i in start..end {
                             let rec = crate::corpus::record(chunk, i, fields, name)?;
+                            if fields.keep.is_some() || fields.group.is_some() {
+                                part.extras
+                                    .push(crate::corpus::record_extras(chunk, i, fields, name)?);
+                            }
                             batch.push_text(&rec.text);
                             part.ids.push(&rec.id);
                             part.lines.push(chunk.line_no(i));
@@ -263,6 +267,7 @@ mod tests {
             id: "id".into(),
             text: "text".into(),
             numeric_ids: false,
+            ..Default::default()
         };
         let want: Vec<Vec<u32>> = texts
             .iter()

@@ -1,4 +1,5 @@
-//! Which fields of a record (a JSONL line or a Parquet row) hold its id and its text.
+//! Which fields of a record (a JSONL line or a Parquet row) hold its id and its text, and the
+//! values dedup's policies read.
 
 /// Which fields of a record hold its id and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -9,6 +10,12 @@ pub struct Fields {
     pub text: String,
     /// Accept integer ids (written as their decimal digits) instead of rejecting them.
     pub numeric_ids: bool,
+    /// A numeric field read for each document, to choose a cluster's survivor by
+    /// (`dedup --keep field:NAME:max|min`).
+    pub keep: Option<String>,
+    /// A field whose value puts each document in a group; clusters never cross groups
+    /// (`dedup --group-field`).
+    pub group: Option<String>,
 }
 
 impl Default for Fields {
@@ -17,6 +24,8 @@ impl Default for Fields {
             id: "id".into(),
             text: "text".into(),
             numeric_ids: false,
+            keep: None,
+            group: None,
         }
     }
 }

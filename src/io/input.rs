@@ -182,7 +182,7 @@ impl Inputs {
         if self.parquet[i] {
             let (name, path) = &self.files[i];
             let r = ParquetReader::open(path, name, plan.fields, plan.columns, chunk_bytes)?;
-            Ok(Reader::Rows(r, i))
+            Ok(Reader::Rows(Box::new(r), i))
         } else {
             self.open(i).map(Reader::Lines)
         }
@@ -241,7 +241,7 @@ impl<'a> ReadPlan<'a> {
 pub enum Reader {
     Lines(LineReader),
     /// A Parquet file, and its index among the inputs.
-    Rows(ParquetReader, usize),
+    Rows(Box<ParquetReader>, usize),
 }
 
 impl Reader {

@@ -122,8 +122,92 @@ fn is_integer(dt: &DataType) -> bool {
     dt.is_integer() || matches!(dt, DataType::Dictionary(_, v) if v.is_integer())
 }
 
-/// Check that `schema` has the id and text fields, of types they can be read as; their paths.
-fn check_fields(
+/// Where a reader finds each field it reads: paths into the schema.
+#[derive(Debug, Clone)]
+struct Paths {
+    id: Vec<usize>,
+    text: Vec<usize>,
+    keep: Option<Vec<usize>>,
+    group: Option<Vec<usize>>,
+}
+
+impl Paths {
+    /// The top-level columns these paths start from.
+    fn roots(&self) -> Vec<usize> {
+        let mut r: Vec<usize> = [
+            Some(&self.id),
+            Some(&self.text),
+            self.keep.as_ref(),
+            self.group.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|p| p[0])
+        .collect();
+        r.sort_unstable();
+        r.dedup();
+        r
+    }
+}
+
+/// Check that `schema` has the fields `fields` names (id, text, and the policies' fields), of
+/// types they can be read as; their paths.
+fn check_fields(schema: &Schema, fields: &Fields, name: &str) -> Result<Paths, Error> {
+    let (id, text) = check_id_text(schema, fields, name)?;
+    let keep = match &fields.keep {
+        None => None,
+        Some(k) => {
+            let path = resolve(schema, k).ok_or_else(|| {
+                bad_file(
+                    name,
+                    format!(
+                        "has no column `{k}` (its columns: {}) for --keep field:{k}",
+                        column_names(schema)
+                    ),
+                )
+            })?;
+            let dt = field_at(schema, &path).data_type();
+            if !dt.is_numeric() {
+                return Err(bad_file(
+                    name,
+                    format!("column `{k}` is {dt}; --keep field:{k} needs a numeric column"),
+                ));
+            }
+            Some(path)
+        }
+    };
+    let group = match &fields.group {
+        None => None,
+        Some(g) => {
+            let path = resolve(schema, g).ok_or_else(|| {
+                bad_file(
+                    name,
+                    format!(
+                        "has no column `{g}` (its columns: {}) for --group-field",
+                        column_names(schema)
+                    ),
+                )
+            })?;
+            let dt = field_at(schema, &path).data_type();
+            if !(is_string(dt) || is_integer(dt) || dt == &DataType::Boolean) {
+                return Err(bad_file(
+                    name,
+                    format!("column `{g}` is {dt}; a group is a string, an integer or a boolean"),
+                ));
+            }
+            Some(path)
+        }
+    };
+    Ok(Paths {
+        id,
+        text,
+        keep,
+        group,
+    })
+}
+
+/// The paths of the id and text fields, checked.
+fn check_id_text(
     schema: &Schema,
     fields: &Fields,
     name: &str,
@@ -187,7 +271,13 @@ struct Column {
 }
 
 impl Column {
+    /// Strings (ids, texts).
     fn new(batch: &RecordBatch, path: &[usize], name: &str) -> Result<Self, Error> {
+        Self::of(batch, path, name, false)
+    }
+
+    /// Strings, or with `numeric` numbers as `f64`.
+    fn of(batch: &RecordBatch, path: &[usize], name: &str, numeric: bool) -> Result<Self, Error> {
         let mut arr = batch.column(path[0]).clone();
         let mut nulls = arr.logical_nulls();
         for &j in &path[1..] {
@@ -195,14 +285,35 @@ impl Column {
             nulls = arrow_buffer::NullBuffer::union(nulls.as_ref(), child.logical_nulls().as_ref());
             arr = child;
         }
-        if !matches!(
-            arr.data_type(),
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-        ) {
-            arr = arrow_cast::cast(&arr, &DataType::Utf8).map_err(|e| parquet_error(name, e))?;
+        let ready = if numeric {
+            arr.data_type() == &DataType::Float64
+        } else {
+            matches!(
+                arr.data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            )
+        };
+        if !ready {
+            let to = if numeric {
+                DataType::Float64
+            } else {
+                DataType::Utf8
+            };
+            arr = arrow_cast::cast(&arr, &to).map_err(|e| parquet_error(name, e))?;
             nulls = arrow_buffer::NullBuffer::union(nulls.as_ref(), arr.logical_nulls().as_ref());
         }
         Ok(Column { values: arr, nulls })
+    }
+
+    fn number(&self, i: usize) -> Option<f64> {
+        if self.nulls.as_ref().is_some_and(|n| n.is_null(i)) {
+            return None;
+        }
+        Some(
+            self.values
+                .as_primitive::<arrow_array::types::Float64Type>()
+                .value(i),
+        )
     }
 
     fn get(&self, i: usize) -> Option<&str> {
@@ -228,6 +339,8 @@ pub struct Rows {
     groups: Arc<[u64]>,
     id: Column,
     text: Column,
+    keep: Option<Column>,
+    group: Option<Column>,
     fields: Arc<Fields>,
 }
 
@@ -273,6 +386,26 @@ impl Rows {
             .ok_or_else(|| self.field_error(i, file, &self.fields.text, "is null"))
     }
 
+    /// Row `i`'s keep value (`--keep field:NAME`): a number, not null.
+    pub fn keep(&self, i: usize, file: &str) -> Result<Option<f64>, Error> {
+        let Some(col) = &self.keep else {
+            return Ok(None);
+        };
+        let name = self.fields.keep.as_deref().unwrap_or_default();
+        match col.number(i) {
+            Some(v) if v.is_nan() => {
+                Err(self.field_error(i, file, name, "is NaN, not a number to keep by"))
+            }
+            Some(v) => Ok(Some(v)),
+            None => Err(self.field_error(i, file, name, "is null; --keep field needs a number")),
+        }
+    }
+
+    /// Row `i`'s group (`--group-field`), `None` when null.
+    pub fn group(&self, i: usize) -> Option<&str> {
+        self.group.as_ref().and_then(|c| c.get(i))
+    }
+
     /// Bytes of row `i`'s text (0 when null), to cut a chunk into pieces of equal work.
     pub fn text_len(&self, i: usize) -> usize {
         self.text.get(i).map_or(0, str::len)
@@ -286,7 +419,7 @@ pub struct ParquetReader {
     schema: SchemaRef,
     /// A decoded batch not yet all handed out, and the offset of its first row left.
     pending: Option<(RecordBatch, usize)>,
-    paths: (Vec<usize>, Vec<usize>),
+    paths: Paths,
     groups: Arc<[u64]>,
     fields: Arc<Fields>,
     next_row: u64,
@@ -312,15 +445,11 @@ impl ParquetReader {
         let builder =
             ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| parquet_error(name, e))?;
         let schema = builder.schema().clone();
-        let (id, text) = check_fields(&schema, fields, name)?;
+        let paths = check_fields(&schema, fields, name)?;
         let meta = builder.metadata().clone();
         let descr = meta.file_metadata().schema_descr_ptr();
         let mask = match columns {
-            Columns::Needed => {
-                let mut roots: Vec<usize> = vec![id[0], text[0]];
-                roots.dedup();
-                ProjectionMask::roots(&descr, roots)
-            }
+            Columns::Needed => ProjectionMask::roots(&descr, paths.roots()),
             _ => ProjectionMask::all(),
         };
         let mut groups = Vec::with_capacity(meta.num_row_groups() + 1);
@@ -396,9 +525,16 @@ impl ParquetReader {
         if at + n < batch.num_rows() {
             self.pending = Some((batch, at + n));
         }
+        let column = |p: &Option<Vec<usize>>, numeric: bool| {
+            p.as_ref()
+                .map(|p| Column::of(&piece, p, &self.name, numeric))
+                .transpose()
+        };
         let rows = Rows {
-            id: Column::new(&piece, &self.paths.0, &self.name)?,
-            text: Column::new(&piece, &self.paths.1, &self.name)?,
+            id: Column::new(&piece, &self.paths.id, &self.name)?,
+            text: Column::new(&piece, &self.paths.text, &self.name)?,
+            keep: column(&self.paths.keep, true)?,
+            group: column(&self.paths.group, false)?,
             batch: piece,
             first_row: self.next_row,
             groups: self.groups.clone(),

@@ -465,6 +465,7 @@ mod tests {
             id: id.into(),
             text: text.into(),
             numeric_ids: false,
+            ..Default::default()
         };
         let mut answered = false;
         for scanner in modes() {

@@ -6,7 +6,10 @@ use serde::Serialize;
 use crate::engine::EngineInfo;
 use crate::jsonl::Fields;
 use crate::stages::decontam::{DecontamSummary, FileHits};
-use crate::stages::dedup::{ClusterExample, Confirm, DedupConfig, DedupSummary, SimilarityBucket};
+use crate::stages::dedup::{
+    ClusterExample, Confirm, DedupConfig, DedupSummary, GroupCounts, GroupMissing, Keep,
+    SimilarityBucket,
+};
 use crate::sys::peak_rss_bytes;
 use crate::CONTRACT_VERSION;
 
@@ -30,6 +33,8 @@ pub struct DedupReport<'a> {
     pub table_bytes: u64,
     pub similarity_buckets: &'a [SimilarityBucket],
     pub largest_clusters: &'a [ClusterExample],
+    /// With `--group-field`: each group's counts, in order of first appearance.
+    pub groups: &'a [GroupCounts],
 }
 
 /// What decided the run's result.
@@ -46,6 +51,12 @@ pub struct DedupParameters<'a> {
     pub confirm: Confirm,
     pub exact: bool,
     pub drop: bool,
+    /// Which document of a cluster survives (`--keep`), and the field it reads.
+    pub keep: Keep,
+    pub keep_field: Option<&'a str>,
+    /// `--group-field`, and what a document without it is.
+    pub group_field: Option<&'a str>,
+    pub group_missing: GroupMissing,
     pub id_field: &'a str,
     pub text_field: &'a str,
 }
@@ -71,6 +82,8 @@ pub struct DedupCounts<'a> {
     pub pairs_confirmed: u64,
     pub pairs_rejected: u64,
     pub pairs_already_joined: u64,
+    /// Candidate pairs of two groups, never duplicates (`--group-field`).
+    pub pairs_other_group: u64,
     pub shingle_sets_loaded: u64,
     pub words: u64,
     pub shingles: u64,
@@ -140,6 +153,10 @@ impl<'a> DedupReport<'a> {
                 confirm: cfg.confirm,
                 exact: cfg.exact,
                 drop: cfg.drop,
+                keep: cfg.keep,
+                keep_field: fields.keep.as_deref(),
+                group_field: fields.group.as_deref(),
+                group_missing: cfg.group_missing,
                 id_field: &fields.id,
                 text_field: &fields.text,
             },
@@ -160,6 +177,7 @@ impl<'a> DedupReport<'a> {
                 pairs_confirmed: c.pairs_confirmed,
                 pairs_rejected: c.pairs_rejected,
                 pairs_already_joined: c.pairs_already_joined,
+                pairs_other_group: c.pairs_other_group,
                 shingle_sets_loaded: c.sets_loaded,
                 words: scan.words,
                 shingles: scan.shingles,
@@ -195,6 +213,7 @@ impl<'a> DedupReport<'a> {
             table_bytes: s.table_bytes,
             similarity_buckets: &s.similarity_buckets,
             largest_clusters: &s.examples,
+            groups: &s.groups,
         }
     }
 }

@@ -12,6 +12,7 @@ mod kernels;
 mod layers;
 mod lsh_unionfind;
 mod parquet;
+mod policies;
 mod ports;
 mod reports;
 mod reproducibility;

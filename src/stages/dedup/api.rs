@@ -96,7 +96,7 @@ pub fn near_dedup(
     let ids: Vec<String> = docs.into_iter().map(|(i, _)| i).collect();
     let mut out = Vec::new();
     for (d, mut rec) in records.into_iter().enumerate() {
-        if cfg.drop && !c.is_root(d) {
+        if cfg.drop && !c.keeps(d) {
             continue;
         }
         let root = ids[c.root[d] as usize].clone();

@@ -26,6 +26,13 @@ pub struct SignedCorpus {
     pub words: Vec<u32>,
     /// With `exact`: a 128-bit key of each document's word sequence.
     pub exact_keys: Vec<u128>,
+    /// With `--keep field:NAME`: each document's value of the field.
+    pub keep_values: Vec<f64>,
+    /// With `--group-field`: each document's group, an index into `group_names`.
+    pub groups: Vec<u32>,
+    /// The groups' names, in order of first appearance (`None`: the documents without the
+    /// field, with `--group-missing own`).
+    pub group_names: Vec<Option<String>>,
 }
 
 impl SignedCorpus {
@@ -49,6 +56,8 @@ impl SignedCorpus {
             + self.sigs.len() * 4
             + self.words.len() * 4
             + self.exact_keys.len() * 16
+            + self.keep_values.len() * 8
+            + self.groups.len() * 4
     }
 }
 
@@ -73,6 +82,8 @@ pub struct ClusterStats {
     pub pairs_confirmed: u64,
     pub pairs_rejected: u64,
     pub pairs_already_joined: u64,
+    /// Candidate pairs of two groups (`--group-field`), never duplicates.
+    pub pairs_other_group: u64,
     /// Documents whose shingle sets were loaded for `jaccard` confirmation.
     pub sets_loaded: u64,
     pub wordless: u64,
@@ -100,6 +111,9 @@ pub struct Clustering {
     /// For each document (input order), the document index of its cluster's root (the smallest
     /// id in the cluster; a singleton is its own root).
     pub root: Vec<u32>,
+    /// For each document, whether it survives a dropping run: every document in no cluster,
+    /// and of each cluster the one the keep policy chooses (by default the root).
+    pub survives: Vec<bool>,
     /// For each document, whether the exact pre-pass found an identical document with a smaller
     /// id.
     pub exact_duplicate: Vec<bool>,
@@ -112,9 +126,14 @@ pub struct Clustering {
 }
 
 impl Clustering {
-    /// Is document `d` kept when dropping (it is its cluster's root)?
+    /// Is document `d` its cluster's root (the smallest id)?
     pub fn is_root(&self, d: usize) -> bool {
         self.root[d] as usize == d
+    }
+
+    /// Is document `d` kept when dropping (see [`Clustering::survives`])?
+    pub fn keeps(&self, d: usize) -> bool {
+        self.survives[d]
     }
 
     /// Clusters of two or more documents: `(root, members)`, members in id order, clusters in
@@ -137,6 +156,47 @@ impl Clustering {
         out.sort_by(|a, b| ids.get(a.0 as usize).cmp(ids.get(b.0 as usize)));
         out
     }
+}
+
+/// Which documents survive a dropping run: those in no cluster, and of each cluster the best
+/// by `keep`, ties to the smallest id (`rank`: each document's place in id order).
+fn survivors(
+    corpus: &SignedCorpus,
+    root: &[u32],
+    rank: &[u32],
+    keep: Keep,
+) -> Result<Vec<bool>, Error> {
+    let n = root.len();
+    if keep == Keep::SmallestId {
+        return Ok((0..n).map(|d| root[d] as usize == d).collect());
+    }
+    if matches!(keep, Keep::FieldMax | Keep::FieldMin) && corpus.keep_values.len() != n {
+        return Err(Error::Param(
+            "--keep field:NAME needs each document's value of the field".into(),
+        ));
+    }
+    // Better first: a larger key wins, then the smaller rank.
+    let key = |d: usize| -> f64 {
+        match keep {
+            Keep::SmallestId => 0.0,
+            Keep::First => -(d as f64),
+            Keep::Longest => corpus.words[d] as f64,
+            Keep::FieldMax => corpus.keep_values[d],
+            Keep::FieldMin => -corpus.keep_values[d],
+        }
+    };
+    let better = |a: usize, b: usize| match key(a).total_cmp(&key(b)) {
+        std::cmp::Ordering::Equal => rank[a] < rank[b],
+        o => o == std::cmp::Ordering::Greater,
+    };
+    let mut best: HashMap<u32, u32> = HashMap::new();
+    for (d, &r) in root.iter().enumerate() {
+        let cur = best.entry(r).or_insert(d as u32);
+        if better(d, *cur as usize) {
+            *cur = d as u32;
+        }
+    }
+    Ok((0..n).map(|d| best[&root[d]] as usize == d).collect())
 }
 
 /// Shingle sets (sorted 64-bit FNV-1a values) by document index, for `jaccard` confirmation.
@@ -173,20 +233,22 @@ pub fn cluster_corpus(
     let mut exact_duplicate = vec![false; n];
     if cfg.exact {
         step.set_message("exact duplicates");
-        let mut keyed: Vec<(u128, u32)> = (0..n)
+        // Keyed by group too: copies in two groups are not duplicates.
+        let group = |d: usize| corpus.groups.get(d).copied().unwrap_or(0);
+        let mut keyed: Vec<(u128, u32, u32)> = (0..n)
             .filter(|&d| corpus.words[d] > 0)
-            .map(|d| (corpus.exact_keys[d], rank[d]))
+            .map(|d| (corpus.exact_keys[d], group(d), rank[d]))
             .collect();
         keyed.par_sort_unstable();
         exact_rep = (0..n as u32).collect();
         let mut i = 0;
         while i < keyed.len() {
             let mut e = i + 1;
-            while e < keyed.len() && keyed[e].0 == keyed[i].0 {
+            while e < keyed.len() && keyed[e].0 == keyed[i].0 && keyed[e].1 == keyed[i].1 {
                 e += 1;
             }
-            let rep = order[keyed[i].1 as usize];
-            for &(_, r) in &keyed[i + 1..e] {
+            let rep = order[keyed[i].2 as usize];
+            for &(_, _, r) in &keyed[i + 1..e] {
                 let d = order[r as usize];
                 exact_duplicate[d as usize] = true;
                 exact_rep[d as usize] = rep;
@@ -231,6 +293,14 @@ pub fn cluster_corpus(
         for i in 0..ranks_buf.len() {
             for j in i + 1..ranks_buf.len() {
                 let (ra, rb) = (ranks_buf[i], ranks_buf[j]);
+                if !corpus.groups.is_empty()
+                    && corpus.groups[order[ra as usize] as usize]
+                        != corpus.groups[order[rb as usize] as usize]
+                {
+                    // Never duplicates: as if each group were run on its own.
+                    stats.pairs_other_group += 1;
+                    continue;
+                }
                 if uf.connected(ra, rb) {
                     stats.pairs_already_joined += 1;
                     continue;
@@ -302,8 +372,10 @@ pub fn cluster_corpus(
             .cmp(&rank[y.a as usize])
             .then(rank[x.b as usize].cmp(&rank[y.b as usize]))
     });
+    let survives = survivors(corpus, &root, &rank, cfg.keep)?;
     stats.cluster_seconds = t_cluster.elapsed().as_secs_f64();
     Ok(Clustering {
+        survives,
         root,
         exact_duplicate,
         pairs,

@@ -17,6 +17,35 @@ pub enum Confirm {
     None,
 }
 
+/// Which document of a cluster survives a dropping run. Ties go to the smallest id, so the choice
+/// never depends on input order, threads or engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Keep {
+    /// The cluster's root.
+    #[default]
+    SmallestId,
+    /// The earliest in input order.
+    First,
+    /// The most words.
+    Longest,
+    /// The largest value of a numeric field ([`Fields::keep`](crate::io::Fields::keep)).
+    FieldMax,
+    /// The smallest value of that field.
+    FieldMin,
+}
+
+/// What a document without the group field ([`Fields::group`](crate::io::Fields::group)) is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupMissing {
+    /// An error naming the document.
+    #[default]
+    Error,
+    /// Such documents form a group of their own, deduplicated among themselves.
+    Own,
+}
+
 /// Everything that decides which documents are near duplicates.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct DedupConfig {
@@ -26,8 +55,12 @@ pub struct DedupConfig {
     pub confirm: Confirm,
     /// Run the exact-dedup pre-pass (identical word sequences, keep the smallest id).
     pub exact: bool,
-    /// Write only cluster roots (otherwise everyone, tagged).
+    /// Write only each cluster's survivor (otherwise everyone, tagged).
     pub drop: bool,
+    /// Which document of a cluster survives.
+    pub keep: Keep,
+    /// With a group field: what a document without it is.
+    pub group_missing: GroupMissing,
 }
 
 impl Default for DedupConfig {
@@ -39,6 +72,8 @@ impl Default for DedupConfig {
             confirm: Confirm::Jaccard,
             exact: false,
             drop: true,
+            keep: Keep::SmallestId,
+            group_missing: GroupMissing::Error,
         }
     }
 }

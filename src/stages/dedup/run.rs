@@ -41,6 +41,19 @@ pub struct DedupSummary {
     pub seconds: f64,
     /// Heap bytes of the pass-1 tables (ids, signatures, counts).
     pub table_bytes: u64,
+    /// With `--group-field`: each group's counts, in order of first appearance.
+    pub groups: Vec<GroupCounts>,
+}
+
+/// One group's counts (`--group-field`).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct GroupCounts {
+    /// The field's value; `None` for the documents without it (`--group-missing own`).
+    pub group: Option<String>,
+    pub documents: u64,
+    /// Clusters of two or more documents.
+    pub clusters: u64,
+    pub documents_written: u64,
 }
 
 /// A cluster shown in the report: its root, size, and the first members (id, beginning of
@@ -95,9 +108,30 @@ pub fn run_dedup(
         ..Default::default()
     };
     let per_doc_bytes = crate::sys::bytes_per_document(num_perm, cfg.exact);
+    let mut group_index: HashMap<Option<String>, u32> = HashMap::new();
     let scan_stats = {
         let bar = progress.pass("signatures", inputs.total_bytes());
         scan(inputs, fields, engine, cfg.exact, &bar, |sc| {
+            for (i, x) in sc.extras.iter().enumerate() {
+                if let Some(v) = x.keep {
+                    corpus.keep_values.push(v);
+                }
+                if let Some(g) = &fields.group {
+                    if x.group.is_none() && cfg.group_missing == GroupMissing::Error {
+                        return Err(Error::Record(format!(
+                            "{}: field `{g}` is missing or null (--group-missing own puts \
+                             documents without it in a group of their own)",
+                            inputs.place(sc.file_index, sc.lines[i])
+                        )));
+                    }
+                    let next = group_index.len() as u32;
+                    let gi = *group_index.entry(x.group.clone()).or_insert_with(|| {
+                        corpus.group_names.push(x.group.clone());
+                        next
+                    });
+                    corpus.groups.push(gi);
+                }
+            }
             corpus.ids.extend_from(&sc.ids);
             corpus.locs.extend(sc.lines.iter().map(|&line| DocLoc {
                 file: sc.file_index as u32,
@@ -213,7 +247,32 @@ pub fn run_dedup(
     if let Some(o) = pairs_out {
         o.finish()?;
     }
+    let mut groups: Vec<GroupCounts> = corpus
+        .group_names
+        .iter()
+        .map(|g| GroupCounts {
+            group: g.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let mut is_cluster_root = vec![false; corpus.len()];
+    for (d, &r) in clustering.root.iter().enumerate() {
+        if r as usize != d {
+            is_cluster_root[r as usize] = true;
+        }
+    }
+    for (d, &g) in corpus.groups.iter().enumerate() {
+        let c = &mut groups[g as usize];
+        c.documents += 1;
+        if is_cluster_root[d] {
+            c.clusters += 1;
+        }
+        if !cfg.drop || clustering.keeps(d) {
+            c.documents_written += 1;
+        }
+    }
     Ok(DedupSummary {
+        groups,
         table_bytes: corpus.heap_bytes() as u64,
         scan: scan_stats,
         cluster: clustering.stats,
@@ -351,7 +410,7 @@ fn write_pass(
                 )));
             }
             let kept_idx: Vec<usize> = (0..chunk.len())
-                .filter(|&i| !drop || clustering.is_root(base + i))
+                .filter(|&i| !drop || clustering.keeps(base + i))
                 .collect();
             let kept = match &table_schema {
                 Some(schema) => {
