@@ -533,6 +533,11 @@ pub struct DecontamArgs {
     /// n-gram length in words.
     #[arg(long, default_value_t = 13)]
     pub n: usize,
+    /// Also protect protected texts shorter than n words, down to MIN words (8 when given
+    /// without a value), by their whole word sequence: a document holding it is caught. Off by
+    /// default (SPEC §4: a text shorter than n words protects nothing).
+    #[arg(long, value_name = "MIN", num_args = 0..=1, default_missing_value = "8", value_parser = clap::value_parser!(u64).range(1..))]
+    pub protect_short: Option<u64>,
     /// Write a report: JSON (per protected file, documents caught and matched n-grams), or with
     /// a `.html` name a page with the hits highlighted. May be given more than once.
     #[arg(long, value_name = "FILE")]

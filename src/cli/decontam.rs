@@ -11,7 +11,11 @@ pub(super) fn run(a: DecontamArgs) -> Result<ExitCode> {
     let inputs = a
         .input
         .open(neardup::io::parquet::is_parquet_name(&a.output))?;
-    let grams = neardup::stages::decontam::protected_ngrams(&a.protected, a.n)?;
+    let grams = neardup::stages::decontam::protected_set(
+        &a.protected,
+        a.n,
+        a.protect_short.unwrap_or(0) as usize,
+    )?;
     let load = t0.elapsed().as_secs_f64();
     let mut s =
         neardup::stages::decontam::run_decontam(&inputs, &fields, &grams, &a.output, &progress)?;

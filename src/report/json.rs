@@ -240,6 +240,8 @@ pub struct DecontamReport<'a> {
 #[derive(Debug, Serialize)]
 pub struct DecontamParameters<'a> {
     pub n: usize,
+    /// Texts of this many words or more, but fewer than `n`, are protected whole (0: off).
+    pub protect_short: usize,
     pub id_field: &'a str,
     pub text_field: &'a str,
 }
@@ -277,6 +279,7 @@ impl<'a> DecontamReport<'a> {
             output,
             parameters: DecontamParameters {
                 n: s.n,
+                protect_short: s.protect_short,
                 id_field: &fields.id,
                 text_field: &fields.text,
             },

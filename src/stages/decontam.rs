@@ -59,15 +59,22 @@ pub struct ProtectedFile {
     pub texts: u64,
     /// Distinct n-grams it contributes.
     pub ngrams: u64,
-    /// Texts of at least one word but fewer than `n`: they contribute no n-gram, so they
-    /// protect nothing.
+    /// Texts of at least one word but fewer than `n` (and, with short items protected, fewer
+    /// than their minimum): they contribute no n-gram, so they protect nothing.
     pub texts_too_short: u64,
+    /// Texts shorter than `n` words protected whole (`--protect-short`): a document holding
+    /// their word sequence is caught.
+    pub texts_protected_whole: u64,
 }
 
 /// The protected n-grams of a set of files.
 #[derive(Debug, Clone)]
 pub struct ProtectedSet {
     n: usize,
+    /// Texts of at least this many words but fewer than `n` are protected whole; 0: none.
+    short_min: usize,
+    /// The word counts of the texts protected whole (each is checked as a window length).
+    short_lengths: std::collections::BTreeSet<usize>,
     /// Key -> the (first) file holding it.
     grams: GramMap<u32>,
     /// Keys held by more than one file -> all of them.
@@ -85,6 +92,8 @@ impl ProtectedSet {
         }
         Ok(ProtectedSet {
             n,
+            short_min: 0,
+            short_lengths: Default::default(),
             grams: GramMap::default(),
             shared: GramMap::default(),
             files: Vec::new(),
@@ -93,6 +102,18 @@ impl ProtectedSet {
 
     pub fn n(&self) -> usize {
         self.n
+    }
+
+    /// The least words of a text protected whole (0: none is).
+    pub fn short_min(&self) -> usize {
+        self.short_min
+    }
+
+    /// Also protect texts of `min` to `n - 1` words by their whole word sequence (0: no text
+    /// shorter than `n` words is protected, as SPEC §4 defines). Set before adding texts.
+    pub fn with_short_items(mut self, min: usize) -> Self {
+        self.short_min = min;
+        self
     }
 
     /// Distinct protected n-grams.
@@ -116,15 +137,24 @@ impl ProtectedSet {
             texts: 0,
             ngrams: 0,
             texts_too_short: 0,
+            texts_protected_whole: 0,
         };
         let mut w = Words::default();
         for t in texts {
             file.texts += 1;
             w.reset(t);
+            // A short text's one window is all of its words.
+            let mut len = self.n;
             if !w.is_empty() && w.len() < self.n {
-                file.texts_too_short += 1;
+                if self.short_min > 0 && w.len() >= self.short_min {
+                    file.texts_protected_whole += 1;
+                    len = w.len();
+                    self.short_lengths.insert(len);
+                } else {
+                    file.texts_too_short += 1;
+                }
             }
-            for g in w.ngram_slices(self.n) {
+            for g in w.ngram_slices(len) {
                 let key = xxh3_128(g);
                 match self.grams.get(&key) {
                     None => {
@@ -218,7 +248,7 @@ impl ProtectedSet {
     /// n-gram shared with each.
     pub fn check(&self, words: &Words) -> Vec<(u32, String)> {
         let mut hits: Vec<(u32, String)> = Vec::new();
-        for g in words.ngram_slices(self.n) {
+        for g in self.windows(words) {
             if let Some(h) = self.holders(xxh3_128(g)) {
                 for f in h.iter() {
                     if !hits.iter().any(|(x, _)| *x == f) {
@@ -235,9 +265,17 @@ impl ProtectedSet {
 
     /// Does the tokenized document share any n-gram with the set?
     pub fn is_contaminated(&self, words: &Words) -> bool {
-        words
-            .ngram_slices(self.n)
+        self.windows(words)
             .any(|g| self.grams.contains_key(&xxh3_128(g)))
+    }
+
+    /// Every window of `words` to look up: its `n`-grams, then its windows of each length a
+    /// text protected whole has. (The keys of windows of different lengths never meet: their
+    /// texts hold different numbers of spaces.)
+    fn windows<'w>(&'w self, words: &'w Words) -> impl Iterator<Item = &'w [u8]> + 'w {
+        std::iter::once(self.n)
+            .chain(self.short_lengths.iter().copied())
+            .flat_map(move |len| words.ngram_slices(len))
     }
 }
 
@@ -274,7 +312,17 @@ fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {
 
 /// SPEC `protected n-grams` of the given files.
 pub fn protected_ngrams<P: AsRef<Path>>(paths: &[P], n: usize) -> Result<ProtectedSet, Error> {
-    let mut set = ProtectedSet::new(n)?;
+    protected_set(paths, n, 0)
+}
+
+/// [`protected_ngrams`], with texts of `short_min` to `n - 1` words protected whole (see
+/// [`ProtectedSet::with_short_items`]).
+pub fn protected_set<P: AsRef<Path>>(
+    paths: &[P],
+    n: usize,
+    short_min: usize,
+) -> Result<ProtectedSet, Error> {
+    let mut set = ProtectedSet::new(n)?.with_short_items(short_min);
     for p in paths {
         set.add_file(p.as_ref())?;
     }
@@ -293,12 +341,14 @@ impl ProtectedSet {
             Some(format!(
                 "warning: NOTHING IS PROTECTED: the protected files yield no {n}-gram ({short} of \
                  their {texts} texts are shorter than {n} words, the others have no words), so \
-                 no document can be caught; lower --n to protect short items"
+                 no document can be caught; --protect-short MIN protects short items whole (or \
+                 lower --n)"
             ))
         } else if short > 0 {
             Some(format!(
                 "note: {short} of the {texts} protected texts are shorter than {n} words and \
-                 protect nothing (lower --n to protect them)"
+                 protect nothing (--protect-short MIN protects those of MIN words or more whole; \
+                 or lower --n)"
             ))
         } else {
             None
@@ -366,6 +416,8 @@ pub struct FileHits {
     pub ngrams: u64,
     /// Texts shorter than `n` words, which protect nothing.
     pub texts_too_short: u64,
+    /// Texts shorter than `n` words protected whole (`--protect-short`).
+    pub texts_protected_whole: u64,
     pub documents_caught: u64,
     /// Up to [`EVIDENCE_PER_FILE`] (document id, matched n-gram) pairs.
     pub evidence: Vec<Evidence>,
@@ -407,6 +459,8 @@ pub const EVIDENCE_PER_FILE: usize = 5;
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DecontamSummary {
     pub n: usize,
+    /// The least words of a protected text protected whole (0: none shorter than `n` is).
+    pub protect_short: usize,
     pub protected_ngrams: u64,
     pub documents: u64,
     pub contaminated: u64,
@@ -440,6 +494,7 @@ pub fn run_decontam(
             texts: f.texts,
             ngrams: f.ngrams,
             texts_too_short: f.texts_too_short,
+            texts_protected_whole: f.texts_protected_whole,
             documents_caught: 0,
             evidence: Vec::new(),
         })
@@ -517,6 +572,7 @@ pub fn run_decontam(
     out.finish()?;
     Ok(DecontamSummary {
         n: grams.n(),
+        protect_short: grams.short_min(),
         protected_ngrams: grams.len() as u64,
         documents,
         contaminated,

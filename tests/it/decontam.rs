@@ -118,3 +118,96 @@ fn decontamination_streams() {
     assert_eq!(d.dropped, 5);
     assert_eq!(pulled, 10);
 }
+
+/// With short items protected (`--protect-short MIN`), an item of MIN to n - 1 words is caught
+/// by a verbatim copy inside a document, at any position and in any case, and not by a copy
+/// missing a word; shorter items still protect nothing; the report counts both kinds.
+#[test]
+fn short_items_are_protected_whole_when_asked() {
+    use crate::common::*;
+    let dir = tempfile::tempdir().unwrap();
+    let eval = dir.path().join("eval.jsonl");
+    // 12 words (under 13), 8 words (the default minimum) and 5 words (under it).
+    let q12 = "which planet in the solar system has the most known natural moons";
+    let q8 = "name the longest river that flows through egypt";
+    let q5 = "what is two plus two";
+    std::fs::write(
+        &eval,
+        format!("{{\"id\":\"a\",\"q\":\"{q12}\"}}\n{{\"id\":\"b\",\"q\":\"{q8}\"}}\n{{\"id\":\"c\",\"q\":\"{q5}\"}}\n"),
+    )
+    .unwrap();
+    let corpus = dir.path().join("corpus.jsonl");
+    let docs = [
+        (
+            "d12",
+            format!("Trivia night. {} Answer: Saturn.", q12.to_uppercase()),
+        ),
+        ("d8", format!("{q8}? The Nile, of course")),
+        ("d5", format!("kids ask {q5} and laugh")),
+        (
+            "d11",
+            "which planet in the solar system has the most known natural".to_string(),
+        ),
+        (
+            "clean",
+            "a document about gardening and the weather in spring".to_string(),
+        ),
+    ];
+    let mut t = String::new();
+    for (id, text) in &docs {
+        t.push_str(&serde_json::json!({"id": id, "text": text}).to_string());
+        t.push('\n');
+    }
+    std::fs::write(&corpus, t).unwrap();
+    let out = dir.path().join("clean.jsonl");
+    let report = dir.path().join("r.json");
+    let run = |extra: &[&str]| -> Vec<String> {
+        let mut a = vec![
+            "decontam",
+            corpus.to_str().unwrap(),
+            "--protected",
+            eval.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        ok(&neardup(&a));
+        std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    let r = |k: &str| -> serde_json::Value {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        v["protected_files"][0][k].clone()
+    };
+    // Off (SPEC §4): nothing shorter than 13 words protects.
+    assert_eq!(run(&[]), ["d12", "d8", "d5", "d11", "clean"]);
+    assert_eq!(
+        (r("texts_too_short"), r("texts_protected_whole")),
+        (3.into(), 0.into())
+    );
+    // The default minimum, 8 words.
+    assert_eq!(run(&["--protect-short"]), ["d5", "d11", "clean"]);
+    assert_eq!(
+        (r("texts_too_short"), r("texts_protected_whole")),
+        (1.into(), 2.into())
+    );
+    // Down to 5 words.
+    assert_eq!(run(&["--protect-short", "5"]), ["d11", "clean"]);
+    assert_eq!(
+        (r("texts_too_short"), r("texts_protected_whole")),
+        (0.into(), 3.into())
+    );
+    // Down to 9: the 8-word item protects nothing again.
+    assert_eq!(run(&["--protect-short", "9"]), ["d8", "d5", "d11", "clean"]);
+}
