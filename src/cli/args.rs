@@ -538,6 +538,11 @@ pub struct DecontamArgs {
     /// default (SPEC §4: a text shorter than n words protects nothing).
     #[arg(long, value_name = "MIN", num_args = 0..=1, default_missing_value = "8", value_parser = clap::value_parser!(u64).range(1..))]
     pub protect_short: Option<u64>,
+    /// Protect each item (a JSONL line, a Parquet row) of a protected file as one text: its
+    /// string values in order, so n-grams span a question and its answer. Off by default: each
+    /// string value is a text of its own (SPEC §4).
+    #[arg(long)]
+    pub join_fields: bool,
     /// Write a report: JSON (per protected file, documents caught and matched n-grams), or with
     /// a `.html` name a page with the hits highlighted. May be given more than once.
     #[arg(long, value_name = "FILE")]

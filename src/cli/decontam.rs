@@ -15,6 +15,7 @@ pub(super) fn run(a: DecontamArgs) -> Result<ExitCode> {
         &a.protected,
         a.n,
         a.protect_short.unwrap_or(0) as usize,
+        a.join_fields,
     )?;
     let load = t0.elapsed().as_secs_f64();
     let mut s =

@@ -242,6 +242,8 @@ pub struct DecontamParameters<'a> {
     pub n: usize,
     /// Texts of this many words or more, but fewer than `n`, are protected whole (0: off).
     pub protect_short: usize,
+    /// Each protected item's string values were joined into one text.
+    pub join_fields: bool,
     pub id_field: &'a str,
     pub text_field: &'a str,
 }
@@ -280,6 +282,7 @@ impl<'a> DecontamReport<'a> {
             parameters: DecontamParameters {
                 n: s.n,
                 protect_short: s.protect_short,
+                join_fields: s.join_fields,
                 id_field: &fields.id,
                 text_field: &fields.text,
             },

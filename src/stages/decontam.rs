@@ -75,6 +75,9 @@ pub struct ProtectedSet {
     short_min: usize,
     /// The word counts of the texts protected whole (each is checked as a window length).
     short_lengths: std::collections::BTreeSet<usize>,
+    /// Each item of a JSONL or Parquet file is one text (see
+    /// [`ProtectedSet::with_joined_fields`]).
+    join_fields: bool,
     /// Key -> the (first) file holding it.
     grams: GramMap<u32>,
     /// Keys held by more than one file -> all of them.
@@ -94,6 +97,7 @@ impl ProtectedSet {
             n,
             short_min: 0,
             short_lengths: Default::default(),
+            join_fields: false,
             grams: GramMap::default(),
             shared: GramMap::default(),
             files: Vec::new(),
@@ -102,6 +106,28 @@ impl ProtectedSet {
 
     pub fn n(&self) -> usize {
         self.n
+    }
+
+    /// Protect each item of a JSONL or Parquet protected file (a line, a row) as one text: its
+    /// string values in order, joined by a line break, so n-grams span a question and its
+    /// answer. A line break is no word and joins no two words into one, so no n-gram appears
+    /// that the values' words in order do not hold. Set before adding files.
+    pub fn with_joined_fields(mut self, on: bool) -> Self {
+        self.join_fields = on;
+        self
+    }
+
+    /// One item's texts: each string value, or with joined fields all of them as one.
+    fn collect_item(&self, v: &serde_json::Value, texts: &mut Vec<String>) {
+        if self.join_fields {
+            let mut parts = Vec::new();
+            collect_strings(v, &mut parts);
+            if !parts.is_empty() {
+                texts.push(parts.join("\n"));
+            }
+        } else {
+            collect_strings(v, texts);
+        }
     }
 
     /// The least words of a text protected whole (0: none is).
@@ -187,7 +213,7 @@ impl ProtectedSet {
                 let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
                     Error::io(&name, std::io::Error::other(format!("row {row}: {e}")))
                 })?;
-                collect_strings(&v, &mut texts);
+                self.collect_item(&v, &mut texts);
                 Ok(())
             })?;
             self.add_texts(&name, texts.iter().map(String::as_str));
@@ -211,7 +237,7 @@ impl ProtectedSet {
                             line: chunk.line_no(i),
                             msg: format!("not valid JSON: {e}"),
                         })?;
-                    collect_strings(&v, &mut texts);
+                    self.collect_item(&v, &mut texts);
                 }
             }
             self.add_texts(&name, texts.iter().map(String::as_str));
@@ -312,17 +338,21 @@ fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {
 
 /// SPEC `protected n-grams` of the given files.
 pub fn protected_ngrams<P: AsRef<Path>>(paths: &[P], n: usize) -> Result<ProtectedSet, Error> {
-    protected_set(paths, n, 0)
+    protected_set(paths, n, 0, false)
 }
 
 /// [`protected_ngrams`], with texts of `short_min` to `n - 1` words protected whole (see
-/// [`ProtectedSet::with_short_items`]).
+/// [`ProtectedSet::with_short_items`]) and, with `join_fields`, each item's fields as one text
+/// ([`ProtectedSet::with_joined_fields`]).
 pub fn protected_set<P: AsRef<Path>>(
     paths: &[P],
     n: usize,
     short_min: usize,
+    join_fields: bool,
 ) -> Result<ProtectedSet, Error> {
-    let mut set = ProtectedSet::new(n)?.with_short_items(short_min);
+    let mut set = ProtectedSet::new(n)?
+        .with_short_items(short_min)
+        .with_joined_fields(join_fields);
     for p in paths {
         set.add_file(p.as_ref())?;
     }
@@ -461,6 +491,8 @@ pub struct DecontamSummary {
     pub n: usize,
     /// The least words of a protected text protected whole (0: none shorter than `n` is).
     pub protect_short: usize,
+    /// Each protected item's fields were one text.
+    pub join_fields: bool,
     pub protected_ngrams: u64,
     pub documents: u64,
     pub contaminated: u64,
@@ -573,6 +605,7 @@ pub fn run_decontam(
     Ok(DecontamSummary {
         n: grams.n(),
         protect_short: grams.short_min(),
+        join_fields: grams.join_fields,
         protected_ngrams: grams.len() as u64,
         documents,
         contaminated,

@@ -211,3 +211,53 @@ fn short_items_are_protected_whole_when_asked() {
     // Down to 9: the 8-word item protects nothing again.
     assert_eq!(run(&["--protect-short", "9"]), ["d8", "d5", "d11", "clean"]);
 }
+
+/// `--join-fields`: an item's question and answer are one text, so a document that copies the
+/// end of the question and the start of the answer (no 13 words of either alone) is caught; a
+/// document that copies neither is not. Off, each value is its own text.
+#[test]
+fn joined_fields_catch_ngrams_across_question_and_answer() {
+    use crate::common::*;
+    let dir = tempfile::tempdir().unwrap();
+    let eval = dir.path().join("eval.jsonl");
+    let q =
+        "in which year did the first crewed landing on the moon take place according to the record";
+    let ans = "it was in nineteen sixty nine during the apollo eleven mission of nasa";
+    std::fs::write(
+        &eval,
+        format!(
+            "{}\n",
+            serde_json::json!({"id": "x", "question": q, "answer": ans})
+        ),
+    )
+    .unwrap();
+    let corpus = dir.path().join("corpus.jsonl");
+    // The last 7 words of the question and the first 6 of the answer: 13 words across both.
+    let across = "on the moon take place according to the record it was in nineteen sixty";
+    let t = format!(
+        "{}\n{}\n",
+        serde_json::json!({"id": "across", "text": format!("notes: {across} and so on")}),
+        serde_json::json!({"id": "clean", "text": "a note about the moon and the record of a year"}),
+    );
+    std::fs::write(&corpus, t).unwrap();
+    let out = dir.path().join("clean.jsonl");
+    let run = |extra: &[&str]| -> usize {
+        let mut a = vec![
+            "decontam",
+            corpus.to_str().unwrap(),
+            "--protected",
+            eval.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        ok(&neardup(&a));
+        std::fs::read_to_string(&out).unwrap().lines().count()
+    };
+    assert_eq!(run(&[]), 2, "off: no 13-gram of either value alone");
+    assert_eq!(
+        run(&["--join-fields"]),
+        1,
+        "joined: the 13-gram across both is caught"
+    );
+}
