@@ -89,6 +89,15 @@ value_enum!(
     }
 );
 
+/// What `decontam` does with a caught document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DecontamMode {
+    /// Leave it out of the output.
+    Drop,
+    /// Write it, tagged with `meta.decontam`.
+    Tag,
+}
+
 /// A `--keep` policy, and the field it reads.
 #[derive(Debug, Clone)]
 pub struct KeepArg {
@@ -543,6 +552,14 @@ pub struct DecontamArgs {
     /// string value is a text of its own (SPEC §4).
     #[arg(long)]
     pub join_fields: bool,
+    /// Catch only documents whose score (the share of their words inside protected n-grams) is
+    /// at least S, in (0, 1]; by default any protected n-gram catches a document.
+    #[arg(long, value_name = "S")]
+    pub min_score: Option<f64>,
+    /// drop: write only clean documents; tag: write every document, each caught one with
+    /// meta.decontam = {score, matched, sources} (JSONL output).
+    #[arg(long, value_enum, default_value_t = DecontamMode::Drop)]
+    pub mode: DecontamMode,
     /// Write a report: JSON (per protected file, documents caught and matched n-grams), or with
     /// a `.html` name a page with the hits highlighted. May be given more than once.
     #[arg(long, value_name = "FILE")]

@@ -18,8 +18,13 @@ pub(super) fn run(a: DecontamArgs) -> Result<ExitCode> {
         a.join_fields,
     )?;
     let load = t0.elapsed().as_secs_f64();
-    let mut s =
-        neardup::stages::decontam::run_decontam(&inputs, &fields, &grams, &a.output, &progress)?;
+    let opts = neardup::stages::decontam::DecontamOptions {
+        min_score: a.min_score,
+        tag: a.mode == DecontamMode::Tag,
+    };
+    let mut s = neardup::stages::decontam::run_decontam(
+        &inputs, &fields, &grams, &a.output, &opts, &progress,
+    )?;
     s.load_seconds = load;
     let secs = t0.elapsed().as_secs_f64();
     if !a.report.is_empty() {
@@ -48,10 +53,11 @@ pub(super) fn run(a: DecontamArgs) -> Result<ExitCode> {
     say(
         &a.run,
         format!(
-            "neardup decontam: {} documents read, {} contaminated, {} written; {} protected \
+            "neardup decontam: {} documents read, {} contaminated{}, {} written; {} protected \
              {}-grams from {} files; {:.2} s, {} docs/s",
             s.documents,
             s.contaminated,
+            if opts.tag { " (tagged)" } else { "" },
             s.documents_written,
             s.protected_ngrams,
             a.n,

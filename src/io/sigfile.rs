@@ -43,6 +43,18 @@ pub struct SigMeta {
 }
 
 impl SigMeta {
+    /// The metadata of a file of no rows yet, made under this contract with `params`.
+    pub fn new(params: MinHashParams, engine: &str) -> Self {
+        SigMeta {
+            contract: CONTRACT_VERSION.to_string(),
+            k: params.k,
+            num_perm: params.num_perm,
+            seed: params.seed,
+            documents: 0,
+            engine: engine.to_string(),
+        }
+    }
+
     pub fn params(&self) -> MinHashParams {
         MinHashParams {
             k: self.k,
@@ -199,14 +211,7 @@ fn signature_schema(meta: &SigMeta) -> arrow_schema::Schema {
 
 impl TableSigs {
     fn create(path: &str, params: MinHashParams, engine: &str) -> Result<Self, Error> {
-        let meta = SigMeta {
-            contract: CONTRACT_VERSION.to_string(),
-            k: params.k,
-            num_perm: params.num_perm,
-            seed: params.seed,
-            documents: 0,
-            engine: engine.to_string(),
-        };
+        let meta = SigMeta::new(params, engine);
         let schema = std::sync::Arc::new(signature_schema(&meta));
         let writer = crate::io::parquet::TableWriter::create(path, &schema, None)?;
         Ok(TableSigs {
@@ -362,14 +367,7 @@ impl FlatWriter {
     ) -> Result<Self, Error> {
         let mut main =
             crate::io::output::Partial::new(crate::io::output::temp_beside(Path::new(path))?);
-        let meta = SigMeta {
-            contract: CONTRACT_VERSION.to_string(),
-            k: params.k,
-            num_perm: params.num_perm,
-            seed: params.seed,
-            documents: 0,
-            engine: engine.to_string(),
-        };
+        let meta = SigMeta::new(params, engine);
         let ids = match format {
             SigFormat::Npy => {
                 main.file_mut()

@@ -6,4 +6,4 @@ pub(crate) mod scan;
 pub mod tag;
 
 pub use record::{field_value, json_kind, parse_record, parse_record_full, Fields, Record};
-pub use tag::write_tagged;
+pub use tag::{write_tagged, write_tagged_json};

@@ -19,6 +19,47 @@ pub fn write_tagged(
     file: &str,
     line_no: u64,
 ) -> Result<(), Error> {
+    write_tag(out, line, key, TagValue::Str(value), file, line_no)
+}
+
+/// [`write_tagged`] with a value given as JSON text (an object, a number ...), written as it is.
+pub fn write_tagged_json(
+    out: &mut Vec<u8>,
+    line: &[u8],
+    key: &str,
+    json: &str,
+    file: &str,
+    line_no: u64,
+) -> Result<(), Error> {
+    write_tag(out, line, key, TagValue::Json(json), file, line_no)
+}
+
+/// A tag's value: a string (written as a JSON string), or JSON text.
+#[derive(Clone, Copy)]
+enum TagValue<'a> {
+    Str(&'a str),
+    Json(&'a str),
+}
+
+impl TagValue<'_> {
+    fn write(self, out: &mut Vec<u8>) {
+        match self {
+            TagValue::Str(s) => {
+                serde_json::to_writer(&mut *out, s).expect("writing JSON to memory cannot fail")
+            }
+            TagValue::Json(j) => out.extend_from_slice(j.as_bytes()),
+        }
+    }
+}
+
+fn write_tag(
+    out: &mut Vec<u8>,
+    line: &[u8],
+    key: &str,
+    value: TagValue<'_>,
+    file: &str,
+    line_no: u64,
+) -> Result<(), Error> {
     // Most records have no `meta`: then the line is copied as it is and the new member
     // spliced in before its closing brace, without building the record as a value.
     if let Some(keys) = top_level_keys_without(line, "meta") {
@@ -33,7 +74,7 @@ pub fn write_tagged(
         out.extend_from_slice(b"\"meta\":{");
         serde_json::to_writer(&mut *out, key).expect("writing JSON to memory cannot fail");
         out.push(b':');
-        serde_json::to_writer(&mut *out, value).expect("writing JSON to memory cannot fail");
+        value.write(out);
         out.extend_from_slice(b"}}\n");
         return Ok(());
     }
@@ -78,7 +119,7 @@ pub fn write_tagged(
                 serde_json::to_writer(&mut *out, ik.as_ref()).expect("in memory");
                 out.push(b':');
                 if ik == key {
-                    serde_json::to_writer(&mut *out, value).expect("in memory");
+                    value.write(out);
                     replaced = true;
                 } else {
                     out.extend_from_slice(iraw.get().as_bytes());
@@ -90,7 +131,7 @@ pub fn write_tagged(
                 }
                 serde_json::to_writer(&mut *out, key).expect("in memory");
                 out.push(b':');
-                serde_json::to_writer(&mut *out, value).expect("in memory");
+                value.write(out);
             }
             out.push(b'}');
         } else {

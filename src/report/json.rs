@@ -244,6 +244,10 @@ pub struct DecontamParameters<'a> {
     pub protect_short: usize,
     /// Each protected item's string values were joined into one text.
     pub join_fields: bool,
+    /// `--min-score` (null: any protected n-gram catches), and whether caught documents were
+    /// tagged and kept (`--mode tag`) rather than dropped.
+    pub min_score: Option<f64>,
+    pub mode: &'static str,
     pub id_field: &'a str,
     pub text_field: &'a str,
 }
@@ -283,6 +287,8 @@ impl<'a> DecontamReport<'a> {
                 n: s.n,
                 protect_short: s.protect_short,
                 join_fields: s.join_fields,
+                min_score: s.min_score,
+                mode: if s.tag { "tag" } else { "drop" },
                 id_field: &fields.id,
                 text_field: &fields.text,
             },

@@ -44,9 +44,24 @@ impl Hasher for PrehashedHasher {
 
 type GramMap<V> = HashMap<u128, V, BuildHasherDefault<PrehashedHasher>>;
 
-/// A document's id and the protected files it shares an n-gram with (with the first such
-/// n-gram of each).
-type Verdict = (String, Vec<(u32, String, String, (usize, usize))>);
+/// A document's id, the protected files it shares an n-gram with (with the first such n-gram
+/// of each), and, where asked for, its score and matched windows.
+type Verdict = (
+    String,
+    Vec<(u32, String, String, (usize, usize))>,
+    Option<(f64, u64)>,
+);
+
+/// What decontam does with what it finds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DecontamOptions {
+    /// Drop (or tag) only documents whose score ([`ProtectedSet::score`]) is at least this;
+    /// `None`: any document with a protected window, as SPEC §4 defines.
+    pub min_score: Option<f64>,
+    /// Keep every document, and record in `meta.decontam` of each contaminated one its score,
+    /// matched windows and protected sources.
+    pub tag: bool,
+}
 
 /// Keys a JSONL protected file never protects (ids and scorer plumbing, not eval text).
 pub const UNPROTECTED_KEYS: [&str; 4] = ["case_id", "id", "tags", "scorer_args"];
@@ -295,6 +310,28 @@ impl ProtectedSet {
             .any(|g| self.grams.contains_key(&xxh3_128(g)))
     }
 
+    /// How much of a tokenized document the protected set covers: the share of its words that
+    /// lie in some protected window (an n-gram, or a short item protected whole), and the
+    /// number of such windows. `(0.0, 0)` for a document without words.
+    pub fn score(&self, words: &Words) -> (f64, u64) {
+        let w = words.len();
+        if w == 0 {
+            return (0.0, 0);
+        }
+        let mut covered = vec![false; w];
+        let mut matched = 0u64;
+        for len in std::iter::once(self.n).chain(self.short_lengths.iter().copied()) {
+            for (j, g) in words.ngram_slices(len).enumerate() {
+                if self.grams.contains_key(&xxh3_128(g)) {
+                    matched += 1;
+                    covered[j..j + len].iter_mut().for_each(|c| *c = true);
+                }
+            }
+        }
+        let n = covered.iter().filter(|&&c| c).count();
+        (n as f64 / w as f64, matched)
+    }
+
     /// Every window of `words` to look up: its `n`-grams, then its windows of each length a
     /// text protected whole has. (The keys of windows of different lengths never meet: their
     /// texts hold different numbers of spaces.)
@@ -493,6 +530,9 @@ pub struct DecontamSummary {
     pub protect_short: usize,
     /// Each protected item's fields were one text.
     pub join_fields: bool,
+    /// See [`DecontamOptions`].
+    pub min_score: Option<f64>,
+    pub tag: bool,
     pub protected_ngrams: u64,
     pub documents: u64,
     pub contaminated: u64,
@@ -509,9 +549,22 @@ pub fn run_decontam(
     fields: &Fields,
     grams: &ProtectedSet,
     output: &str,
+    opts: &DecontamOptions,
     progress: &ProgressFactory,
 ) -> Result<DecontamSummary, Error> {
     let t0 = Instant::now();
+    if let Some(s) = opts.min_score {
+        if !(s > 0.0 && s <= 1.0) {
+            return Err(Error::Param(format!("--min-score {s} is outside (0, 1]")));
+        }
+    }
+    if opts.tag && crate::io::parquet::is_parquet_name(output) {
+        return Err(Error::Param(
+            "--mode tag writes its tags into JSONL records (meta.decontam); give a JSONL output"
+                .into(),
+        ));
+    }
+    let scored = opts.min_score.is_some() || opts.tag;
     let mut out = RecordSink::create(output, inputs, None)?;
     let plan = ReadPlan {
         fields,
@@ -544,7 +597,7 @@ pub fn run_decontam(
                 .map_init(Words::default, |w, i| {
                     let rec = crate::corpus::record(&chunk, i, fields, name)?;
                     w.reset(&rec.text);
-                    let hits = grams
+                    let mut hits: Vec<_> = grams
                         .check(w)
                         .into_iter()
                         .map(|(f, gram)| {
@@ -552,7 +605,14 @@ pub fn run_decontam(
                             (f, gram, ctx, hl)
                         })
                         .collect();
-                    Ok((rec.id.into_owned(), hits))
+                    let score = (scored && !hits.is_empty()).then(|| grams.score(w));
+                    // Under the minimum score, a document is clean.
+                    if let (Some(min), Some((s, _))) = (opts.min_score, score) {
+                        if s < min {
+                            hits.clear();
+                        }
+                    }
+                    Ok((rec.id.into_owned(), hits, score))
                 })
                 .collect();
             let verdicts = verdicts?;
@@ -562,6 +622,7 @@ pub fn run_decontam(
                     let clean: Vec<usize> = (0..chunk.len())
                         .filter(|&i| verdicts[i].1.is_empty())
                         .collect();
+                    debug_assert!(!opts.tag, "tag mode writes JSONL");
                     Some(table_rows(schema, &chunk, &clean, name)?)
                 }
                 None => None,
@@ -570,15 +631,38 @@ pub fn run_decontam(
         },
         |(chunk, verdicts, rows)| {
             let mut buf = Vec::new();
-            for (i, (id, hits)) in verdicts.into_iter().enumerate() {
+            for (i, (id, hits, score)) in verdicts.into_iter().enumerate() {
                 documents += 1;
-                if hits.is_empty() {
+                if hits.is_empty() || opts.tag {
                     if rows.is_none() {
-                        buf.extend_from_slice(chunk.line(i));
-                        buf.push(b'\n');
+                        if hits.is_empty() {
+                            buf.extend_from_slice(chunk.line(i));
+                            buf.push(b'\n');
+                        } else {
+                            let (s, matched) = score.unwrap_or_default();
+                            let sources: Vec<&str> = hits
+                                .iter()
+                                .map(|h| files[h.0 as usize].path.as_str())
+                                .collect();
+                            let tag = serde_json::json!({
+                                "score": s,
+                                "matched": matched,
+                                "sources": sources,
+                            });
+                            crate::jsonl::write_tagged_json(
+                                &mut buf,
+                                chunk.line(i),
+                                "decontam",
+                                &tag.to_string(),
+                                inputs.name(chunk.file_index),
+                                chunk.line_no(i),
+                            )?;
+                        }
                     }
                     written += 1;
-                    continue;
+                    if hits.is_empty() {
+                        continue;
+                    }
                 }
                 contaminated += 1;
                 for (f, gram, context, highlight) in hits {
@@ -606,6 +690,8 @@ pub fn run_decontam(
         n: grams.n(),
         protect_short: grams.short_min(),
         join_fields: grams.join_fields,
+        min_score: opts.min_score,
+        tag: opts.tag,
         protected_ngrams: grams.len() as u64,
         documents,
         contaminated,

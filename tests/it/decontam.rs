@@ -261,3 +261,115 @@ fn joined_fields_catch_ngrams_across_question_and_answer() {
         "joined: the 13-gram across both is caught"
     );
 }
+
+/// `--min-score`: a long document with one protected 13-gram (a small share of its words) stays,
+/// a near copy of the protected text goes; `--mode tag` keeps both and records the score, the
+/// matched windows and the source in `meta.decontam`, clean lines untouched.
+#[test]
+fn scores_decide_and_tags_record_what_was_found() {
+    use crate::common::*;
+    let dir = tempfile::tempdir().unwrap();
+    let eval = dir.path().join("eval.txt");
+    let item = "the committee finally agreed that the bridge over the northern river would be \
+                rebuilt in stone before the winter floods arrived";
+    std::fs::write(&eval, item).unwrap();
+    let filler: Vec<String> = (0..600).map(|i| format!("w{i}")).collect();
+    let long = format!(
+        "{} {} {}",
+        filler[..300].join(" "),
+        item.split_whitespace()
+            .take(15)
+            .collect::<Vec<_>>()
+            .join(" "),
+        filler[300..].join(" ")
+    );
+    let copy = format!("Minutes: {item}.");
+    let corpus = dir.path().join("corpus.jsonl");
+    let clean_line =
+        serde_json::json!({"id": "clean", "text": "nothing to see here at all"}).to_string();
+    std::fs::write(
+        &corpus,
+        format!(
+            "{}\n{}\n{clean_line}\n",
+            serde_json::json!({"id": "long", "text": long}),
+            serde_json::json!({"id": "copy", "text": copy}),
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out.jsonl");
+    let run = |extra: &[&str]| -> Vec<serde_json::Value> {
+        let mut a = vec![
+            "decontam",
+            s(&corpus),
+            "--protected",
+            s(&eval),
+            "-o",
+            s(&out),
+        ];
+        a.extend_from_slice(extra);
+        ok(&neardup(&a));
+        std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let ids = |v: &[serde_json::Value]| -> Vec<String> {
+        v.iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        ids(&run(&[])),
+        ["clean"],
+        "by default one 13-gram is enough"
+    );
+    assert_eq!(ids(&run(&["--min-score", "0.5"])), ["long", "clean"]);
+    assert_eq!(
+        ids(&run(&["--min-score", "1"])),
+        ["long", "copy", "clean"],
+        "the copy has an uncovered word"
+    );
+    let tagged = run(&["--mode", "tag"]);
+    assert_eq!(ids(&tagged), ["long", "copy", "clean"]);
+    let t = &tagged[0]["meta"]["decontam"];
+    let score = t["score"].as_f64().unwrap();
+    assert!(score > 0.0 && score < 0.05, "{t}");
+    assert!(t["matched"].as_u64().unwrap() >= 1);
+    assert_eq!(t["sources"], serde_json::json!([s(&eval)]));
+    let c = &tagged[1]["meta"]["decontam"];
+    assert!(c["score"].as_f64().unwrap() > 0.9, "{c}");
+    assert_eq!(
+        std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .nth(2)
+            .unwrap(),
+        clean_line
+    );
+    // Out of range, and tags into Parquet: refused before any work.
+    let pq = dir.path().join("x.parquet");
+    for (args, target, needle) in [
+        (vec!["--min-score", "0"], &out, "outside (0, 1]"),
+        (vec!["--mode", "tag"], &pq, "give a JSONL output"),
+    ] {
+        std::fs::remove_file(&out).ok();
+        let mut a = vec![
+            "decontam",
+            s(&corpus),
+            "--protected",
+            s(&eval),
+            "-o",
+            s(target),
+        ];
+        a.extend_from_slice(&args);
+        let o = neardup(&a);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{}", stderr(&o));
+        assert!(!target.exists());
+    }
+}
+
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}

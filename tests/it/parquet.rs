@@ -9,7 +9,6 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray, StructArray};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ArrowWriter;
 
 use crate::common::*;
 
@@ -20,18 +19,6 @@ fn fineweb() -> PathBuf {
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// Write `batch` as Parquet, `rows_per_group` rows to a row group.
-fn write_parquet(path: &Path, batch: &RecordBatch, rows_per_group: usize) {
-    let props = parquet::file::properties::WriterProperties::builder()
-        .set_max_row_group_row_count(Some(rows_per_group))
-        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
-        .build();
-    let f = std::fs::File::create(path).unwrap();
-    let mut w = ArrowWriter::try_new(f, batch.schema(), Some(props)).unwrap();
-    w.write(batch).unwrap();
-    w.close().unwrap();
 }
 
 /// A whole Parquet file as one batch, and its row groups' sizes.

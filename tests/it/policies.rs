@@ -44,7 +44,7 @@ fn write_lines(path: &Path, recs: &[serde_json::Value]) {
 }
 
 /// The same records as Parquet: id, text, quality (float), dump.
-fn write_parquet(path: &Path, recs: &[serde_json::Value]) {
+fn records_as_parquet(path: &Path, recs: &[serde_json::Value]) {
     let col = |k: &str| -> Vec<String> {
         recs.iter()
             .map(|r| r[k].as_str().unwrap().to_string())
@@ -68,10 +68,7 @@ fn write_parquet(path: &Path, recs: &[serde_json::Value]) {
         ],
     )
     .unwrap();
-    let f = std::fs::File::create(path).unwrap();
-    let mut w = parquet::arrow::ArrowWriter::try_new(f, schema, None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    write_parquet(path, &batch, 1 << 20);
 }
 
 /// Ids of a JSONL output, and each one's tag.
@@ -172,7 +169,7 @@ fn every_keep_policy_and_its_ties() {
             let jsonl = dir.path().join(format!("{name}.jsonl"));
             let pq = dir.path().join(format!("{name}.parquet"));
             write_lines(&jsonl, &recs);
-            write_parquet(&pq, &recs);
+            records_as_parquet(&pq, &recs);
             for (input, threads) in [(&jsonl, "1"), (&jsonl, "2"), (&pq, "2")] {
                 let out = dir.path().join("out.jsonl");
                 let cl = dir.path().join("c.jsonl");
@@ -251,7 +248,7 @@ fn groups_dedup_as_if_run_alone() {
     let jsonl = dir.path().join("all.jsonl");
     let pq = dir.path().join("all.parquet");
     write_lines(&jsonl, &recs);
-    write_parquet(&pq, &recs);
+    records_as_parquet(&pq, &recs);
     let mut alone_kept = BTreeMap::new();
     let mut alone_clusters = BTreeMap::new();
     for g in 0..3 {
@@ -411,11 +408,7 @@ fn bad_policy_fields_and_group_missing() {
         ],
     )
     .unwrap();
-    let mut w =
-        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&pq).unwrap(), schema, None)
-            .unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    write_parquet(&pq, &batch, 1 << 20);
     let o = neardup(&["dedup", s(&pq), "-o", s(&out), "--keep", "field:q:max"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(

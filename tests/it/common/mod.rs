@@ -174,3 +174,15 @@ pub fn synth(path: &Path, docs: usize, words: usize) {
         &words.to_string(),
     ]));
 }
+
+/// Write `batch` as Parquet, `rows_per_group` rows to a row group.
+pub fn write_parquet(path: &Path, batch: &arrow_array::RecordBatch, rows_per_group: usize) {
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(rows_per_group))
+        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+        .build();
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(f, batch.schema(), Some(props)).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+}
