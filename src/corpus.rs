@@ -68,16 +68,17 @@ pub fn record_extras(
         field: field.to_string(),
         msg,
     };
-    let value = |name: &str| {
-        crate::jsonl::field_value(line, name).map_err(|e| Error::Parse {
-            path: file_name.to_string(),
-            line: chunk.line_no(i),
-            msg: format!("not valid JSON: {e}"),
-        })
-    };
+    // The whole line is parsed, once for both fields: a policy's field is read only where a
+    // policy asks for it.
+    let parsed: serde_json::Value = serde_json::from_slice(line).map_err(|e| Error::Parse {
+        path: file_name.to_string(),
+        line: chunk.line_no(i),
+        msg: format!("not valid JSON: {e}"),
+    })?;
+    let value = |name: &str| crate::jsonl::field_value(&parsed, name);
     let mut out = Extras::default();
     if let Some(k) = &fields.keep {
-        out.keep = Some(match value(k)? {
+        out.keep = Some(match value(k) {
             Some(serde_json::Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
             None | Some(serde_json::Value::Null) => {
                 return Err(field_err(
@@ -90,16 +91,16 @@ pub fn record_extras(
                     k,
                     format!(
                         "is {}; --keep field:{k} needs a number",
-                        crate::jsonl::json_kind(&other)
+                        crate::jsonl::json_kind(other)
                     ),
                 ))
             }
         });
     }
     if let Some(g) = &fields.group {
-        out.group = match value(g)? {
+        out.group = match value(g) {
             None | Some(serde_json::Value::Null) => None,
-            Some(serde_json::Value::String(s)) => Some(s),
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
             Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => {
                 Some(v.to_string())
             }
@@ -108,7 +109,7 @@ pub fn record_extras(
                     g,
                     format!(
                         "is {}; a group is a string, a number or a boolean",
-                        crate::jsonl::json_kind(&other)
+                        crate::jsonl::json_kind(other)
                     ),
                 ))
             }

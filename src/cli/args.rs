@@ -437,7 +437,8 @@ pub struct DedupArgs {
     /// Drop exact duplicates (identical word sequences, smallest id kept) before near-dedup.
     #[arg(long)]
     pub exact: bool,
-    /// Keep every record; only tag it with meta.minhash_cluster.
+    /// Keep every record; only tag it with meta.minhash_cluster (in a Parquet output, the
+    /// minhash_cluster column).
     #[arg(long = "tag-only")]
     pub tag_only: bool,
     /// Which document of a cluster survives: smallest-id, first (in input order), longest (most

@@ -16,25 +16,13 @@ pub struct Record<'a> {
     pub text: Cow<'a, str>,
 }
 
-/// The value of field `name` of a JSON object line: the member of that exact name, else the
-/// dotted path through nested objects (`meta.quality`); `None` when absent. Parses the whole
-/// line (a policy's field is read only where a policy asks for it).
-pub fn field_value(
-    bytes: &[u8],
-    name: &str,
-) -> Result<Option<serde_json::Value>, serde_json::Error> {
-    let mut v: serde_json::Value = serde_json::from_slice(bytes)?;
-    if let Some(x) = v.get_mut(name) {
-        return Ok(Some(x.take()));
+/// The value of field `name` of a parsed record: the member of that exact name, else the
+/// dotted path through nested objects (`meta.quality`); `None` when absent.
+pub fn field_value<'v>(record: &'v serde_json::Value, name: &str) -> Option<&'v serde_json::Value> {
+    if let Some(x) = record.get(name) {
+        return Some(x);
     }
-    let mut at = &mut v;
-    for part in name.split('.') {
-        match at.get_mut(part) {
-            Some(x) => at = x,
-            None => return Ok(None),
-        }
-    }
-    Ok(Some(at.take()))
+    name.split('.').try_fold(record, |at, part| at.get(part))
 }
 
 /// Parse one line into its id and text. `file` and `line` are used for the error message only.

@@ -777,3 +777,40 @@ fn bench_and_verify_read_parquet() {
     ok(&o);
     assert!(stdout(&o).contains("mismatches: 0"), "{}", stdout(&o));
 }
+
+/// A run over neardup's own Parquet output replaces its `minhash_cluster` column in place (no
+/// second column), and the tags come out the same.
+#[test]
+fn a_second_run_replaces_the_cluster_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.parquet");
+    let second = dir.path().join("second.parquet");
+    ok(&neardup(&[
+        "dedup",
+        s(&fineweb()),
+        "-o",
+        s(&first),
+        "--tag-only",
+    ]));
+    ok(&neardup(&[
+        "dedup",
+        s(&first),
+        "-o",
+        s(&second),
+        "--tag-only",
+    ]));
+    let (a, _) = read_parquet(&first);
+    let (b, _) = read_parquet(&second);
+    assert_eq!(a.schema(), b.schema());
+    let tagged = a
+        .schema()
+        .fields()
+        .iter()
+        .filter(|f| f.name() == "minhash_cluster")
+        .count();
+    assert_eq!(tagged, 1);
+    assert_eq!(
+        strings(&a, "minhash_cluster"),
+        strings(&b, "minhash_cluster")
+    );
+}

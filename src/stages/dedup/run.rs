@@ -255,10 +255,13 @@ pub fn run_dedup(
             ..Default::default()
         })
         .collect();
-    let mut is_cluster_root = vec![false; corpus.len()];
-    for (d, &r) in clustering.root.iter().enumerate() {
-        if r as usize != d {
-            is_cluster_root[r as usize] = true;
+    // Only with groups: the roots of clusters of two or more, to count each group's clusters.
+    let mut is_cluster_root = vec![false; corpus.groups.len()];
+    if !corpus.groups.is_empty() {
+        for (d, &r) in clustering.root.iter().enumerate() {
+            if r as usize != d {
+                is_cluster_root[r as usize] = true;
+            }
         }
     }
     for (d, &g) in corpus.groups.iter().enumerate() {
