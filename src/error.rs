@@ -62,6 +62,11 @@ pub enum Error {
     /// The run would need more memory than allowed.
     #[error("{0}")]
     Memory(String),
+
+    /// A work directory of the sharded stages: missing, made for other inputs or parameters,
+    /// or a stage run before the stages it needs.
+    #[error("{path}: {msg}")]
+    Work { path: String, msg: String },
     /// An output names an input or another output of the same run (refused before any work).
     #[error("{0}")]
     Output(String),

@@ -196,7 +196,7 @@ fn consume_all<T>(
 }
 
 /// Counts and timings of one pass 1 (read, parse, tokenize, sign).
-#[derive(Debug, Default, Clone, serde::Serialize)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ScanStats {
     pub documents: u64,
     pub words: u64,

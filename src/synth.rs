@@ -334,6 +334,8 @@ pub struct SyntheticDocs {
     i: usize,
     words: usize,
     recent: Vec<Vec<String>>,
+    /// Words that begin every document ([`SyntheticDocs::with_template`]).
+    template: Vec<String>,
 }
 
 impl SyntheticDocs {
@@ -344,7 +346,20 @@ impl SyntheticDocs {
             i: 0,
             words,
             recent: Vec::new(),
+            template: Vec::new(),
         }
+    }
+
+    /// Every document begins with the same `words` words of boilerplate, as templated web
+    /// pages do; the near copies vary only the words after it. The documents then share LSH
+    /// buckets by the thousand while few pairs are near duplicates.
+    pub fn with_template(mut self, words: usize) -> Self {
+        if words == 0 {
+            return self;
+        }
+        let mut gen = TextGen::new(50_000, self.gen.rng().next_u32() as u64);
+        self.template = gen.words(words);
+        self
     }
 }
 
@@ -372,7 +387,12 @@ impl Iterator for SyntheticDocs {
             let j = self.gen.rng().below(256) as usize;
             self.recent[j] = w.clone();
         }
-        let text = self.gen.render(&w);
+        let text = if self.template.is_empty() {
+            self.gen.render(&w)
+        } else {
+            let all: Vec<String> = self.template.iter().chain(&w).cloned().collect();
+            self.gen.render(&all)
+        };
         Some((id, text))
     }
 }

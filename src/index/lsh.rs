@@ -102,6 +102,12 @@ impl Buckets {
     }
 }
 
+/// The digest that finds band `j`'s buckets (and, in the sharded stages, its partition): equal
+/// bands have equal digests; equal digests are checked band against band.
+pub fn band_digest(band: &[u32], j: usize) -> u64 {
+    xxh3_64_with_seed(bytemuck::cast_slice(band), j as u64)
+}
+
 /// The buckets of the signature matrix `sigs` (`num_perm` entries a row; row `d` is document
 /// `d`), over the documents for which `eligible(d)` holds. Band `j` of a document is rows
 /// `j*rows .. (j+1)*rows`. Buckets come band by band, within a band in digest order.
@@ -124,10 +130,7 @@ pub fn band_buckets(
         let mut out = Buckets::default();
         let mut keys: Vec<(u64, u32)> = (0..docs)
             .filter(|&d| eligible(d))
-            .map(|d| {
-                let band: &[u8] = bytemuck::cast_slice(band_of(d, j));
-                (xxh3_64_with_seed(band, j as u64), d as u32)
-            })
+            .map(|d| (band_digest(band_of(d, j), j), d as u32))
             .collect();
         keys.sort_unstable();
         let mut i = 0;

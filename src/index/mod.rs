@@ -1,6 +1,8 @@
 //! Finding candidates and clusters from signatures: LSH banding ([`lsh`]), union-find whose
-//! root is the smallest id ([`unionfind`]), and the S-curve of a banding ([`scurve`]).
+//! root is the smallest id ([`unionfind`]), the S-curve of a banding ([`scurve`]), and the exact
+//! similarity join that lists a large bucket's candidates ([`simjoin`]).
 
 pub mod lsh;
 pub mod scurve;
+pub mod simjoin;
 pub mod unionfind;

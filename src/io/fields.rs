@@ -2,7 +2,7 @@
 //! values dedup's policies read.
 
 /// Which fields of a record hold its id and its text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Fields {
     /// The id's field; in Parquet a dotted path (`metadata.id`) names a field of a struct
     /// column.

@@ -227,11 +227,22 @@ pub fn dedup_page(s: &DedupSummary, cfg: &DedupConfig, inputs: &[String], engine
     row(&mut b, "candidate pairs checked", s.cluster.pairs_checked);
     row(
         &mut b,
-        "pairs confirmed / rejected",
+        "checks confirmed / rejected",
         format!(
             "{} / {}",
-            s.cluster.pairs_confirmed, s.cluster.pairs_rejected
+            s.cluster.pairs_checked - s.cluster.pairs_rejected,
+            s.cluster.pairs_rejected
         ),
+    );
+    row(
+        &mut b,
+        "distinct pairs confirmed",
+        s.cluster.pairs_confirmed,
+    );
+    row(
+        &mut b,
+        "pairs ruled out by the prefix filter",
+        s.cluster.pairs_filtered,
     );
     row(&mut b, "shingles", s.scan.shingles);
     row(&mut b, "seconds", format!("{:.3}", s.seconds));

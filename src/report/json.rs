@@ -84,6 +84,8 @@ pub struct DedupCounts<'a> {
     pub pairs_already_joined: u64,
     /// Candidate pairs of two groups, never duplicates (`--group-field`).
     pub pairs_other_group: u64,
+    /// Pairs of a bucket that the exact prefix filter proved below the threshold.
+    pub pairs_filtered: u64,
     pub shingle_sets_loaded: u64,
     pub words: u64,
     pub shingles: u64,
@@ -178,6 +180,7 @@ impl<'a> DedupReport<'a> {
                 pairs_rejected: c.pairs_rejected,
                 pairs_already_joined: c.pairs_already_joined,
                 pairs_other_group: c.pairs_other_group,
+                pairs_filtered: c.pairs_filtered,
                 shingle_sets_loaded: c.sets_loaded,
                 words: scan.words,
                 shingles: scan.shingles,

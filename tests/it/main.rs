@@ -4,6 +4,7 @@
 mod common;
 
 mod cli;
+mod confirm;
 mod conformance;
 mod decontam;
 mod dedup;

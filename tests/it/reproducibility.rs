@@ -22,6 +22,7 @@ fn run_with(
     let ins: Vec<&str> = inputs.iter().map(|p| p.to_str().unwrap()).collect();
     let out = dir.join(format!("{tag}.jsonl"));
     let cl = dir.join(format!("{tag}.clusters.jsonl"));
+    let pairs = dir.join(format!("{tag}.pairs.jsonl"));
     let mut args = vec!["dedup"];
     args.extend(&ins);
     args.extend([
@@ -29,6 +30,8 @@ fn run_with(
         out.to_str().unwrap(),
         "--clusters",
         cl.to_str().unwrap(),
+        "--pairs",
+        pairs.to_str().unwrap(),
         "--exact",
     ]);
     args.extend(extra);
@@ -36,6 +39,7 @@ fn run_with(
     ok(&neardup(&args));
     hashes.push(("dedup".to_string(), sha256(&out)));
     hashes.push(("clusters".to_string(), sha256(&cl)));
+    hashes.push(("pairs".to_string(), sha256(&pairs)));
     for fmt in ["npy", "tsv"] {
         let s = dir.join(format!("{tag}.{fmt}"));
         let mut args = vec!["signatures"];
@@ -120,11 +124,14 @@ fn shuffled_input_keeps_survivors_and_roots_and_follows_input_order() {
         &["--engine", "cpu"],
         &["--tag-only"],
     );
-    // The clusters file is ordered by root: identical bytes.
-    assert_eq!(
-        sha256(&dir.path().join("a.clusters.jsonl")),
-        sha256(&dir.path().join("b.clusters.jsonl"))
-    );
+    // The clusters file is ordered by root, the pairs file by id: identical bytes.
+    for f in ["clusters", "pairs"] {
+        assert_eq!(
+            sha256(&dir.path().join(format!("a.{f}.jsonl"))),
+            sha256(&dir.path().join(format!("b.{f}.jsonl"))),
+            "{f}"
+        );
+    }
     // Every record keeps its root; the output follows the input's order.
     let parse = |p: &Path| -> Vec<(String, String)> {
         read_jsonl(p)

@@ -11,8 +11,6 @@ use crate::ids::{id_order, DocLoc};
 use crate::index::lsh::band_buckets;
 use crate::index::unionfind::UnionFind;
 use crate::progress::ProgressFactory;
-use crate::sign::minhash::agreement;
-use crate::text::jaccard_sorted;
 use crate::Error;
 
 /// What pass 1 keeps of a corpus: no text, only what clustering needs.
@@ -72,18 +70,23 @@ pub struct ConfirmedPair {
 }
 
 /// Counts from clustering.
-#[derive(Debug, Default, Clone, serde::Serialize)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ClusterStats {
     /// LSH buckets with two or more documents (over all bands).
     pub buckets: u64,
-    /// Candidate pairs whose confirmation was decided (pairs already joined through earlier
-    /// confirmed pairs are not re-checked: they cannot change a cluster).
+    /// Candidate pairs whose estimate or Jaccard was computed, bucket by bucket (a pair in two
+    /// buckets may be checked in each; see [`confirm_bucket`]).
     pub pairs_checked: u64,
+    /// Distinct confirmed pairs: the spanning pairs of every bucket (the `--pairs` file).
     pub pairs_confirmed: u64,
+    /// Checks below the threshold.
     pub pairs_rejected: u64,
+    /// Pairs of a bucket skipped because the bucket had joined them already.
     pub pairs_already_joined: u64,
     /// Candidate pairs of two groups (`--group-field`), never duplicates.
     pub pairs_other_group: u64,
+    /// Pairs of a bucket that the exact prefix filter proved below the threshold.
+    pub pairs_filtered: u64,
     /// Documents whose shingle sets were loaded for `jaccard` confirmation.
     pub sets_loaded: u64,
     pub wordless: u64,
@@ -117,7 +120,8 @@ pub struct Clustering {
     /// For each document, whether the exact pre-pass found an identical document with a smaller
     /// id.
     pub exact_duplicate: Vec<bool>,
-    /// Confirmed pairs, sorted by (a, b) in id order.
+    /// Every bucket's spanning pairs ([`confirm_bucket`]), each once, sorted by (a, b) in id
+    /// order.
     pub pairs: Vec<ConfirmedPair>,
     pub stats: ClusterStats,
     /// With exact-Jaccard confirmation: measured LSH candidate rates by true similarity, on a
@@ -160,7 +164,7 @@ impl Clustering {
 
 /// Which documents survive a dropping run: those in no cluster, and of each cluster the best
 /// by `keep`, ties to the smallest id (`rank`: each document's place in id order).
-fn survivors(
+pub(crate) fn survivors(
     corpus: &SignedCorpus,
     root: &[u32],
     rank: &[u32],
@@ -283,55 +287,53 @@ pub fn cluster_corpus(
     };
 
     step.set_message("confirming pairs");
+    // Each bucket on its own (see `confirm`), in parallel; then the union of their pairs.
+    let tables = BucketTables {
+        num_perm: corpus.num_perm,
+        sigs: &corpus.sigs,
+        sets: &sets,
+        groups: &corpus.groups,
+    };
+    let (mut pairs, counts) = (0..buckets.len())
+        .into_par_iter()
+        .fold(
+            || (Vec::new(), BucketCounts::default(), Vec::new()),
+            |(mut pairs, mut counts, mut members), i| {
+                members.clear();
+                members.extend_from_slice(buckets.get(i));
+                members.sort_unstable_by_key(|&d: &u32| rank[d as usize]);
+                confirm_bucket(
+                    &members,
+                    &tables,
+                    cfg.confirm,
+                    cfg.threshold,
+                    &mut pairs,
+                    &mut counts,
+                );
+                (pairs, counts, members)
+            },
+        )
+        .map(|(pairs, counts, _)| (pairs, counts))
+        .reduce(
+            || (Vec::new(), BucketCounts::default()),
+            |(mut pa, mut ca), (pb, cb)| {
+                pa.extend(pb);
+                ca += cb;
+                (pa, ca)
+            },
+        );
+    pairs.par_sort_unstable_by_key(|p| (rank[p.a as usize], rank[p.b as usize]));
+    pairs.dedup_by_key(|p| (p.a, p.b));
     let mut uf = UnionFind::new(n);
-    let mut pairs = Vec::new();
-    let mut ranks_buf: Vec<u32> = Vec::new();
-    for bucket in buckets.iter() {
-        ranks_buf.clear();
-        ranks_buf.extend(bucket.iter().map(|&d| rank[d as usize]));
-        ranks_buf.sort_unstable();
-        for i in 0..ranks_buf.len() {
-            for j in i + 1..ranks_buf.len() {
-                let (ra, rb) = (ranks_buf[i], ranks_buf[j]);
-                if !corpus.groups.is_empty()
-                    && corpus.groups[order[ra as usize] as usize]
-                        != corpus.groups[order[rb as usize] as usize]
-                {
-                    // Never duplicates: as if each group were run on its own.
-                    stats.pairs_other_group += 1;
-                    continue;
-                }
-                if uf.connected(ra, rb) {
-                    stats.pairs_already_joined += 1;
-                    continue;
-                }
-                stats.pairs_checked += 1;
-                let (a, b) = (order[ra as usize], order[rb as usize]);
-                let est = agreement(corpus.sig(a as usize), corpus.sig(b as usize)) as f64
-                    / corpus.num_perm as f64;
-                let (ok, jac) = match cfg.confirm {
-                    Confirm::None => (true, None),
-                    Confirm::Estimate => (est >= cfg.threshold, None),
-                    Confirm::Jaccard => {
-                        let j = jaccard_sorted(&sets[&a], &sets[&b]);
-                        (j >= cfg.threshold, Some(j))
-                    }
-                };
-                if ok {
-                    uf.union(ra, rb);
-                    stats.pairs_confirmed += 1;
-                    pairs.push(ConfirmedPair {
-                        a,
-                        b,
-                        estimate: est,
-                        jaccard: jac,
-                    });
-                } else {
-                    stats.pairs_rejected += 1;
-                }
-            }
-        }
+    for p in &pairs {
+        uf.union(rank[p.a as usize], rank[p.b as usize]);
     }
+    stats.pairs_checked = counts.checked;
+    stats.pairs_confirmed = pairs.len() as u64;
+    stats.pairs_rejected = counts.rejected;
+    stats.pairs_already_joined = counts.already_joined;
+    stats.pairs_other_group = counts.other_group;
+    stats.pairs_filtered = counts.filtered;
     let similarity_buckets = if sets.is_empty() || !measure {
         Vec::new()
     } else {
@@ -367,11 +369,6 @@ pub fn cluster_corpus(
         .filter(|&(d, &r)| r as usize != d)
         .count() as u64;
     stats.near_duplicates = non_roots - stats.exact_duplicates;
-    pairs.sort_by(|x, y| {
-        rank[x.a as usize]
-            .cmp(&rank[y.a as usize])
-            .then(rank[x.b as usize].cmp(&rank[y.b as usize]))
-    });
     let survives = survivors(corpus, &root, &rank, cfg.keep)?;
     stats.cluster_seconds = t_cluster.elapsed().as_secs_f64();
     Ok(Clustering {

@@ -5,7 +5,7 @@ use crate::sign::minhash::MinHashParams;
 use crate::Error;
 
 /// How candidate pairs are confirmed (SPEC §3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Confirm {
     /// Exact Jaccard of the shingle sets (full 64-bit FNV-1a values) `>= threshold`.
@@ -19,7 +19,7 @@ pub enum Confirm {
 
 /// Which document of a cluster survives a dropping run. Ties go to the smallest id, so the choice
 /// never depends on input order, threads or engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Keep {
     /// The cluster's root.
@@ -36,7 +36,7 @@ pub enum Keep {
 }
 
 /// What a document without the group field ([`Fields::group`](crate::io::Fields::group)) is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GroupMissing {
     /// An error naming the document.
@@ -47,7 +47,7 @@ pub enum GroupMissing {
 }
 
 /// Everything that decides which documents are near duplicates.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DedupConfig {
     pub params: MinHashParams,
     pub lsh: LshParams,

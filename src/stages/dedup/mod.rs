@@ -3,13 +3,14 @@
 //!
 //! Pass 1 ([`crate::pipeline::scan`]) keeps per document only its id, where it was read, its word
 //! count, its signature and (with `--exact`) a 128-bit key of its words. Candidates come from LSH
-//! buckets; `jaccard` confirmation re-reads the inputs once for the shingle sets of the
+//! buckets, confirmed bucket by bucket ([`confirm_bucket`]); `jaccard` confirmation re-reads the inputs once for the shingle sets of the
 //! documents that sit in some bucket (and only those). Pass 2 re-reads the inputs and streams the
 //! survivors (or everyone, tagged) to the output.
 
 mod api;
 mod cluster;
 mod config;
+mod confirm;
 mod inspect;
 mod run;
 mod sample;
@@ -17,6 +18,7 @@ mod sample;
 pub use api::*;
 pub use cluster::*;
 pub use config::*;
+pub use confirm::*;
 pub use inspect::*;
 pub use run::*;
 pub use sample::*;

@@ -46,7 +46,7 @@ pub struct DedupSummary {
 }
 
 /// One group's counts (`--group-field`).
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct GroupCounts {
     /// The field's value; `None` for the documents without it (`--group-missing own`).
     pub group: Option<String>,
@@ -58,7 +58,7 @@ pub struct GroupCounts {
 
 /// A cluster shown in the report: its root, size, and the first members (id, beginning of
 /// text).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ClusterExample {
     pub root: String,
     pub size: usize,
@@ -66,8 +66,8 @@ pub struct ClusterExample {
 }
 
 /// Clusters shown in reports, and members shown of each.
-const EXAMPLE_CLUSTERS: usize = 5;
-const EXAMPLE_MEMBERS: usize = 4;
+pub(crate) const EXAMPLE_CLUSTERS: usize = 5;
+pub(crate) const EXAMPLE_MEMBERS: usize = 4;
 /// Characters of each shown member's text.
 const SNIPPET_CHARS: usize = 400;
 
@@ -192,11 +192,11 @@ pub fn run_dedup(
         .flat_map(|(_, m)| m.iter().take(EXAMPLE_MEMBERS).copied())
         .collect();
     let mut snippets = HashMap::new();
+    let verdicts = InMemory::new(&corpus, &clustering);
     let pass_two = PassTwo {
         inputs,
         fields,
-        corpus: &corpus,
-        clustering: &clustering,
+        verdicts: &verdicts,
         drop: cfg.drop,
     };
     let written = write_pass(&pass_two, &mut out, progress, &wanted, &mut snippets)?;
@@ -219,25 +219,17 @@ pub fn run_dedup(
         .collect();
     if let Some(o) = clusters_out.as_mut() {
         for (root, members) in clustering.groups(&corpus.ids) {
-            let line = serde_json::json!({
-                "root": corpus.ids.get(root as usize),
-                "members": members.iter().map(|&m| corpus.ids.get(m as usize)).collect::<Vec<_>>(),
-                "size": members.len(),
-            });
-            o.write_all(format!("{line}\n").as_bytes())?;
+            let members: Vec<&str> = members
+                .iter()
+                .map(|&m| corpus.ids.get(m as usize))
+                .collect();
+            o.write_all(cluster_line(corpus.ids.get(root as usize), &members).as_bytes())?;
         }
     }
     if let Some(o) = pairs_out.as_mut() {
         for p in &clustering.pairs {
-            let mut line = serde_json::json!({
-                "a": corpus.ids.get(p.a as usize),
-                "b": corpus.ids.get(p.b as usize),
-                "estimate": p.estimate,
-            });
-            if let Some(j) = p.jaccard {
-                line["jaccard"] = j.into();
-            }
-            o.write_all(format!("{line}\n").as_bytes())?;
+            let (a, b) = (corpus.ids.get(p.a as usize), corpus.ids.get(p.b as usize));
+            o.write_all(pair_line(a, b, p.estimate, p.jaccard).as_bytes())?;
         }
     }
     out.finish()?;
@@ -287,8 +279,27 @@ pub fn run_dedup(
     })
 }
 
+/// One line of the `--clusters` file: the root, the members in id order, the size.
+pub(crate) fn cluster_line(root: &str, members: &[&str]) -> String {
+    let line = serde_json::json!({
+        "root": root,
+        "members": members,
+        "size": members.len(),
+    });
+    format!("{line}\n")
+}
+
+/// One line of the `--pairs` file.
+pub(crate) fn pair_line(a: &str, b: &str, estimate: f64, jaccard: Option<f64>) -> String {
+    let mut line = serde_json::json!({ "a": a, "b": b, "estimate": estimate });
+    if let Some(j) = jaccard {
+        line["jaccard"] = j.into();
+    }
+    format!("{line}\n")
+}
+
 /// The extra pass for `jaccard` confirmation: shingle sets of the marked documents only.
-fn load_shingle_sets(
+pub(crate) fn load_shingle_sets(
     inputs: &Inputs,
     fields: &Fields,
     k: usize,
@@ -346,15 +357,65 @@ fn load_shingle_sets(
 }
 
 /// The column (Parquet) or `meta` key (JSONL) that names each record's cluster root.
-const CLUSTER_TAG: &str = "minhash_cluster";
+pub const CLUSTER_TAG: &str = "minhash_cluster";
 
-/// What pass 2 reads from: the inputs again, and pass 1's results.
-struct PassTwo<'a> {
-    inputs: &'a Inputs,
-    fields: &'a Fields,
+/// What pass 2 writes of each document (indices in input order).
+pub(crate) trait Verdicts: Sync {
+    /// Documents in all.
+    fn len(&self) -> usize;
+    /// The tag: the id of the document's cluster root (its own id when alone).
+    fn tag(&self, d: usize) -> &str;
+    /// Is the document in a cluster of two or more (a Parquet output tags only these)?
+    fn in_cluster(&self, d: usize) -> bool;
+    /// Does it survive a dropping run?
+    fn keeps(&self, d: usize) -> bool;
+}
+
+/// The verdicts of an in-memory clustering.
+struct InMemory<'a> {
     corpus: &'a SignedCorpus,
     clustering: &'a Clustering,
-    drop: bool,
+    in_cluster: Vec<bool>,
+}
+
+impl<'a> InMemory<'a> {
+    fn new(corpus: &'a SignedCorpus, clustering: &'a Clustering) -> Self {
+        let mut in_cluster = vec![false; corpus.len()];
+        for (d, &r) in clustering.root.iter().enumerate() {
+            if r as usize != d {
+                in_cluster[d] = true;
+                in_cluster[r as usize] = true;
+            }
+        }
+        InMemory {
+            corpus,
+            clustering,
+            in_cluster,
+        }
+    }
+}
+
+impl Verdicts for InMemory<'_> {
+    fn len(&self) -> usize {
+        self.corpus.len()
+    }
+    fn tag(&self, d: usize) -> &str {
+        self.corpus.ids.get(self.clustering.root[d] as usize)
+    }
+    fn in_cluster(&self, d: usize) -> bool {
+        self.in_cluster[d]
+    }
+    fn keeps(&self, d: usize) -> bool {
+        self.clustering.keeps(d)
+    }
+}
+
+/// What pass 2 reads from: the inputs again, and what to write of each document.
+pub(crate) struct PassTwo<'a> {
+    pub inputs: &'a Inputs,
+    pub fields: &'a Fields,
+    pub verdicts: &'a dyn Verdicts,
+    pub drop: bool,
 }
 
 /// One chunk's kept records as pass 2 writes them.
@@ -369,7 +430,7 @@ enum Kept<'a> {
 /// Pass 2: every kept record out, tagged with its cluster root (`meta.minhash_cluster` in
 /// JSONL, the `minhash_cluster` column in Parquet); the beginnings of the `wanted` documents
 /// into `snippets` (for the report).
-fn write_pass(
+pub(crate) fn write_pass(
     p2: &PassTwo,
     out: &mut RecordSink,
     progress: &ProgressFactory,
@@ -379,21 +440,12 @@ fn write_pass(
     let PassTwo {
         inputs,
         fields,
-        corpus,
-        clustering,
+        verdicts,
         drop,
     } = *p2;
     let bar = progress.pass("writing", inputs.total_bytes());
     let next_doc = std::sync::atomic::AtomicUsize::new(0);
     let mut written = 0u64;
-    // Documents in a cluster of two or more (a Parquet output tags only these).
-    let mut in_cluster = vec![false; corpus.len()];
-    for (d, &r) in clustering.root.iter().enumerate() {
-        if r as usize != d {
-            in_cluster[d] = true;
-            in_cluster[r as usize] = true;
-        }
-    }
     let plan = ReadPlan {
         fields,
         columns: out.columns(),
@@ -406,14 +458,14 @@ fn write_pass(
         &bar,
         |chunk, name| {
             let base = next_doc.fetch_add(chunk.len(), std::sync::atomic::Ordering::SeqCst);
-            if base + chunk.len() > corpus.len() {
+            if base + chunk.len() > verdicts.len() {
                 return Err(Error::Param(format!(
                     "{name} changed between passes: it now has more records than when it was \
                      first read"
                 )));
             }
             let kept_idx: Vec<usize> = (0..chunk.len())
-                .filter(|&i| !drop || clustering.keeps(base + i))
+                .filter(|&i| !drop || verdicts.keeps(base + i))
                 .collect();
             let kept = match &table_schema {
                 Some(schema) => {
@@ -421,7 +473,7 @@ fn write_pass(
                         .iter()
                         .map(|&i| {
                             let d = base + i;
-                            in_cluster[d].then(|| corpus.ids.get(clustering.root[d] as usize))
+                            verdicts.in_cluster(d).then(|| verdicts.tag(d))
                         })
                         .collect();
                     Kept::Rows(table_rows(schema, &chunk, &kept_idx, name)?, tags)
@@ -434,7 +486,7 @@ fn write_pass(
                             let bytes: usize = idx.iter().map(|&i| chunk.line(i).len() + 1).sum();
                             let mut buf = crate::io::spare_buffer(bytes + idx.len() * 96);
                             for &i in idx {
-                                let root = corpus.ids.get(clustering.root[base + i] as usize);
+                                let root = verdicts.tag(base + i);
                                 write_tagged(
                                     &mut buf,
                                     chunk.line(i),
@@ -480,7 +532,7 @@ fn write_pass(
             Ok(())
         },
     )?;
-    if next_doc.into_inner() != corpus.len() {
+    if next_doc.into_inner() != verdicts.len() {
         return Err(Error::Param(
             "an input changed between passes: it has fewer records than when it was first read"
                 .into(),

@@ -1,0 +1,264 @@
+//! Confirming one LSH bucket on its own: which of its pairs are duplicates, and a spanning forest
+//! of them.
+//!
+//! A bucket's members are taken in id order. Its pairs are visited by their later member, then
+//! their earlier one, and a pair is checked only when its two members are not yet joined through
+//! the bucket's own confirmed pairs (Kruskal's rule in that order). What a bucket yields depends
+//! on the bucket alone, never on the other buckets: buckets are confirmed in parallel, and the
+//! union of every bucket's pairs is the same however the buckets are split across partitions,
+//! threads or machines. Its components are those of every confirmed pair, because a skipped pair
+//! is always already joined.
+//!
+//! A large bucket under exact-Jaccard confirmation lists its candidates first with an exact
+//! prefix filter ([`crate::index::simjoin`]): in a bucket of templated pages most pairs are far
+//! below the threshold, and the filter proves it without a merge of their shingle sets.
+
+use super::{Confirm, ConfirmedPair, ShingleSets};
+use crate::index::simjoin::candidate_pairs;
+use crate::index::unionfind::UnionFind;
+use crate::sign::minhash::agreement;
+use crate::text::jaccard_sorted;
+
+/// Members from which a bucket's candidates are listed by the prefix filter (below, checking
+/// every pair costs less than ordering the bucket's tokens).
+pub const FILTER_MIN_MEMBERS: usize = 32;
+
+/// Candidates per member past which the prefix filter gives up on a bucket: the bucket is dense
+/// with near duplicates, and the pairs it would list are mostly joined before their turn.
+const FILTER_MAX_PAIRS_PER_MEMBER: usize = 8;
+
+/// What confirming a bucket reads, by document index.
+pub struct BucketTables<'a> {
+    pub num_perm: usize,
+    /// Row `d` is document `d`'s signature.
+    pub sigs: &'a [u32],
+    /// The shingle sets, for `jaccard` confirmation (every member's).
+    pub sets: &'a ShingleSets,
+    /// Each document's group; empty without groups.
+    pub groups: &'a [u32],
+}
+
+/// The work of confirming buckets, pair by pair (a pair in two buckets counts in each).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BucketCounts {
+    /// Pairs whose estimate or Jaccard was computed.
+    pub checked: u64,
+    /// Of those, at or above the threshold.
+    pub confirmed: u64,
+    pub rejected: u64,
+    /// Pairs skipped because the bucket had joined their members already.
+    pub already_joined: u64,
+    /// Pairs of two groups (`--group-field`): never duplicates.
+    pub other_group: u64,
+    /// Pairs that the prefix filter proved below the threshold, never checked.
+    pub filtered: u64,
+}
+
+impl std::ops::AddAssign for BucketCounts {
+    fn add_assign(&mut self, o: Self) {
+        self.checked += o.checked;
+        self.confirmed += o.confirmed;
+        self.rejected += o.rejected;
+        self.already_joined += o.already_joined;
+        self.other_group += o.other_group;
+        self.filtered += o.filtered;
+    }
+}
+
+fn pairs_of(n: usize) -> u64 {
+    (n as u64) * (n as u64).saturating_sub(1) / 2
+}
+
+/// Confirm one bucket: `members` are document indices in id order. Its spanning pairs are
+/// appended to `out` (`a` the earlier in id order), its work added to `counts`.
+pub fn confirm_bucket(
+    members: &[u32],
+    tables: &BucketTables,
+    confirm: Confirm,
+    threshold: f64,
+    out: &mut Vec<ConfirmedPair>,
+    counts: &mut BucketCounts,
+) {
+    let run = Run {
+        tables,
+        confirm,
+        threshold,
+        filter_min: FILTER_MIN_MEMBERS,
+    };
+    run.bucket(members, out, counts);
+}
+
+/// One bucket's confirmation settings.
+struct Run<'a> {
+    tables: &'a BucketTables<'a>,
+    confirm: Confirm,
+    threshold: f64,
+    /// Members from which the prefix filter lists the candidates.
+    filter_min: usize,
+}
+
+impl Run<'_> {
+    fn bucket(&self, members: &[u32], out: &mut Vec<ConfirmedPair>, counts: &mut BucketCounts) {
+        let tables = self.tables;
+        if tables.groups.is_empty() {
+            self.group(members, out, counts);
+            return;
+        }
+        // Each group's members apart, in id order; pairs across groups are never duplicates.
+        let mut by_group: Vec<(u32, u32)> = members
+            .iter()
+            .map(|&d| (tables.groups[d as usize], d))
+            .collect();
+        by_group.sort_by_key(|&(g, _)| g);
+        counts.other_group += pairs_of(members.len());
+        let mut group: Vec<u32> = Vec::new();
+        let mut i = 0;
+        while i < by_group.len() {
+            group.clear();
+            let g = by_group[i].0;
+            while i < by_group.len() && by_group[i].0 == g {
+                group.push(by_group[i].1);
+                i += 1;
+            }
+            counts.other_group -= pairs_of(group.len());
+            self.group(&group, out, counts);
+        }
+    }
+
+    /// [`confirm_bucket`] for members of one group.
+    fn group(&self, members: &[u32], out: &mut Vec<ConfirmedPair>, counts: &mut BucketCounts) {
+        let Run {
+            tables,
+            confirm,
+            threshold,
+            filter_min,
+        } = *self;
+        let m = members.len();
+        if m < 2 {
+            return;
+        }
+        let sig = |d: u32| {
+            let p = tables.num_perm;
+            &tables.sigs[d as usize * p..(d as usize + 1) * p]
+        };
+        let mut uf = UnionFind::new(m);
+        // Check the pair of members at positions `a < b`; join them when confirmed.
+        let mut check = |a: usize, b: usize, uf: &mut UnionFind, counts: &mut BucketCounts| {
+            if uf.connected(a as u32, b as u32) {
+                counts.already_joined += 1;
+                return;
+            }
+            counts.checked += 1;
+            let (da, db) = (members[a], members[b]);
+            let est = agreement(sig(da), sig(db)) as f64 / tables.num_perm as f64;
+            let (ok, jaccard) = match confirm {
+                Confirm::None => (true, None),
+                Confirm::Estimate => (est >= threshold, None),
+                Confirm::Jaccard => {
+                    let j = jaccard_sorted(&tables.sets[&da], &tables.sets[&db]);
+                    (j >= threshold, Some(j))
+                }
+            };
+            if ok {
+                uf.union(a as u32, b as u32);
+                counts.confirmed += 1;
+                out.push(ConfirmedPair {
+                    a: da,
+                    b: db,
+                    estimate: est,
+                    jaccard,
+                });
+            } else {
+                counts.rejected += 1;
+            }
+        };
+        if confirm == Confirm::Jaccard && m >= filter_min {
+            let sets: Vec<&[u64]> = members.iter().map(|d| tables.sets[d].as_slice()).collect();
+            if let Some(mut cands) =
+                candidate_pairs(&sets, threshold, m * FILTER_MAX_PAIRS_PER_MEMBER)
+            {
+                counts.filtered += pairs_of(m) - cands.len() as u64;
+                // By the later member, then the earlier: the order of the loop below.
+                cands.sort_unstable_by_key(|&(a, b)| (b, a));
+                for (a, b) in cands {
+                    check(a as usize, b as usize, &mut uf, counts);
+                }
+                return;
+            }
+        }
+        for b in 1..m {
+            for a in 0..b {
+                check(a, b, &mut uf, counts);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Buckets of templated sets with planted near copies, and of random sets: the prefix
+    /// filter's path yields the very pairs of checking every pair in order, with fewer checks.
+    #[test]
+    fn the_filter_changes_the_work_not_the_pairs() {
+        let mut rng = crate::hash::Pcg32::new(11);
+        for round in 0..40u64 {
+            let m = 2 + rng.below(120) as usize;
+            let template = rng.below(60) as u64;
+            let own = 1 + rng.below(20) as u64;
+            let mut sets = ShingleSets::new();
+            for d in 0..m as u64 {
+                // A near copy of an earlier set now and then: its own tokens, one changed.
+                let base = if d > 0 && rng.below(4) == 0 {
+                    rng.below(d as u32) as u64
+                } else {
+                    d
+                };
+                let mut v: Vec<u64> = (0..template)
+                    .chain((0..own).map(|w| 1_000_000 + base * 1000 + w))
+                    .collect();
+                if base != d {
+                    v[template as usize] = 2_000_000 + d;
+                }
+                v.sort_unstable();
+                sets.insert(d as u32, v);
+            }
+            let groups: Vec<u32> = if round % 3 == 0 {
+                (0..m).map(|_| rng.below(2)).collect()
+            } else {
+                Vec::new()
+            };
+            let tables = BucketTables {
+                num_perm: 1,
+                sigs: &vec![0u32; m],
+                sets: &sets,
+                groups: &groups,
+            };
+            let members: Vec<u32> = (0..m as u32).collect();
+            for threshold in [0.5, 0.8, 0.9] {
+                let run = |filter_min| {
+                    let mut pairs = Vec::new();
+                    let mut counts = BucketCounts::default();
+                    Run {
+                        tables: &tables,
+                        confirm: Confirm::Jaccard,
+                        threshold,
+                        filter_min,
+                    }
+                    .bucket(&members, &mut pairs, &mut counts);
+                    let pairs: Vec<(u32, u32)> = pairs.iter().map(|p| (p.a, p.b)).collect();
+                    (pairs, counts)
+                };
+                let (every, c_every) = run(usize::MAX);
+                let (filtered, c_filtered) = run(2);
+                assert_eq!(every, filtered, "round {round} t {threshold}");
+                let total = |c: BucketCounts| c.checked + c.already_joined + c.filtered;
+                assert_eq!(total(c_every), total(c_filtered));
+                assert_eq!(c_every.other_group, c_filtered.other_group);
+                assert_eq!(c_every.filtered, 0);
+                assert!(c_filtered.checked <= c_every.checked);
+            }
+        }
+    }
+}
