@@ -235,6 +235,18 @@ any mismatch or missing document."
         after_help = "Example:\n  neardup synth 100000 -o synthetic.jsonl --words 300 --seed 7"
     )]
     Synth(SynthArgs),
+    /// Run one stage of `dedup` over a work directory: for corpora past one machine's memory,
+    /// under any scheduler (docs/GUIDE.md has the shell loop).
+    #[command(after_help = "Example, 3 shards and 2 partitions:\n  \
+neardup stage init work a.jsonl b.jsonl c.jsonl --partitions 2\n  \
+for i in 0 1 2; do neardup stage sign work --shard $i; done\n  \
+neardup stage rank work\n  \
+for i in 0 1 2; do neardup stage bands work --shard $i; done\n  \
+for p in 0 1; do neardup stage confirm work --partition $p; done\n  \
+neardup stage cluster work --clusters clusters.jsonl\n  \
+for i in 0 1 2; do neardup stage apply work --shard $i -o out-$i.jsonl; done\n\n\
+Each stage's outputs appear whole or not at all; a finished stage run again is skipped.")]
+    Stage(StageArgs),
 }
 
 /// The flags that decide a signature's bits.
@@ -415,14 +427,10 @@ impl EngineArgs {
     }
 }
 
+/// What decides which documents are near duplicates and which survive: the flags `dedup` and
+/// `stage init` share.
 #[derive(Debug, Args)]
-pub struct DedupArgs {
-    #[command(flatten)]
-    pub input: InputArgs,
-    /// Output JSONL (`-`: stdout; .gz/.zst compress), or Parquet for a name ending in .parquet
-    /// (the inputs' columns plus `minhash_cluster`; docs/FORMATS.md).
-    #[arg(short, long, value_name = "OUT")]
-    pub output: String,
+pub struct ClusterArgs {
     #[command(flatten)]
     pub hash: HashArgs,
     #[command(flatten)]
@@ -454,6 +462,43 @@ pub struct DedupArgs {
     /// group of its own with every other such document.
     #[arg(long, value_enum, default_value_t = GroupMissing::Error, requires = "group_field")]
     pub group_missing: GroupMissing,
+}
+
+impl ClusterArgs {
+    pub fn config(&self) -> Result<DedupConfig, Error> {
+        let cfg = DedupConfig {
+            params: self.hash.params()?,
+            lsh: self.lsh.params()?,
+            threshold: self.threshold,
+            confirm: self.confirm.into(),
+            exact: self.exact,
+            drop: !self.tag_only,
+            keep: self.keep.policy,
+            group_missing: self.group_missing.into(),
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// The fields records are read by, with the policies' fields.
+    pub fn fields(&self, input: &InputArgs) -> Result<Fields, Error> {
+        let mut fields = input.fields()?;
+        fields.keep = self.keep.field.clone();
+        fields.group = self.group_field.clone();
+        Ok(fields)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct DedupArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Output JSONL (`-`: stdout; .gz/.zst compress), or Parquet for a name ending in .parquet
+    /// (the inputs' columns plus `minhash_cluster`; docs/FORMATS.md).
+    #[arg(short, long, value_name = "OUT")]
+    pub output: String,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Write one JSON line per cluster of 2+ documents: root, members, size.
     #[arg(long, value_name = "FILE")]
     pub clusters: Option<String>,
@@ -467,13 +512,99 @@ pub struct DedupArgs {
     pub report: Vec<String>,
     /// Stop with a clear error, before writing anything, when the signature tables (and, for
     /// `--confirm jaccard`, the shingle sets) would pass this many MiB. Default: 3/4 of the
-    /// memory available when the run starts.
-    #[arg(long = "max-memory", value_name = "MIB")]
+    /// memory available when the run starts. (--work-dir runs are bounded by a partition
+    /// instead.)
+    #[arg(long = "max-memory", value_name = "MIB", conflicts_with = "work_dir")]
     pub max_memory: Option<u64>,
+    /// Run out of core: the stages of `neardup stage` in one process, through files in DIR
+    /// (each input file a shard). The outputs are the same bytes; a run repeated over the same
+    /// DIR skips the stages it finished. docs/GUIDE.md has the details.
+    #[arg(long = "work-dir", value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// With --work-dir: the partitions of the band rows; memory is bounded by one.
+    #[arg(long, value_name = "R", default_value_t = 8, requires = "work_dir")]
+    pub partitions: usize,
     #[command(flatten)]
     pub engine: EngineArgs,
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// `neardup stage`: one stage of the sharded dedup.
+#[derive(Debug, Args)]
+pub struct StageArgs {
+    #[command(subcommand)]
+    pub stage: Stage,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Stage {
+    /// Make a work directory for these shards (one input file each) and parameters.
+    Init {
+        /// The work directory (made if missing; one made for other inputs or parameters is
+        /// refused).
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        #[command(flatten)]
+        input: InputArgs,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Partitions of the band rows: `confirm` runs once per partition, and its memory is
+        /// bounded by one.
+        #[arg(long, value_name = "R", default_value_t = 8)]
+        partitions: usize,
+    },
+    /// Stage 1, per shard: ids, word counts and signatures.
+    Sign {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        #[arg(long, value_name = "I")]
+        shard: usize,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Stage 2, once, after every shard is signed: ids in order, and exact duplicates.
+    Rank {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// Stage 3, per shard, after rank: band rows, split into partitions.
+    Bands {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        #[arg(long, value_name = "I")]
+        shard: usize,
+    },
+    /// Stage 4, per partition, after every shard is banded: buckets and confirmed pairs.
+    Confirm {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        #[arg(long, value_name = "P")]
+        partition: usize,
+    },
+    /// Stage 5, once, after every partition is confirmed: clusters and who survives.
+    Cluster {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// Copy the clusters file (as `dedup --clusters` writes it) here.
+        #[arg(long, value_name = "FILE")]
+        clusters: Option<String>,
+        /// Copy the pairs file (as `dedup --pairs` writes it) here.
+        #[arg(long, value_name = "FILE")]
+        pairs: Option<String>,
+    },
+    /// Stage 6, per shard, after cluster: the shard's kept records, tagged, in input order.
+    Apply {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        #[arg(long, value_name = "I")]
+        shard: usize,
+        /// The shard's output (JSONL, or Parquet for a name ending in .parquet).
+        #[arg(short, long, value_name = "OUT")]
+        output: String,
+    },
 }
 
 impl BenchArgs {
@@ -513,18 +644,7 @@ impl DedupArgs {
     }
 
     pub fn config(&self) -> Result<DedupConfig, Error> {
-        let cfg = DedupConfig {
-            params: self.hash.params()?,
-            lsh: self.lsh.params()?,
-            threshold: self.threshold,
-            confirm: self.confirm.into(),
-            exact: self.exact,
-            drop: !self.tag_only,
-            keep: self.keep.policy,
-            group_missing: self.group_missing.into(),
-        };
-        cfg.validate()?;
-        Ok(cfg)
+        self.cluster.config()
     }
 }
 
@@ -808,4 +928,8 @@ pub struct SynthArgs {
     /// Generator seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Words of boilerplate that begin every document (0: none), as on templated web pages;
+    /// `--words` then counts each document's own words after it.
+    #[arg(long, default_value_t = 0, value_name = "WORDS")]
+    pub template: usize,
 }

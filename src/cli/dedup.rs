@@ -5,12 +5,10 @@ use super::*;
 pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
     let cfg = a.config()?;
     a.check_paths()?;
-    let mut fields = a.input.fields()?;
-    fields.keep = a.keep.field.clone();
-    fields.group = a.group_field.clone();
+    let fields = a.cluster.fields(&a.input)?;
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
-    let inputs = a.input.open(true)?;
+    let inputs = a.input.open(a.work_dir.is_none())?;
     let mut engine = build_engine(
         a.engine.engine.into(),
         cfg.params,
@@ -25,17 +23,29 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
         pairs: a.pairs.clone(),
         measure: !a.report.is_empty(),
     };
-    let s = neardup::stages::dedup::run_dedup(
-        &inputs,
-        &fields,
-        &cfg,
-        engine.as_mut(),
-        &outs,
-        &progress,
-        a.max_memory
-            .map(|m| m << 20)
-            .or_else(neardup::sys::default_memory_limit),
-    )?;
+    let s = match &a.work_dir {
+        Some(dir) => neardup::stages::sharded::run_sharded(
+            dir,
+            &a.input.inputs,
+            &fields,
+            &cfg,
+            a.partitions,
+            engine.as_mut(),
+            &outs,
+            &progress,
+        )?,
+        None => neardup::stages::dedup::run_dedup(
+            &inputs,
+            &fields,
+            &cfg,
+            engine.as_mut(),
+            &outs,
+            &progress,
+            a.max_memory
+                .map(|m| m << 20)
+                .or_else(neardup::sys::default_memory_limit),
+        )?,
+    };
     let secs = t0.elapsed().as_secs_f64();
     let docs = s.scan.documents as f64;
     if !a.report.is_empty() {

@@ -10,6 +10,7 @@ mod devices;
 mod inspect;
 mod scurve;
 mod signatures;
+mod stage;
 mod synth;
 mod tune;
 mod verify;
@@ -43,6 +44,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Compare(a) => compare::run(a),
         Command::Tune(a) => tune::run(a),
         Command::Inspect(a) => inspect::run(a),
+        Command::Stage(a) => stage::run(a),
     }
 }
 

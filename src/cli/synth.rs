@@ -5,7 +5,9 @@ use super::*;
 pub(super) fn run(a: SynthArgs) -> Result<ExitCode> {
     let mut out = neardup::io::Output::create(&a.output)?;
     let mut buf = Vec::with_capacity(1 << 20);
-    for (id, text) in neardup::synth::SyntheticDocs::new(a.docs, a.words, a.seed) {
+    for (id, text) in
+        neardup::synth::SyntheticDocs::new(a.docs, a.words, a.seed).with_template(a.template)
+    {
         serde_json::to_writer(&mut buf, &json!({ "id": id, "text": text }))?;
         buf.push(b'\n');
         if buf.len() > 1 << 20 {

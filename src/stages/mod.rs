@@ -1,7 +1,9 @@
-//! The jobs a user runs over a corpus: near-dedup ([`dedup`]) and decontamination
+//! The jobs a user runs over a corpus: near-dedup ([`dedup`]), the same cut into stages over
+//! files for corpora past one machine's memory ([`sharded`]), and decontamination
 //! ([`decontam`]), over files or documents in memory, and where they write what they keep
 //! ([`sink`]).
 
 pub mod decontam;
 pub mod dedup;
+pub mod sharded;
 pub mod sink;

@@ -19,6 +19,7 @@ mod reports;
 mod reproducibility;
 mod robustness;
 mod shaders;
+mod sharded;
 mod spec_vectors;
 mod statistics;
 mod text;

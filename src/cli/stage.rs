@@ -1,0 +1,130 @@
+//! `neardup stage`: one stage of the sharded dedup, over a work directory.
+
+use neardup::stages::dedup::CLUSTER_TAG;
+use neardup::stages::sharded::{apply, bands, cluster, confirm, rank, sign, Manifest, WorkDir};
+use neardup::stages::sink::RecordSink;
+
+use super::*;
+
+pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
+    let progress = setup(&a.run)?;
+    let t0 = Instant::now();
+    let done = |what: String| {
+        say(
+            &a.run,
+            format!("neardup stage {what}; {:.2} s", t0.elapsed().as_secs_f64()),
+        )
+    };
+    let skipped = |what: String| {
+        say(
+            &a.run,
+            format!("neardup stage {what}: done already, skipped"),
+        )
+    };
+    match a.stage {
+        Stage::Init {
+            dir,
+            input,
+            cluster,
+            partitions,
+        } => {
+            let cfg = cluster.config()?;
+            let fields = cluster.fields(&input)?;
+            let m = Manifest::new(&input.inputs, cfg, fields, partitions)?;
+            let w = WorkDir::init(&dir, m)?;
+            done(format!(
+                "init: {} shards, {} partitions in {}",
+                w.shards(),
+                w.partitions(),
+                dir.display()
+            ));
+        }
+        Stage::Sign { dir, shard, engine } => {
+            let w = WorkDir::open(&dir)?;
+            let mut e = build_engine(
+                engine.engine.into(),
+                w.config().params,
+                0,
+                &engine.gpu_options()?,
+            )?;
+            warn_software(&a.run, &e.info());
+            match sign::sign(&w, shard, e.as_mut(), &progress)? {
+                Some(s) => done(format!(
+                    "sign: shard {shard}, {} documents, {} shingles/s [{}]",
+                    s.documents,
+                    human_count(per_second(s.shingles as f64, s.seconds)),
+                    e.info()
+                )),
+                None => skipped(format!("sign: shard {shard}")),
+            }
+        }
+        Stage::Rank { dir } => {
+            let w = WorkDir::open(&dir)?;
+            match rank::rank(&w, &progress)? {
+                Some(s) => done(format!(
+                    "rank: {} documents in {} shards, {} exact duplicates",
+                    s.rows.iter().sum::<u64>(),
+                    s.rows.len(),
+                    s.exact_duplicates
+                )),
+                None => skipped("rank".into()),
+            }
+        }
+        Stage::Bands { dir, shard } => {
+            let w = WorkDir::open(&dir)?;
+            if bands::bands(&w, shard)? {
+                done(format!("bands: shard {shard}"));
+            } else {
+                skipped(format!("bands: shard {shard}"));
+            }
+        }
+        Stage::Confirm { dir, partition } => {
+            let w = WorkDir::open(&dir)?;
+            match confirm::confirm(&w, partition, &progress)? {
+                Some(s) => done(format!(
+                    "confirm: partition {partition}, {} buckets, {} pairs checked, {} confirmed",
+                    s.buckets, s.counts.checked, s.counts.confirmed
+                )),
+                None => skipped(format!("confirm: partition {partition}")),
+            }
+        }
+        Stage::Cluster {
+            dir,
+            clusters,
+            pairs,
+        } => {
+            let w = WorkDir::open(&dir)?;
+            // Both copies are made whether or not the stage itself ran now.
+            let ran = cluster::cluster(&w, &progress)?;
+            for (to, from) in [(clusters, w.clusters_jsonl()), (pairs, w.pairs_jsonl())] {
+                if let Some(to) = to {
+                    let mut o = neardup::io::Output::create(&to)?;
+                    neardup::stages::sharded::copy_out(&from, &mut o)?;
+                    o.finish()?;
+                }
+            }
+            match ran {
+                Some(s) => done(format!(
+                    "cluster: {} near duplicates, {} clusters, {} documents written",
+                    s.stats.near_duplicates, s.stats.clusters, s.documents_written
+                )),
+                None => skipped("cluster".into()),
+            }
+        }
+        Stage::Apply { dir, shard, output } => {
+            let w = WorkDir::open(&dir)?;
+            w.check_shard(shard)?;
+            let input = w.inputs(&[shard])?;
+            let ins = [("input", w.manifest.shards[shard].path.as_str())];
+            neardup::io::check_output_paths(&ins, &[("-o", output.as_str())])?;
+            let mut out = RecordSink::create(&output, &input, Some(CLUSTER_TAG))?;
+            let s = apply::apply(&w, shard, &mut out, &progress)?;
+            out.finish()?;
+            done(format!(
+                "apply: shard {shard}, {} written to {output}",
+                s.written
+            ));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

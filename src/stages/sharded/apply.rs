@@ -1,0 +1,139 @@
+//! Stage 6, per shard: the shard's records again, in input order, each tagged with its
+//! cluster's root and kept or dropped by `cluster`'s verdict; written as in-memory `dedup`
+//! writes them, so the shards' outputs in shard order are its output.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::table::strings;
+use super::WorkDir;
+use crate::ids::IdArena;
+use crate::progress::ProgressFactory;
+use crate::stages::dedup::{write_pass, PassTwo, Verdicts};
+use crate::stages::sink::RecordSink;
+use crate::Error;
+
+/// What applying one shard wrote.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ApplySummary {
+    pub written: u64,
+    /// The beginnings of the texts of the report's largest clusters' members in this shard,
+    /// by row.
+    pub snippets: Vec<(u64, String)>,
+    pub seconds: f64,
+}
+
+/// One shard's verdicts, from `sign` (ids) and `cluster` (tags, survivors).
+struct ShardVerdicts {
+    ids: IdArena,
+    /// Per document, an index into `tags`, or `u32::MAX` for a document in no cluster.
+    tag: Vec<u32>,
+    tags: IdArena,
+    survives: Vec<bool>,
+}
+
+impl Verdicts for ShardVerdicts {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+    fn tag(&self, d: usize) -> &str {
+        match self.tag[d] {
+            u32::MAX => self.ids.get(d),
+            t => self.tags.get(t as usize),
+        }
+    }
+    fn in_cluster(&self, d: usize) -> bool {
+        self.tag[d] != u32::MAX
+    }
+    fn keeps(&self, d: usize) -> bool {
+        self.survives[d]
+    }
+}
+
+/// Write shard `shard`'s kept records to `out` (which the caller finishes).
+pub fn apply(
+    work: &WorkDir,
+    shard: usize,
+    out: &mut RecordSink,
+    progress: &ProgressFactory,
+) -> Result<ApplySummary, Error> {
+    work.check_shard(shard)?;
+    let t0 = std::time::Instant::now();
+    let summary = super::cluster::summary(work)?;
+    let mut v = ShardVerdicts {
+        ids: IdArena::default(),
+        tag: Vec::new(),
+        tags: IdArena::default(),
+        survives: Vec::new(),
+    };
+    for batch in work.open_table(&work.sign_file(shard), "sign", &["id"])? {
+        let batch = batch?;
+        let id = strings(&batch, "id");
+        for i in 0..batch.num_rows() {
+            v.ids.push(id.value(i));
+        }
+    }
+    // Tags repeat (a cluster's members share one): each distinct tag is stored once.
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    let table = work.open_table(&work.cluster_file(shard), "cluster", &["tag", "survives"])?;
+    for batch in table {
+        let batch = batch?;
+        let tag = strings(&batch, "tag");
+        let survives = arrow_array::cast::AsArray::as_boolean(
+            batch
+                .column_by_name("survives")
+                .expect("a projected column")
+                .as_ref(),
+        );
+        for i in 0..batch.num_rows() {
+            v.survives.push(survives.value(i));
+            if arrow_array::Array::is_null(tag, i) {
+                v.tag.push(u32::MAX);
+                continue;
+            }
+            let t = tag.value(i);
+            let at = match seen.get(t) {
+                Some(&at) => at,
+                None => {
+                    v.tags.push(t);
+                    let at = v.tags.len() as u32 - 1;
+                    seen.insert(t.to_string(), at);
+                    at
+                }
+            };
+            v.tag.push(at);
+        }
+    }
+    if v.tag.len() != v.ids.len() {
+        return Err(work.refuse(format!(
+            "shard {shard} has {} signed documents and {} verdicts",
+            v.ids.len(),
+            v.tag.len()
+        )));
+    }
+    let wanted: HashSet<u32> = summary
+        .largest
+        .iter()
+        .flat_map(|c| c.members.iter())
+        .filter(|m| m.0 == shard)
+        .map(|m| m.1 as u32)
+        .collect();
+    let inputs = work.inputs(&[shard])?;
+    let pass = PassTwo {
+        inputs: &inputs,
+        fields: work.fields(),
+        verdicts: &v,
+        drop: work.config().drop,
+    };
+    let mut snippets = HashMap::new();
+    let written = write_pass(&pass, out, progress, &wanted, &mut snippets)?;
+    let mut snippets: Vec<(u64, String)> =
+        snippets.into_iter().map(|(d, s)| (d as u64, s)).collect();
+    snippets.sort();
+    Ok(ApplySummary {
+        written,
+        snippets,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}

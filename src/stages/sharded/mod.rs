@@ -1,0 +1,386 @@
+//! `dedup` cut into stages over files, for corpora past one machine's memory: each stage reads
+//! and writes files in a work directory, so one process, a shell loop, any scheduler or Ray can
+//! run them, and the outputs are byte-identical to in-memory `dedup`.
+//!
+//! 1. [`sign`], per shard: ids, word counts, exact keys, policy values and signatures.
+//! 2. [`rank`]: every id's place in id order (the root of a cluster is its smallest id), and
+//!    the exact-duplicate pre-pass.
+//! 3. [`bands`], per shard: one row per document and band, split into partitions by the band's
+//!    digest.
+//! 4. [`confirm`], per partition: the buckets, each confirmed on its own
+//!    ([`confirm_bucket`](crate::stages::dedup::confirm_bucket)); the signatures and shingle
+//!    sets of just the documents in some bucket are gathered from the shards.
+//! 5. [`cluster`]: union-find over every partition's pairs; each document's tag and verdict.
+//! 6. [`apply`], per shard: the kept records, in input order.
+//!
+//! The manifest (`manifest.json`) fixes the contract, the parameters, the partitions and the
+//! shards (their paths, sizes and fingerprints). Every stage file carries the manifest's key in
+//! its metadata, so a file of another run is refused rather than mixed in. Every stage output
+//! appears atomically, so a stage killed midway leaves nothing half-written, and a finished
+//! stage is skipped when run again.
+
+pub mod apply;
+pub mod bands;
+pub mod cluster;
+pub mod confirm;
+pub mod rank;
+pub mod run;
+pub mod sign;
+mod table;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::io::{Fields, InputSpec, Inputs};
+use crate::stages::dedup::DedupConfig;
+use crate::Error;
+
+pub use run::*;
+pub use table::Table;
+
+/// What a work directory is for: fixed when it is made, checked by every stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub contract: String,
+    pub config: DedupConfig,
+    pub fields: Fields,
+    /// Partitions of the band rows (`confirm` runs once per partition).
+    pub partitions: usize,
+    pub shards: Vec<ShardEntry>,
+}
+
+/// One input shard as the manifest knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardEntry {
+    pub path: String,
+    pub bytes: u64,
+    /// xxh3 of the file's size, first MiB and last MiB: a shard replaced by another file is
+    /// noticed without reading it whole.
+    pub fingerprint: String,
+}
+
+impl ShardEntry {
+    /// The entry of the file at `path` as it is now.
+    pub fn of(path: &str) -> Result<Self, Error> {
+        use std::io::{Read, Seek, SeekFrom};
+        let io = |e| Error::io(path, e);
+        let mut f = std::fs::File::open(path).map_err(io)?;
+        let bytes = f.metadata().map_err(io)?.len();
+        const EDGE: u64 = 1 << 20;
+        let mut buf = Vec::with_capacity(2 * EDGE as usize + 8);
+        buf.extend_from_slice(&bytes.to_le_bytes());
+        f.by_ref().take(EDGE).read_to_end(&mut buf).map_err(io)?;
+        if bytes > EDGE {
+            f.seek(SeekFrom::Start(bytes.saturating_sub(EDGE).max(EDGE)))
+                .map_err(io)?;
+            f.take(EDGE).read_to_end(&mut buf).map_err(io)?;
+        }
+        Ok(ShardEntry {
+            path: path.to_string(),
+            bytes,
+            fingerprint: format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&buf)),
+        })
+    }
+}
+
+impl Manifest {
+    /// The manifest of a run over `shards` (paths).
+    pub fn new(
+        shards: &[String],
+        config: DedupConfig,
+        fields: Fields,
+        partitions: usize,
+    ) -> Result<Self, Error> {
+        config.validate()?;
+        if partitions == 0 {
+            return Err(Error::Param("--partitions must be at least 1".into()));
+        }
+        if shards.iter().any(|s| s == "-") {
+            return Err(Error::Param(
+                "the sharded stages read their inputs more than once: standard input cannot be \
+                 a shard"
+                    .into(),
+            ));
+        }
+        Ok(Manifest {
+            contract: crate::CONTRACT_VERSION.to_string(),
+            config,
+            fields,
+            partitions,
+            shards: shards
+                .iter()
+                .map(|s| ShardEntry::of(s))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// The first differences from `other`, as `key: this vs other`, for a refusal.
+    fn differences(&self, other: &Manifest) -> Vec<String> {
+        let a = serde_json::to_value(self).expect("a manifest is JSON");
+        let b = serde_json::to_value(other).expect("a manifest is JSON");
+        let mut out = Vec::new();
+        diff_values("", &a, &b, &mut out);
+        out.truncate(4);
+        out
+    }
+}
+
+fn diff_values(at: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                let key = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
+                diff_values(&key, v, y.get(k).unwrap_or(&Value::Null), out);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                diff_values(&format!("{at}[{i}]"), v, w, out);
+            }
+        }
+        _ if a != b => out.push(format!("{at}: {a} there, {b} here")),
+        _ => {}
+    }
+}
+
+/// A work directory and its manifest.
+#[derive(Debug, Clone)]
+pub struct WorkDir {
+    root: PathBuf,
+    pub manifest: Manifest,
+    /// xxh3 of the manifest's bytes, written into every stage file.
+    key: String,
+}
+
+const MANIFEST: &str = "manifest.json";
+
+impl WorkDir {
+    /// Make the work directory `root` for `manifest`, or reopen it when it was made for the
+    /// same one; one made for other inputs or parameters is refused, naming what differs.
+    pub fn init(root: &Path, manifest: Manifest) -> Result<Self, Error> {
+        std::fs::create_dir_all(root).map_err(|e| Error::io(&root.display().to_string(), e))?;
+        let path = root.join(MANIFEST);
+        if path.exists() {
+            let w = Self::open(root)?;
+            let diff = w.manifest.differences(&manifest);
+            if !diff.is_empty() {
+                return Err(w.refuse(format!(
+                    "this work directory was made for other inputs or parameters ({}); use \
+                     another directory, or empty this one",
+                    diff.join("; ")
+                )));
+            }
+            return Ok(w);
+        }
+        let body = serde_json::to_string_pretty(&manifest).expect("a manifest is JSON") + "\n";
+        crate::io::write_file_atomic(&path.display().to_string(), body.as_bytes())?;
+        Self::open(root)
+    }
+
+    /// Open the work directory `root` made by [`WorkDir::init`].
+    pub fn open(root: &Path) -> Result<Self, Error> {
+        let path = root.join(MANIFEST);
+        let name = path.display().to_string();
+        let bytes = std::fs::read(&path).map_err(|e| Error::Work {
+            path: name.clone(),
+            msg: format!("{e}: not a work directory (run `neardup stage init` first)"),
+        })?;
+        let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| Error::Work {
+            path: name.clone(),
+            msg: format!("not a neardup manifest: {e}"),
+        })?;
+        if manifest.contract != crate::CONTRACT_VERSION {
+            return Err(Error::Work {
+                path: name,
+                msg: format!(
+                    "made under contract {}, this neardup implements {}",
+                    manifest.contract,
+                    crate::CONTRACT_VERSION
+                ),
+            });
+        }
+        Ok(WorkDir {
+            root: root.to_path_buf(),
+            key: format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)),
+            manifest,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn shards(&self) -> usize {
+        self.manifest.shards.len()
+    }
+
+    pub fn partitions(&self) -> usize {
+        self.manifest.partitions
+    }
+
+    pub fn config(&self) -> &DedupConfig {
+        &self.manifest.config
+    }
+
+    pub fn fields(&self) -> &Fields {
+        &self.manifest.fields
+    }
+
+    fn refuse(&self, msg: String) -> Error {
+        Error::Work {
+            path: self.root.display().to_string(),
+            msg,
+        }
+    }
+
+    /// Check a shard number.
+    pub fn check_shard(&self, shard: usize) -> Result<(), Error> {
+        if shard >= self.shards() {
+            return Err(self.refuse(format!(
+                "shard {shard} does not exist: the work directory has {} (0 to {})",
+                self.shards(),
+                self.shards().saturating_sub(1)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Check a partition number.
+    pub fn check_partition(&self, p: usize) -> Result<(), Error> {
+        if p >= self.partitions() {
+            return Err(self.refuse(format!(
+                "partition {p} does not exist: the work directory has {} (0 to {})",
+                self.partitions(),
+                self.partitions() - 1
+            )));
+        }
+        Ok(())
+    }
+
+    /// The shards `which` (all when `None`) opened for reading, each checked against its
+    /// fingerprint. Input `i` of the result is shard `which[i]`.
+    pub fn inputs(&self, which: &[usize]) -> Result<Inputs, Error> {
+        let mut specs = Vec::new();
+        for &s in which {
+            let e = &self.manifest.shards[s];
+            let now = ShardEntry::of(&e.path)?;
+            if &now != e {
+                return Err(Error::Work {
+                    path: e.path.clone(),
+                    msg: format!(
+                        "shard {s} changed since the work directory was made ({} bytes then, \
+                         {} now, or other contents); start again in an empty work directory",
+                        e.bytes, now.bytes
+                    ),
+                });
+            }
+            specs.push(InputSpec::parse(&e.path));
+        }
+        Inputs::new(&specs, false)
+    }
+
+    /// A stage file's path: `root/stage/name`.
+    fn file(&self, stage: &str, name: String) -> PathBuf {
+        self.root.join(stage).join(name)
+    }
+
+    pub fn sign_file(&self, shard: usize) -> PathBuf {
+        self.file("sign", format!("{shard:05}.parquet"))
+    }
+
+    pub fn rank_file(&self, shard: usize) -> PathBuf {
+        self.file("rank", format!("{shard:05}.parquet"))
+    }
+
+    pub fn bands_file(&self, shard: usize, partition: usize) -> PathBuf {
+        self.file("bands", format!("{shard:05}-{partition:04}.parquet"))
+    }
+
+    pub fn pairs_file(&self, partition: usize) -> PathBuf {
+        self.file("pairs", format!("{partition:04}.parquet"))
+    }
+
+    pub fn cluster_file(&self, shard: usize) -> PathBuf {
+        self.file("cluster", format!("{shard:05}.parquet"))
+    }
+
+    /// The summary of the whole `rank` stage.
+    pub fn rank_summary(&self) -> PathBuf {
+        self.file("rank", "summary.json".into())
+    }
+
+    /// The summary of the whole `cluster` stage.
+    pub fn cluster_summary(&self) -> PathBuf {
+        self.file("cluster", "summary.json".into())
+    }
+
+    /// Write a stage's JSON summary atomically, with the manifest's key.
+    pub(crate) fn write_json<T: Serialize>(&self, path: &Path, value: &T) -> Result<(), Error> {
+        let v = serde_json::json!({ "work": self.key, "summary": value });
+        let name = path.display().to_string();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(&name, e))?;
+        }
+        let body = serde_json::to_string_pretty(&v).expect("JSON") + "\n";
+        crate::io::write_file_atomic(&name, body.as_bytes())
+    }
+
+    /// Read a stage's JSON summary; `None` when it is not there yet.
+    pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &Path,
+    ) -> Result<Option<T>, Error> {
+        let name = path.display().to_string();
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&name, e)),
+        };
+        let bad = |msg: String| Error::Work {
+            path: name.clone(),
+            msg,
+        };
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
+        self.check_key(&name, v.get("work").and_then(|k| k.as_str()))?;
+        serde_json::from_value(v["summary"].take())
+            .map(Some)
+            .map_err(|e| bad(format!("not a stage summary: {e}")))
+    }
+
+    /// Read a stage's JSON summary that an earlier stage must have written.
+    pub(crate) fn need_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &Path,
+        stage: &str,
+    ) -> Result<T, Error> {
+        self.read_json(path)?
+            .ok_or_else(|| self.missing(path, stage))
+    }
+
+    /// The error for a stage file that is not there yet.
+    pub(crate) fn missing(&self, path: &Path, stage: &str) -> Error {
+        Error::Work {
+            path: path.display().to_string(),
+            msg: format!("not there yet: run `neardup stage {stage}` first"),
+        }
+    }
+
+    fn check_key(&self, name: &str, key: Option<&str>) -> Result<(), Error> {
+        if key != Some(self.key.as_str()) {
+            return Err(Error::Work {
+                path: name.to_string(),
+                msg: "made for another manifest (other inputs or parameters): it belongs to \
+                      another run; start again in an empty work directory"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+}

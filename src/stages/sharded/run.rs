@@ -1,0 +1,141 @@
+//! `neardup dedup --work-dir`: every stage in one process, out of core, each finished stage
+//! skipped when the run is repeated; the outputs and the report as in-memory `dedup` makes
+//! them.
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::{apply, bands, cluster, confirm, rank, sign, Manifest, WorkDir};
+use crate::engine::Engine;
+use crate::io::{Fields, Output};
+use crate::pipeline::ScanStats;
+use crate::progress::ProgressFactory;
+use crate::stages::dedup::{ClusterExample, DedupConfig, DedupOutputs, DedupSummary, CLUSTER_TAG};
+use crate::stages::sink::RecordSink;
+use crate::Error;
+
+/// Copy a file the `cluster` stage wrote to where the user asked for it.
+pub fn copy_out(from: &Path, to: &mut Output) -> Result<(), Error> {
+    use std::io::Read;
+    let name = from.display().to_string();
+    let mut f = std::fs::File::open(from).map_err(|e| Error::io(&name, e))?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(|e| Error::io(&name, e))?;
+        if n == 0 {
+            return Ok(());
+        }
+        to.write_all(&buf[..n])?;
+    }
+}
+
+/// Sum the pass-1 counts of the shards.
+fn add_scan(total: &mut ScanStats, s: &ScanStats) {
+    total.documents += s.documents;
+    total.words += s.words;
+    total.shingles += s.shingles;
+    total.text_bytes += s.text_bytes;
+    total.jsonl_bytes += s.jsonl_bytes;
+    total.parse_seconds += s.parse_seconds;
+    total.sign_seconds += s.sign_seconds;
+    total.wait_seconds += s.wait_seconds;
+    total.seconds += s.seconds;
+}
+
+/// Run `dedup` over `inputs` (the shards, one per file) through the work directory `dir`
+/// with `partitions` partitions. Outputs appear only when the run succeeds.
+#[allow(clippy::too_many_arguments)]
+pub fn run_sharded(
+    dir: &Path,
+    inputs: &[String],
+    fields: &Fields,
+    cfg: &DedupConfig,
+    partitions: usize,
+    engine: &mut dyn Engine,
+    outs: &DedupOutputs,
+    progress: &ProgressFactory,
+) -> Result<DedupSummary, Error> {
+    let t0 = Instant::now();
+    let manifest = Manifest::new(inputs, *cfg, fields.clone(), partitions)?;
+    let work = WorkDir::init(dir, manifest)?;
+    // Every output first, so a bad path fails before the work.
+    let all = work.inputs(&(0..work.shards()).collect::<Vec<_>>())?;
+    let mut out = RecordSink::create(&outs.output, &all, Some(CLUSTER_TAG))?;
+    drop(all);
+    let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
+    let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;
+
+    let mut scan = ScanStats::default();
+    for s in 0..work.shards() {
+        let st = match sign::sign(&work, s, engine, progress)? {
+            Some(st) => st,
+            None => sign::scan_stats(&work, s)?,
+        };
+        add_scan(&mut scan, &st);
+    }
+    rank::rank(&work, progress)?;
+    let t_bands = Instant::now();
+    for s in 0..work.shards() {
+        bands::bands(&work, s)?;
+    }
+    let bands_seconds = t_bands.elapsed().as_secs_f64();
+    for p in 0..work.partitions() {
+        confirm::confirm(&work, p, progress)?;
+    }
+    cluster::cluster(&work, progress)?;
+    let mut summary = cluster::summary(&work)?;
+    summary.stats.lsh_seconds = bands_seconds;
+
+    let t_write = Instant::now();
+    let mut written = 0;
+    let mut snippets: Vec<(usize, u64, String)> = Vec::new();
+    for s in 0..work.shards() {
+        let a = apply::apply(&work, s, &mut out, progress)?;
+        written += a.written;
+        snippets.extend(a.snippets.into_iter().map(|(row, text)| (s, row, text)));
+    }
+    if let Some(o) = clusters_out.as_mut() {
+        copy_out(&work.clusters_jsonl(), o)?;
+    }
+    if let Some(o) = pairs_out.as_mut() {
+        copy_out(&work.pairs_jsonl(), o)?;
+    }
+    out.finish()?;
+    if let Some(o) = clusters_out {
+        o.finish()?;
+    }
+    if let Some(o) = pairs_out {
+        o.finish()?;
+    }
+    let snippet = |s: usize, row: u64| {
+        snippets
+            .iter()
+            .find(|x| x.0 == s && x.1 == row)
+            .map(|x| x.2.clone())
+            .unwrap_or_default()
+    };
+    let examples = summary
+        .largest
+        .iter()
+        .map(|c| ClusterExample {
+            root: c.root.clone(),
+            size: c.size,
+            members: c
+                .members
+                .iter()
+                .map(|(s, row, id)| (id.clone(), snippet(*s, *row)))
+                .collect(),
+        })
+        .collect();
+    Ok(DedupSummary {
+        scan,
+        cluster: summary.stats,
+        similarity_buckets: Vec::new(),
+        examples,
+        documents_written: written,
+        write_seconds: t_write.elapsed().as_secs_f64(),
+        seconds: t0.elapsed().as_secs_f64(),
+        table_bytes: summary.table_bytes,
+        groups: summary.groups,
+    })
+}

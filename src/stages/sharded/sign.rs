@@ -1,0 +1,116 @@
+//! Stage 1, per shard: what clustering needs of each document, and no text. One row per
+//! document in input order: `id`, `line` (the line, or the Parquet row, that errors name),
+//! `words`, `signature`; `exact_lo`/`exact_hi` with `--exact`; `keep` with a keep field;
+//! `group` with a group field.
+
+use std::sync::Arc;
+
+use arrow_array::{
+    ArrayRef, FixedSizeListArray, Float64Array, StringArray, UInt32Array, UInt64Array,
+};
+use arrow_schema::{DataType, Field};
+
+use super::table::{col, u32_lists};
+use super::WorkDir;
+use crate::engine::Engine;
+use crate::pipeline::{scan, ScanStats};
+use crate::progress::ProgressFactory;
+use crate::stages::dedup::GroupMissing;
+use crate::Error;
+
+/// Sign shard `shard` with `engine`. Returns the pass's counts, or `None` when the shard was
+/// signed already.
+pub fn sign(
+    work: &WorkDir,
+    shard: usize,
+    engine: &mut dyn Engine,
+    progress: &ProgressFactory,
+) -> Result<Option<ScanStats>, Error> {
+    work.check_shard(shard)?;
+    let path = work.sign_file(shard);
+    if work.table_done(&path)? {
+        return Ok(None);
+    }
+    let cfg = work.config();
+    if engine.params() != &cfg.params {
+        return Err(Error::Param(
+            "the engine was built with other parameters than the work directory's".into(),
+        ));
+    }
+    let fields = work.fields();
+    let inputs = work.inputs(&[shard])?;
+    let num_perm = cfg.params.num_perm;
+    let mut columns = vec![
+        col("id", DataType::Utf8),
+        col("line", DataType::UInt64),
+        col("words", DataType::UInt32),
+        col("signature", u32_lists(num_perm)),
+    ];
+    if cfg.exact {
+        columns.push(col("exact_lo", DataType::UInt64));
+        columns.push(col("exact_hi", DataType::UInt64));
+    }
+    if fields.keep.is_some() {
+        columns.push(col("keep", DataType::Float64));
+    }
+    if fields.group.is_some() {
+        columns.push(Field::new("group", DataType::Utf8, true));
+    }
+    // The pass's counts are known only at the end, after the table's metadata: they go to a
+    // JSON file beside it, written before the table appears, so a finished table has them.
+    let mut out = work.create_table(&path, columns, &[])?;
+    let bar = progress.pass(&format!("signatures, shard {shard}"), inputs.total_bytes());
+    let stats = scan(&inputs, fields, engine, cfg.exact, &bar, |sc| {
+        let n = sc.len();
+        let item = Arc::new(Field::new("item", DataType::UInt32, false));
+        let sigs = FixedSizeListArray::new(
+            item,
+            num_perm as i32,
+            Arc::new(UInt32Array::from(sc.sigs[..n * num_perm].to_vec())),
+            None,
+        );
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values((0..n).map(|i| sc.ids.get(i)))),
+            Arc::new(UInt64Array::from(sc.lines.clone())),
+            Arc::new(UInt32Array::from(sc.words.clone())),
+            Arc::new(sigs),
+        ];
+        if cfg.exact {
+            let lo = sc.exact_keys.iter().map(|&k| k as u64);
+            let hi = sc.exact_keys.iter().map(|&k| (k >> 64) as u64);
+            cols.push(Arc::new(UInt64Array::from_iter_values(lo)));
+            cols.push(Arc::new(UInt64Array::from_iter_values(hi)));
+        }
+        if fields.keep.is_some() {
+            let v = sc.extras.iter().map(|x| x.keep.unwrap_or(f64::NAN));
+            cols.push(Arc::new(Float64Array::from_iter_values(v)));
+        }
+        if let Some(g) = &fields.group {
+            for (i, x) in sc.extras.iter().enumerate() {
+                if x.group.is_none() && cfg.group_missing == GroupMissing::Error {
+                    return Err(Error::Record(format!(
+                        "{}: field `{g}` is missing or null (--group-missing own puts \
+                         documents without it in a group of their own)",
+                        inputs.place(sc.file_index, sc.lines[i])
+                    )));
+                }
+            }
+            let v = sc.extras.iter().map(|x| x.group.as_deref());
+            cols.push(Arc::new(StringArray::from_iter(v)));
+        }
+        out.write(cols)
+    })?;
+    work.write_json(&scan_file(work, shard), &stats)?;
+    out.finish()?;
+    Ok(Some(stats))
+}
+
+/// Where `sign` keeps a shard's pass-1 counts.
+pub(crate) fn scan_file(work: &WorkDir, shard: usize) -> std::path::PathBuf {
+    work.sign_file(shard).with_extension("json")
+}
+
+/// A signed shard's pass-1 counts.
+pub fn scan_stats(work: &WorkDir, shard: usize) -> Result<ScanStats, Error> {
+    work.need_json(&scan_file(work, shard), "sign")
+}

@@ -1,0 +1,364 @@
+//! The sharded stages give the bytes of in-memory `dedup`: for any split into shards (one
+//! empty), any partition count and any valid stage order, through `dedup --work-dir` and
+//! through `neardup stage`; a run killed midway and run again gives the same bytes; a work
+//! directory of other inputs or parameters, a changed shard and a stage run too early are
+//! refused.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::*;
+
+/// A corpus with something of everything: the example's clusters, exact copies and chain; a
+/// templated hot bucket with planted near copies; wordless documents; an exact copy and a near
+/// copy of the first document at the very end (so clusters cross every split).
+fn corpus_lines() -> Vec<String> {
+    let mut lines = lines_of(&fixture("example.jsonl"));
+    let first: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    let text = first["text"].as_str().unwrap().to_string();
+    for (id, text) in neardup::synth::SyntheticDocs::new(150, 30, 9).with_template(100) {
+        lines.push(serde_json::json!({ "id": format!("tpl-{id}"), "text": text }).to_string());
+    }
+    for (i, t) in ["", "  ", "!!! ...", ""].iter().enumerate() {
+        lines.push(serde_json::json!({ "id": format!("empty-{i}"), "text": t }).to_string());
+    }
+    lines.push(serde_json::json!({ "id": "zz-copy", "text": text }).to_string());
+    let near = text.replacen(' ', " x ", 1);
+    lines.push(serde_json::json!({ "id": "aa-near", "text": near }).to_string());
+    lines
+}
+
+/// Split `lines` into `n` shard files (shard `empty`, if any, has none), in order.
+fn shards(dir: &Path, lines: &[String], n: usize, empty: Option<usize>) -> Vec<PathBuf> {
+    let full: Vec<usize> = (0..n).filter(|&s| Some(s) != empty).collect();
+    let per = lines.len().div_ceil(full.len());
+    (0..n)
+        .map(|s| {
+            let p = dir.join(format!("shard-{n}-{s}.jsonl"));
+            let body: String = match full.iter().position(|&f| f == s) {
+                Some(k) => lines
+                    .iter()
+                    .skip(k * per)
+                    .take(per)
+                    .map(|l| format!("{l}\n"))
+                    .collect(),
+                None => String::new(),
+            };
+            std::fs::write(&p, body).unwrap();
+            p
+        })
+        .collect()
+}
+
+fn strs(paths: &[PathBuf]) -> Vec<String> {
+    paths.iter().map(|p| p.display().to_string()).collect()
+}
+
+/// sha256 of the output, clusters and pairs of in-memory `dedup`, or of `--work-dir` with
+/// `partitions`.
+fn dedup_hashes(
+    dir: &Path,
+    tag: &str,
+    inputs: &[PathBuf],
+    flags: &[&str],
+    work: Option<(&Path, usize)>,
+) -> [String; 3] {
+    let out = dir.join(format!("{tag}.out.jsonl"));
+    let cl = dir.join(format!("{tag}.clusters.jsonl"));
+    let pairs = dir.join(format!("{tag}.pairs.jsonl"));
+    let ins = strs(inputs);
+    let mut args: Vec<String> = vec!["dedup".into()];
+    args.extend(ins);
+    for (o, p) in [("-o", &out), ("--clusters", &cl), ("--pairs", &pairs)] {
+        args.push(o.into());
+        args.push(p.display().to_string());
+    }
+    args.extend(flags.iter().map(|f| f.to_string()));
+    args.extend(["--engine".into(), "cpu".into()]);
+    if let Some((w, r)) = work {
+        args.extend([
+            "--work-dir".into(),
+            w.display().to_string(),
+            "--partitions".into(),
+            r.to_string(),
+        ]);
+    }
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    ok(&neardup(&args));
+    [sha256(&out), sha256(&cl), sha256(&pairs)]
+}
+
+#[test]
+fn work_dir_runs_equal_in_memory_dedup_for_any_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = corpus_lines();
+    for (n, empty) in [(1, None), (2, None), (3, None), (7, Some(4))] {
+        let inputs = shards(dir.path(), &lines, n, empty);
+        for flags in [&[][..], &["--exact"][..]] {
+            let tag = format!("mem-{n}-{}", flags.len());
+            let want = dedup_hashes(dir.path(), &tag, &inputs, flags, None);
+            for r in [1, 3] {
+                let work = dir.path().join(format!("work-{n}-{r}-{}", flags.len()));
+                let tag = format!("wd-{n}-{r}-{}", flags.len());
+                let got = dedup_hashes(dir.path(), &tag, &inputs, flags, Some((&work, r)));
+                assert_eq!(got, want, "{n} shards, {r} partitions, {flags:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_confirmation_and_policy_gives_the_same_bytes_out_of_core() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = corpus_lines();
+    let inputs = shards(dir.path(), &lines, 3, None);
+    let variants: [&[&str]; 5] = [
+        &["--confirm", "estimate"],
+        &["--confirm", "none", "--exact"],
+        &["--tag-only", "--exact"],
+        &["--keep", "longest", "--threshold", "0.7"],
+        &["--keep", "first", "--tag-only"],
+    ];
+    for (v, flags) in variants.iter().enumerate() {
+        let want = dedup_hashes(dir.path(), &format!("mem-{v}"), &inputs, flags, None);
+        let work = dir.path().join(format!("work-{v}"));
+        let got = dedup_hashes(
+            dir.path(),
+            &format!("wd-{v}"),
+            &inputs,
+            flags,
+            Some((&work, 2)),
+        );
+        assert_eq!(got, want, "{flags:?}");
+    }
+}
+
+/// Run one `neardup stage` command.
+fn stage(args: &[&str]) {
+    let mut all = vec!["stage"];
+    all.extend(args);
+    ok(&neardup(&all));
+}
+
+/// The stages one by one, each kind in a shuffled order, as independent jobs would run them.
+fn run_stages(work: &Path, inputs: &[PathBuf], r: usize, flags: &[&str], seed: u64) -> [String; 3] {
+    let w = work.display().to_string();
+    let mut rng = neardup::Pcg32::new(seed);
+    let shuffled = |n: usize, rng: &mut neardup::Pcg32| {
+        let mut v: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+        neardup::synth::shuffle(&mut v, rng);
+        v
+    };
+    let ins = strs(inputs);
+    let rs = r.to_string();
+    let mut init = vec!["init", w.as_str()];
+    init.extend(ins.iter().map(|s| s.as_str()));
+    init.extend(["--partitions", rs.as_str()]);
+    init.extend(flags);
+    stage(&init);
+    for s in shuffled(inputs.len(), &mut rng) {
+        stage(&["sign", &w, "--shard", &s, "--engine", "cpu"]);
+    }
+    stage(&["rank", &w]);
+    for s in shuffled(inputs.len(), &mut rng) {
+        stage(&["bands", &w, "--shard", &s]);
+    }
+    for p in shuffled(r, &mut rng) {
+        stage(&["confirm", &w, "--partition", &p]);
+    }
+    let cl = work.with_extension("clusters.jsonl");
+    let pairs = work.with_extension("pairs.jsonl");
+    let (c, p) = (cl.display().to_string(), pairs.display().to_string());
+    stage(&["cluster", &w, "--clusters", &c, "--pairs", &p]);
+    let mut out = Vec::new();
+    for s in shuffled(inputs.len(), &mut rng) {
+        let part = work.with_extension(format!("out-{s}.jsonl"));
+        stage(&[
+            "apply",
+            &w,
+            "--shard",
+            &s,
+            "-o",
+            &part.display().to_string(),
+        ]);
+    }
+    for s in 0..inputs.len() {
+        out.extend(std::fs::read(work.with_extension(format!("out-{s}.jsonl"))).unwrap());
+    }
+    let whole = work.with_extension("out.jsonl");
+    std::fs::write(&whole, out).unwrap();
+    [sha256(&whole), sha256(&cl), sha256(&pairs)]
+}
+
+#[test]
+fn stage_commands_in_shuffled_orders_equal_in_memory_dedup() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = corpus_lines();
+    for (n, empty, r, seed) in [(3, None, 2, 1), (7, Some(0), 3, 2)] {
+        let inputs = shards(dir.path(), &lines, n, empty);
+        let want = dedup_hashes(dir.path(), &format!("mem-{n}"), &inputs, &["--exact"], None);
+        let work = dir.path().join(format!("stages-{n}"));
+        let got = run_stages(&work, &inputs, r, &["--exact"], seed);
+        assert_eq!(got, want, "{n} shards, {r} partitions");
+        // Every stage again: each is skipped, and the bytes stay.
+        let again = run_stages(&work, &inputs, r, &["--exact"], seed + 10);
+        assert_eq!(again, want);
+    }
+}
+
+/// A run killed (SIGKILL, nothing cleaned up) at several points, then run again to the end:
+/// the same bytes as a run never stopped.
+#[test]
+fn a_run_killed_midway_and_run_again_gives_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.jsonl");
+    synth(&big, 20_000, 120);
+    let lines = lines_of(&big);
+    let inputs = shards(dir.path(), &lines, 4, None);
+    let want = dedup_hashes(dir.path(), "mem", &inputs, &[], None);
+    let mut interrupted = 0;
+    for (i, ms) in [30u64, 120, 250, 400].iter().enumerate() {
+        let work = dir.path().join(format!("work-{i}"));
+        let out = dir.path().join(format!("killed-{i}.jsonl"));
+        let mut args: Vec<String> = vec!["dedup".into()];
+        args.extend(strs(&inputs));
+        args.extend(["-o".into(), out.display().to_string()]);
+        args.extend(["--work-dir".into(), work.display().to_string()]);
+        args.extend(["--partitions".into(), "3".into(), "-q".into()]);
+        let mut child = neardup_command().args(&args).spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(*ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        if !work.join("cluster/summary.json").exists() {
+            interrupted += 1;
+        }
+        let got = dedup_hashes(
+            dir.path(),
+            &format!("rerun-{i}"),
+            &inputs,
+            &[],
+            Some((&work, 3)),
+        );
+        assert_eq!(got, want, "killed after {ms} ms");
+    }
+    assert!(
+        interrupted >= 2,
+        "only {interrupted} runs were stopped before the end"
+    );
+}
+
+#[test]
+fn other_parameters_other_inputs_and_early_stages_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = corpus_lines();
+    let inputs = shards(dir.path(), &lines, 2, None);
+    let ins = strs(&inputs);
+    let w = dir.path().join("work");
+    let ws = w.display().to_string();
+    let init = |extra: &[&str]| {
+        let mut a = vec![
+            "stage",
+            "init",
+            ws.as_str(),
+            ins[0].as_str(),
+            ins[1].as_str(),
+        ];
+        a.extend(extra);
+        neardup(&a)
+    };
+    ok(&init(&["--threshold", "0.8"]));
+    // Another threshold, another banding, other inputs: refused, naming what differs.
+    for (extra, named) in [
+        (&["--threshold", "0.7"][..], "config.threshold"),
+        (&["--bands", "32", "--rows", "4"][..], "config.lsh.bands"),
+        (&["--partitions", "3"][..], "partitions"),
+    ] {
+        let o = init(extra);
+        assert!(!o.status.success(), "{extra:?}");
+        assert!(stderr(&o).contains(named), "{extra:?}: {}", stderr(&o));
+    }
+    let o = neardup(&["stage", "init", &ws, &ins[1], &ins[0]]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("shards[0].path"), "{}", stderr(&o));
+    // A stage before the stages it needs.
+    let o = neardup(&["stage", "rank", &ws]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("run `neardup stage sign` first"),
+        "{}",
+        stderr(&o)
+    );
+    ok(&neardup(&[
+        "stage", "sign", &ws, "--shard", "0", "--engine", "cpu",
+    ]));
+    let o = neardup(&["stage", "sign", &ws, "--shard", "2"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("shard 2 does not exist"),
+        "{}",
+        stderr(&o)
+    );
+    // A shard changed after the work directory was made.
+    let mut body = std::fs::read(&inputs[1]).unwrap();
+    body.extend_from_slice(b"{\"id\":\"late\",\"text\":\"a late document\"}\n");
+    std::fs::write(&inputs[1], body).unwrap();
+    let o = neardup(&["stage", "sign", &ws, "--shard", "1", "--engine", "cpu"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("shard 1 changed"), "{}", stderr(&o));
+    // A stage file of another work directory is not mixed in.
+    let other = dir.path().join("other");
+    let os = other.display().to_string();
+    ok(&neardup(&[
+        "stage",
+        "init",
+        &os,
+        &ins[0],
+        &ins[1],
+        "--threshold",
+        "0.9",
+    ]));
+    std::fs::create_dir_all(other.join("sign")).unwrap();
+    std::fs::copy(
+        w.join("sign/00000.parquet"),
+        other.join("sign/00000.parquet"),
+    )
+    .unwrap();
+    let o = neardup(&["stage", "sign", &os, "--shard", "0", "--engine", "cpu"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("made for another manifest"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_repeated_id_across_shards_names_both_places() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.jsonl");
+    let b = dir.path().join("b.jsonl");
+    std::fs::write(
+        &a,
+        "{\"id\":\"x\",\"text\":\"one two\"}\n{\"id\":\"y\",\"text\":\"t\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        "{\"id\":\"z\",\"text\":\"t\"}\n{\"id\":\"x\",\"text\":\"three\"}\n",
+    )
+    .unwrap();
+    let w = dir.path().join("work");
+    let out = dir.path().join("out.jsonl");
+    let o = neardup(&[
+        "dedup",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--work-dir",
+        w.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("a.jsonl:1") && e.contains("b.jsonl:2"), "{e}");
+    assert!(!out.exists());
+}
