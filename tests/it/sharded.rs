@@ -362,3 +362,40 @@ fn a_repeated_id_across_shards_names_both_places() {
     assert!(e.contains("a.jsonl:1") && e.contains("b.jsonl:2"), "{e}");
     assert!(!out.exists());
 }
+
+/// One million documents: in memory, `dedup` holds every signature (512 bytes each); through a
+/// work directory of 8 partitions it holds, at its peak, the ranks and ids (`rank`) or one
+/// partition's band rows (`confirm`), so its peak RSS is well under half.
+#[test]
+fn a_million_documents_out_of_core_take_well_under_half_the_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = neardup::synth::SyntheticDocs::new(1_000_000, 6, 4)
+        .map(|(id, text)| serde_json::json!({ "id": id, "text": text }).to_string())
+        .collect();
+    let inputs = shards(dir.path(), &lines, 4, None);
+    drop(lines);
+    let peak = |tag: &str, work: Option<&Path>| -> (u64, String) {
+        let report = dir.path().join(format!("{tag}.json"));
+        let out = dir.path().join(format!("{tag}.jsonl"));
+        let mut args: Vec<String> = vec!["dedup".into()];
+        args.extend(strs(&inputs));
+        args.extend(["-o".into(), out.display().to_string()]);
+        args.extend(["--report".into(), report.display().to_string()]);
+        args.extend(["--confirm".into(), "estimate".into(), "-q".into()]);
+        if let Some(w) = work {
+            args.extend(["--work-dir".into(), w.display().to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        ok(&neardup(&args));
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        (r["peak_rss_bytes"].as_u64().unwrap(), sha256(&out))
+    };
+    let (in_memory, want) = peak("mem", None);
+    let (out_of_core, got) = peak("wd", Some(&dir.path().join("work")));
+    assert_eq!(got, want);
+    assert!(
+        out_of_core * 2 < in_memory,
+        "peak RSS {out_of_core} out of core against {in_memory} in memory"
+    );
+}

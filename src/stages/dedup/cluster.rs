@@ -292,6 +292,7 @@ pub fn cluster_corpus(
         num_perm: corpus.num_perm,
         sigs: &corpus.sigs,
         sets: &sets,
+        cache: &JaccardCache::default(),
         groups: &corpus.groups,
     };
     let (mut pairs, counts) = (0..buckets.len())
@@ -324,6 +325,7 @@ pub fn cluster_corpus(
         );
     pairs.par_sort_unstable_by_key(|p| (rank[p.a as usize], rank[p.b as usize]));
     pairs.dedup_by_key(|p| (p.a, p.b));
+    fill_estimates(&mut pairs, &corpus.sigs, corpus.num_perm);
     let mut uf = UnionFind::new(n);
     for p in &pairs {
         uf.union(rank[p.a as usize], rank[p.b as usize]);

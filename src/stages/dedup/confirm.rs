@@ -13,7 +13,11 @@
 //! prefix filter ([`crate::index::simjoin`]): in a bucket of templated pages most pairs are far
 //! below the threshold, and the filter proves it without a merge of their shingle sets.
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
 use super::{Confirm, ConfirmedPair, ShingleSets};
+use crate::ids::HashIsKey;
 use crate::index::simjoin::candidate_pairs;
 use crate::index::unionfind::UnionFind;
 use crate::sign::minhash::agreement;
@@ -36,6 +40,42 @@ pub struct BucketTables<'a> {
     pub sets: &'a ShingleSets,
     /// Each document's group; empty without groups.
     pub groups: &'a [u32],
+    /// The Jaccards computed so far, by every bucket.
+    pub cache: &'a JaccardCache,
+}
+
+/// Shards of [`JaccardCache`]: enough that two threads seldom wait for one.
+const CACHE_SHARDS: usize = 64;
+
+/// The exact Jaccards computed so far, shared by the buckets being confirmed: a pair of near
+/// duplicates sits in the buckets of most bands, and each bucket checks it on its own, so a
+/// pair's shingle sets are merged once and looked up after. It changes the work, never a
+/// result.
+pub struct JaccardCache {
+    shards: Vec<std::sync::Mutex<HashMap<u64, f64, BuildHasherDefault<HashIsKey>>>>,
+}
+
+impl Default for JaccardCache {
+    fn default() -> Self {
+        JaccardCache {
+            shards: (0..CACHE_SHARDS).map(|_| Default::default()).collect(),
+        }
+    }
+}
+
+impl JaccardCache {
+    /// The Jaccard of documents `a` and `b`, computed by `compute` the first time.
+    fn get(&self, a: u32, b: u32, compute: impl FnOnce() -> f64) -> f64 {
+        // Mixed, so that both the shard (top bits) and the map (low bits) spread.
+        let key = ((a as u64) << 32 | b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let shard = &self.shards[(key >> 58) as usize % CACHE_SHARDS];
+        if let Some(&j) = shard.lock().expect("not poisoned").get(&key) {
+            return j;
+        }
+        let j = compute();
+        shard.lock().expect("not poisoned").insert(key, j);
+        j
+    }
 }
 
 /// The work of confirming buckets, pair by pair (a pair in two buckets counts in each).
@@ -69,8 +109,27 @@ fn pairs_of(n: usize) -> u64 {
     (n as u64) * (n as u64).saturating_sub(1) / 2
 }
 
+/// The MinHash estimate of two signatures of `num_perm` entries.
+fn estimate(a: &[u32], b: &[u32], num_perm: usize) -> f64 {
+    agreement(a, b) as f64 / num_perm as f64
+}
+
+/// Write the estimate of every pair that [`confirm_bucket`] left without one (all but under
+/// `estimate` confirmation): once a pair, after the buckets' pairs are merged, rather than once
+/// a bucket.
+pub fn fill_estimates(pairs: &mut [ConfirmedPair], sigs: &[u32], num_perm: usize) {
+    use rayon::prelude::*;
+    let sig = |d: u32| &sigs[d as usize * num_perm..(d as usize + 1) * num_perm];
+    pairs.par_iter_mut().for_each(|p| {
+        if p.estimate.is_nan() {
+            p.estimate = estimate(sig(p.a), sig(p.b), num_perm);
+        }
+    });
+}
+
 /// Confirm one bucket: `members` are document indices in id order. Its spanning pairs are
-/// appended to `out` (`a` the earlier in id order), its work added to `counts`.
+/// appended to `out` (`a` the earlier in id order; the estimate NaN unless confirmation is by
+/// estimate, see [`fill_estimates`]), its work added to `counts`.
 pub fn confirm_bucket(
     members: &[u32],
     tables: &BucketTables,
@@ -150,12 +209,19 @@ impl Run<'_> {
             }
             counts.checked += 1;
             let (da, db) = (members[a], members[b]);
-            let est = agreement(sig(da), sig(db)) as f64 / tables.num_perm as f64;
+            // The estimate decides only under `estimate`; otherwise it is written for the
+            // distinct pairs alone, after the buckets ([`fill_estimates`]).
+            let mut est = f64::NAN;
             let (ok, jaccard) = match confirm {
                 Confirm::None => (true, None),
-                Confirm::Estimate => (est >= threshold, None),
+                Confirm::Estimate => {
+                    est = estimate(sig(da), sig(db), tables.num_perm);
+                    (est >= threshold, None)
+                }
                 Confirm::Jaccard => {
-                    let j = jaccard_sorted(&tables.sets[&da], &tables.sets[&db]);
+                    let j = tables.cache.get(da, db, || {
+                        jaccard_sorted(&tables.sets[&da], &tables.sets[&db])
+                    });
                     (j >= threshold, Some(j))
                 }
             };
@@ -229,11 +295,13 @@ mod tests {
             } else {
                 Vec::new()
             };
+            let cache = JaccardCache::default();
             let tables = BucketTables {
                 num_perm: 1,
                 sigs: &vec![0u32; m],
                 sets: &sets,
                 groups: &groups,
+                cache: &cache,
             };
             let members: Vec<u32> = (0..m as u32).collect();
             for threshold in [0.5, 0.8, 0.9] {

@@ -19,7 +19,8 @@ use super::table::{col, u32_list_values, u32s, u64s};
 use super::WorkDir;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    confirm_bucket, load_shingle_sets, BucketCounts, BucketTables, Confirm, ShingleSets,
+    confirm_bucket, fill_estimates, load_shingle_sets, BucketCounts, BucketTables, Confirm,
+    JaccardCache, ShingleSets,
 };
 use crate::Error;
 
@@ -181,6 +182,7 @@ pub fn confirm(
         num_perm,
         sigs: &sigs,
         sets: &sets,
+        cache: &JaccardCache::default(),
         groups: &groups,
     };
     let rows_of = cfg.lsh.rows;
@@ -227,6 +229,10 @@ pub fn confirm(
                 (pa, ca, ba + bb)
             },
         );
+    let mut pairs = pairs;
+    pairs.par_sort_unstable_by_key(|p| (p.a, p.b));
+    pairs.dedup_by_key(|p| (p.a, p.b));
+    fill_estimates(&mut pairs, &sigs, num_perm);
     let mut out: Vec<(u64, u64, f64, Option<f64>)> = pairs
         .iter()
         .map(|p| {
