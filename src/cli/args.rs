@@ -354,13 +354,13 @@ impl InputArgs {
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Worker threads (0: one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, global = true)]
     pub threads: usize,
     /// Progress bars on stderr: auto (when stderr is a terminal), always, never.
-    #[arg(long, value_enum, default_value_t = ProgressMode::Auto)]
+    #[arg(long, value_enum, default_value_t = ProgressMode::Auto, global = true)]
     pub progress: ProgressMode,
     /// Print nothing but errors (no progress, no summary).
-    #[arg(long, short)]
+    #[arg(long, short, global = true)]
     pub quiet: bool,
 }
 

@@ -625,6 +625,19 @@ impl TableWriter {
     /// nullable string column of that name at the end (or in place of a string column of
     /// that name in `schema`).
     pub fn create(path: &str, schema: &Schema, tag: Option<&str>) -> Result<Self, Error> {
+        Self::with_layout(path, schema, tag, ROW_GROUP_BYTES, true)
+    }
+
+    /// [`TableWriter::create`] with row groups of about `row_group_bytes` (a writer holds its
+    /// row group in memory until it is full), and the pages zstd-compressed and dictionary-encoded
+    /// or neither (hashes and signatures do not compress, and are read again in full).
+    pub fn with_layout(
+        path: &str,
+        schema: &Schema,
+        tag: Option<&str>,
+        row_group_bytes: usize,
+        compress: bool,
+    ) -> Result<Self, Error> {
         let mut fields: Vec<Arc<Field>> = schema.fields().iter().cloned().collect();
         let tag = match tag {
             None => None,
@@ -647,11 +660,18 @@ impl TableWriter {
             }),
         };
         let out_schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_compression(parquet::basic::Compression::ZSTD(
+        let compression = if compress {
+            parquet::basic::Compression::ZSTD(
                 parquet::basic::ZstdLevel::try_new(ZSTD_LEVEL).expect("a valid zstd level"),
-            ))
-            .set_max_row_group_bytes(Some(ROW_GROUP_BYTES))
+            )
+        } else {
+            parquet::basic::Compression::UNCOMPRESSED
+        };
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_compression(compression)
+            // Dictionaries pay for repeated values; hashes and signatures have none.
+            .set_dictionary_enabled(compress)
+            .set_max_row_group_bytes(Some(row_group_bytes))
             .build();
         let out = Output::create(path)?;
         let writer = ArrowWriter::try_new(out, out_schema.clone(), Some(props))

@@ -15,7 +15,7 @@ use arrow_schema::{DataType, Field};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::table::{col, u32_list_values, u32s, u64s};
+use super::table::{col, u32s, u64s};
 use super::WorkDir;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
@@ -127,27 +127,18 @@ pub fn confirm(
             continue;
         }
         step.set_message(format!("gathering signatures, shard {s}"));
-        let mut at = 0usize;
-        let mut row = 0u64;
-        for batch in work.open_table(&work.sign_file(s), "sign", &["signature"])? {
-            let batch = batch?;
-            let values = u32_list_values(&batch, "signature");
-            let n = batch.num_rows() as u64;
-            while at < needed[s].len() && needed[s][at] < row + n {
-                let i = (needed[s][at] - row) as usize;
-                let l = base[s] as usize + at;
-                sigs[l * num_perm..(l + 1) * num_perm]
-                    .copy_from_slice(&values[i * num_perm..(i + 1) * num_perm]);
-                at += 1;
-            }
-            row += n;
-        }
+        read_sig_rows(
+            work,
+            s,
+            &needed[s],
+            num_perm,
+            &mut sigs[base[s] as usize * num_perm..],
+        )?;
         if work.fields().group.is_some() {
-            let mut all: Vec<u32> = Vec::new();
-            for batch in work.open_table(&work.rank_file(s), "rank", &["group"])? {
-                all.extend_from_slice(u32s(&batch?, "group"));
+            let file = work.rank_file(s);
+            for batch in work.open_rows(&file, "rank", &["group"], Some(&needed[s]))? {
+                groups.extend_from_slice(u32s(&batch?, "group"));
             }
-            groups.extend(needed[s].iter().map(|&r| all[r as usize]));
         }
         if cfg.confirm == Confirm::Jaccard {
             let t = Instant::now();
@@ -265,6 +256,50 @@ pub fn confirm(
     ];
     w.write_then_finish(cols)?;
     Ok(Some(summary))
+}
+
+/// Read the signatures of shard `shard`'s rows `rows` (ascending) from its raw rows file
+/// into `out`, one after the other.
+fn read_sig_rows(
+    work: &WorkDir,
+    shard: usize,
+    rows: &[u64],
+    num_perm: usize,
+    out: &mut [u32],
+) -> Result<(), Error> {
+    use std::io::{Read, Seek, SeekFrom};
+    let path = work.sig_rows_file(shard);
+    let name = path.display().to_string();
+    let mut f = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(work.missing(&path, "sign"))
+        }
+        Err(e) => return Err(Error::io(&name, e)),
+    };
+    let row_bytes = num_perm as u64 * 4;
+    let len = f.metadata().map_err(|e| Error::io(&name, e))?.len();
+    if rows.last().is_some_and(|&r| (r + 1) * row_bytes > len) {
+        return Err(Error::Work {
+            path: name,
+            msg: "shorter than its shard's signed rows: run `neardup stage sign` again in an \
+                  empty work directory"
+                .into(),
+        });
+    }
+    let mut buf = vec![0u8; row_bytes as usize];
+    for (i, &r) in rows.iter().enumerate() {
+        f.seek(SeekFrom::Start(r * row_bytes))
+            .and_then(|_| f.read_exact(&mut buf))
+            .map_err(|e| Error::io(&name, e))?;
+        for (o, b) in out[i * num_perm..(i + 1) * num_perm]
+            .iter_mut()
+            .zip(buf.chunks_exact(4))
+        {
+            *o = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+        }
+    }
+    Ok(())
 }
 
 /// A confirmed partition's summary.

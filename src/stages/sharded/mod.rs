@@ -294,6 +294,11 @@ impl WorkDir {
         self.file("sign", format!("{shard:05}.parquet"))
     }
 
+    /// The signatures of shard `shard` as raw rows (`sign` writes them beside its table).
+    pub fn sig_rows_file(&self, shard: usize) -> PathBuf {
+        self.file("sign", format!("{shard:05}.sig"))
+    }
+
     pub fn rank_file(&self, shard: usize) -> PathBuf {
         self.file("rank", format!("{shard:05}.parquet"))
     }

@@ -1,7 +1,8 @@
 //! Stage 1, per shard: what clustering needs of each document, and no text. One row per
 //! document in input order: `id`, `line` (the line, or the Parquet row, that errors name),
 //! `words`, `signature`; `exact_lo`/`exact_hi` with `--exact`; `keep` with a keep field;
-//! `group` with a group field.
+//! `group` with a group field. Beside it, `S.sig` holds the signatures again as raw rows
+//! (`num_perm` u32 each, in the byte order of the machine that signed), so `confirm` reads the few it needs at their offsets.
 
 use std::sync::Arc;
 
@@ -59,6 +60,8 @@ pub fn sign(
     // The pass's counts are known only at the end, after the table's metadata: they go to a
     // JSON file beside it, written before the table appears, so a finished table has them.
     let mut out = work.create_table(&path, columns, &[])?;
+    // The signatures again, as raw rows, for `confirm` to read a few of them at their offsets.
+    let mut raw = crate::io::Output::create(&work.sig_rows_file(shard).display().to_string())?;
     let bar = progress.pass(&format!("signatures, shard {shard}"), inputs.total_bytes());
     let stats = scan(&inputs, fields, engine, cfg.exact, &bar, |sc| {
         let n = sc.len();
@@ -69,6 +72,7 @@ pub fn sign(
             Arc::new(UInt32Array::from(sc.sigs[..n * num_perm].to_vec())),
             None,
         );
+        raw.write_all(bytemuck::cast_slice(&sc.sigs[..n * num_perm]))?;
         let mut cols: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from_iter_values((0..n).map(|i| sc.ids.get(i)))),
             Arc::new(UInt64Array::from(sc.lines.clone())),
@@ -101,6 +105,7 @@ pub fn sign(
         out.write(cols)
     })?;
     work.write_json(&scan_file(work, shard), &stats)?;
+    raw.finish()?;
     out.finish()?;
     Ok(Some(stats))
 }

@@ -9,7 +9,9 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, UInt32Type, UInt64Type};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
 use parquet::arrow::ProjectionMask;
 
 use super::WorkDir;
@@ -21,6 +23,11 @@ const WORK_KEY: &str = "neardup.work";
 
 /// Rows a stage writes at a time.
 pub(crate) const BATCH_ROWS: usize = 64 * 1024;
+
+/// Row groups of stage files: a writer holds its row group in memory until it is full, and
+/// `bands` has one writer a partition open at once. Their pages are not compressed: signatures,
+/// digests and ranks do not compress, and `confirm` reads every shard's signatures again.
+const ROW_GROUP_BYTES: usize = 8 << 20;
 
 /// A stage file being read, batch by batch.
 pub struct Table {
@@ -101,7 +108,7 @@ impl WorkDir {
         md.insert(WORK_KEY.into(), self.key.clone());
         let schema = Arc::new(Schema::new_with_metadata(fields, md));
         Ok(StageWriter {
-            writer: TableWriter::create(&name, &schema, None)?,
+            writer: TableWriter::with_layout(&name, &schema, None, ROW_GROUP_BYTES, false)?,
             schema,
         })
     }
@@ -121,6 +128,18 @@ impl WorkDir {
         path: &Path,
         stage: &str,
         columns: &[&str],
+    ) -> Result<Table, Error> {
+        self.open_rows(path, stage, columns, None)
+    }
+
+    /// [`WorkDir::open_table`], reading only the rows `rows` (ascending) when given: the
+    /// others are skipped, not decoded.
+    pub(crate) fn open_rows(
+        &self,
+        path: &Path,
+        stage: &str,
+        columns: &[&str],
+        rows: Option<&[u64]>,
     ) -> Result<Table, Error> {
         let name = path.display().to_string();
         let file = match std::fs::File::open(path) {
@@ -148,17 +167,34 @@ impl WorkDir {
             );
         }
         let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-        let rows = builder.metadata().file_metadata().num_rows() as u64;
+        let total = builder.metadata().file_metadata().num_rows() as u64;
+        let mut builder = builder.with_projection(mask).with_batch_size(BATCH_ROWS);
+        if let Some(rows) = rows {
+            let mut runs: Vec<RowSelector> = Vec::new();
+            let mut at = 0u64;
+            for &r in rows {
+                if r > at {
+                    runs.push(RowSelector::skip((r - at) as usize));
+                }
+                match runs.last_mut() {
+                    Some(last) if !last.skip => last.row_count += 1,
+                    _ => runs.push(RowSelector::select(1)),
+                }
+                at = r + 1;
+            }
+            if total > at {
+                runs.push(RowSelector::skip((total - at) as usize));
+            }
+            builder = builder.with_row_selection(RowSelection::from(runs));
+        }
         let reader = builder
-            .with_projection(mask)
-            .with_batch_size(BATCH_ROWS)
             .build()
             .map_err(|e| bad(format!("unreadable: {e}")))?;
         Ok(Table {
             name,
             reader,
             meta: meta.into(),
-            rows,
+            rows: total,
         })
     }
 }
