@@ -203,6 +203,23 @@ pub(crate) fn survivors(
     Ok((0..n).map(|d| best[&root[d]] as usize == d).collect())
 }
 
+/// The cluster counts of `stats` from each document's root (`exact_duplicates` already set).
+pub(crate) fn count_clusters(root: &[u32], stats: &mut ClusterStats) {
+    let mut size: HashMap<u32, u64> = HashMap::new();
+    for (d, &r) in root.iter().enumerate() {
+        if r as usize != d {
+            *size.entry(r).or_insert(1) += 1;
+        }
+    }
+    stats.clusters = size.len() as u64;
+    stats.documents_in_clusters = size.values().sum();
+    for &s in size.values() {
+        *stats.cluster_sizes.entry(s).or_default() += 1;
+    }
+    let non_roots: u64 = size.values().map(|s| s - 1).sum();
+    stats.near_duplicates = non_roots - stats.exact_duplicates;
+}
+
 /// Shingle sets (sorted 64-bit FNV-1a values) by document index, for `jaccard` confirmation.
 pub type ShingleSets = HashMap<u32, Vec<u64>>;
 
@@ -354,23 +371,7 @@ pub fn cluster_corpus(
         }
     }
     let root: Vec<u32> = (0..n).map(|d| order[uf.find(rank[d]) as usize]).collect();
-    let mut size: HashMap<u32, u64> = HashMap::new();
-    for (d, &r) in root.iter().enumerate() {
-        if r as usize != d {
-            *size.entry(r).or_insert(1) += 1;
-        }
-    }
-    stats.clusters = size.len() as u64;
-    stats.documents_in_clusters = size.values().sum();
-    for &s in size.values() {
-        *stats.cluster_sizes.entry(s).or_default() += 1;
-    }
-    let non_roots = root
-        .iter()
-        .enumerate()
-        .filter(|&(d, &r)| r as usize != d)
-        .count() as u64;
-    stats.near_duplicates = non_roots - stats.exact_duplicates;
+    count_clusters(&root, &mut stats);
     let survives = survivors(corpus, &root, &rank, cfg.keep)?;
     stats.cluster_seconds = t_cluster.elapsed().as_secs_f64();
     Ok(Clustering {

@@ -23,8 +23,8 @@ use crate::index::unionfind::UnionFind;
 use crate::io::Output;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    cluster_line, pair_line, survivors, ClusterStats, GroupCounts, SignedCorpus, EXAMPLE_CLUSTERS,
-    EXAMPLE_MEMBERS,
+    cluster_line, count_clusters, pair_line, survivors, ClusterStats, GroupCounts, SignedCorpus,
+    EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
 };
 use crate::Error;
 
@@ -181,26 +181,14 @@ pub fn cluster(
     }
     let root: Vec<u32> = (0..n).map(|d| order[uf.find(rank[d]) as usize]).collect();
     drop(uf);
-    let mut size: HashMap<u32, u64> = HashMap::new();
+    count_clusters(&root, &mut stats);
     let mut in_cluster = vec![false; n];
     for (d, &r) in root.iter().enumerate() {
         if r as usize != d {
-            *size.entry(r).or_insert(1) += 1;
             in_cluster[d] = true;
             in_cluster[r as usize] = true;
         }
     }
-    stats.clusters = size.len() as u64;
-    stats.documents_in_clusters = size.values().sum();
-    for &s in size.values() {
-        *stats.cluster_sizes.entry(s).or_default() += 1;
-    }
-    let non_roots = root
-        .iter()
-        .enumerate()
-        .filter(|&(d, &r)| r as usize != d)
-        .count() as u64;
-    stats.near_duplicates = non_roots - stats.exact_duplicates;
     let corpus = SignedCorpus {
         words,
         keep_values,
