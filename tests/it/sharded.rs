@@ -400,3 +400,47 @@ fn a_million_documents_out_of_core_take_well_under_the_memory_in_memory() {
         "peak RSS {out_of_core} out of core against {in_memory} in memory"
     );
 }
+
+/// A Parquet shard in, Parquet out: `--work-dir` writes the bytes in-memory `dedup` writes; an id
+/// repeated across two Parquet shards is named with its row.
+#[test]
+fn parquet_shards_give_the_same_parquet_output_out_of_core() {
+    let dir = tempfile::tempdir().unwrap();
+    let fineweb = root().join("testdata/parquet/fineweb-sample.parquet");
+    let a = dir.path().join("a.parquet");
+    let b = dir.path().join("b.parquet");
+    std::fs::copy(&fineweb, &a).unwrap();
+    std::fs::copy(&fineweb, &b).unwrap();
+    let run = |tag: &str, inputs: &[&Path], flags: &[&str], work: Option<&Path>| {
+        let out = dir.path().join(format!("{tag}.parquet"));
+        let cl = dir.path().join(format!("{tag}.clusters.jsonl"));
+        let mut args: Vec<String> = vec!["dedup".into()];
+        args.extend(inputs.iter().map(|p| p.display().to_string()));
+        args.extend(["-o".into(), out.display().to_string()]);
+        args.extend(["--clusters".into(), cl.display().to_string()]);
+        args.extend(flags.iter().map(|f| f.to_string()));
+        if let Some(w) = work {
+            args.extend(["--work-dir".into(), w.display().to_string()]);
+            args.extend(["--partitions".into(), "3".into()]);
+        }
+        let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        ok(&neardup(&args));
+        (sha256(&out), sha256(&cl))
+    };
+    let flags = ["--engine", "cpu", "--threshold", "0.5", "--exact"];
+    let want = run("mem", &[&a], &flags, None);
+    let got = run("wd", &[&a], &flags, Some(&dir.path().join("w1")));
+    assert_eq!(got, want);
+    let o = neardup(&[
+        "dedup",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "-o",
+        dir.path().join("x.parquet").to_str().unwrap(),
+        "--work-dir",
+        dir.path().join("w2").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("repeated id"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("b.parquet row"), "{}", stderr(&o));
+}
