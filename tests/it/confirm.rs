@@ -113,3 +113,29 @@ fn clusters_equal_the_oracle_and_pairs_follow_only_the_ids() {
         }
     }
 }
+
+/// Every listed pair carries its own MinHash estimate, whichever confirmation decided it (the
+/// estimate is written after the buckets, once a pair, except under `estimate`).
+#[test]
+fn every_pair_carries_its_estimate() {
+    let docs: Vec<(String, String)> = SyntheticDocs::new(400, 30, 8).with_template(60).collect();
+    for confirm in [Confirm::Jaccard, Confirm::Estimate, Confirm::None] {
+        let cfg = DedupConfig {
+            confirm,
+            threshold: 0.6,
+            ..Default::default()
+        };
+        let (corpus, _) = neardup::stages::dedup::sign_texts(&docs, &cfg).unwrap();
+        let c = clusters(&docs, &cfg).unwrap();
+        assert!(!c.pairs.is_empty(), "{confirm:?}");
+        for p in &c.pairs {
+            let (a, b) = (corpus.sig(p.a as usize), corpus.sig(p.b as usize));
+            let agree = a.iter().zip(b).filter(|(x, y)| x == y).count();
+            assert_eq!(
+                p.estimate,
+                agree as f64 / a.len() as f64,
+                "{confirm:?} {p:?}"
+            );
+        }
+    }
+}
