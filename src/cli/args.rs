@@ -106,38 +106,8 @@ pub struct KeepArg {
 }
 
 fn parse_keep(s: &str) -> Result<KeepArg, String> {
-    use neardup::stages::dedup::Keep;
-    let plain = |policy| {
-        Ok(KeepArg {
-            policy,
-            field: None,
-        })
-    };
-    match s {
-        "smallest-id" => plain(Keep::SmallestId),
-        "first" => plain(Keep::First),
-        "longest" => plain(Keep::Longest),
-        _ => {
-            let field = s.strip_prefix("field:").and_then(|r| {
-                let (name, dir) = r.rsplit_once(':')?;
-                let policy = match dir {
-                    "max" => Keep::FieldMax,
-                    "min" => Keep::FieldMin,
-                    _ => return None,
-                };
-                (!name.is_empty()).then(|| KeepArg {
-                    policy,
-                    field: Some(name.to_string()),
-                })
-            });
-            field.ok_or_else(|| {
-                format!(
-                    "{s:?} is not a policy: smallest-id, first, longest, field:NAME:max or \
-                     field:NAME:min"
-                )
-            })
-        }
-    }
+    let (policy, field) = neardup::stages::dedup::Keep::parse(s)?;
+    Ok(KeepArg { policy, field })
 }
 
 value_enum!(
@@ -604,6 +574,22 @@ pub enum Stage {
         /// The shard's output (JSONL, or Parquet for a name ending in .parquet).
         #[arg(short, long, value_name = "OUT")]
         output: String,
+    },
+    /// After every shard is applied: the run's report, as `dedup --report` writes it.
+    Report {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// JSON, or a page for a name ending in .html; repeatable.
+        #[arg(long, value_name = "FILE", required = true)]
+        report: Vec<String>,
+        /// What the report names as the output (the shards' outputs went where `apply` put
+        /// them).
+        #[arg(long, value_name = "NAME", default_value = "")]
+        output: String,
+        /// The run's wall time in seconds, when the scheduler knows it (the stages' own times
+        /// are summed otherwise).
+        #[arg(long, value_name = "SECONDS")]
+        seconds: Option<f64>,
     },
 }
 

@@ -48,22 +48,12 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
     };
     let secs = t0.elapsed().as_secs_f64();
     let docs = s.scan.documents as f64;
-    if !a.report.is_empty() {
-        let names: Vec<String> = (0..inputs.len())
-            .map(|i| inputs.name(i).to_string())
-            .collect();
-        let report = neardup::report::json::DedupReport::new(
-            &s, &cfg, &fields, &names, &a.output, &info, secs,
-        );
-        for path in &a.report {
-            let body = if is_html(path) {
-                neardup::report::html::dedup_page(&s, &cfg, &names, &info.to_string())
-            } else {
-                format!("{}\n", serde_json::to_string_pretty(&report)?)
-            };
-            neardup::io::write_file_atomic(path, body.as_bytes())?;
-        }
-    }
+    let names: Vec<String> = (0..inputs.len())
+        .map(|i| inputs.name(i).to_string())
+        .collect();
+    neardup::report::write_dedup_reports(
+        &a.report, &s, &cfg, &fields, &names, &a.output, &info, secs,
+    )?;
     // Only what applies: exact duplicates with --exact; "tagged" rather than "dropped" with
     // --tag-only.
     let verb = if cfg.drop { "dropped" } else { "tagged" };

@@ -80,10 +80,7 @@ fn warn_software(run: &RunArgs, info: &neardup::engine::EngineInfo) {
 }
 
 /// Reports named `*.html` / `*.htm` are pages; anything else is JSON.
-fn is_html(path: &str) -> bool {
-    let p = path.to_ascii_lowercase();
-    p.ends_with(".html") || p.ends_with(".htm")
-}
+use neardup::report::is_html;
 
 /// `print!` to stdout that returns the write's error instead of panicking, so a reader that
 /// goes away (`| head`) ends the command quietly (see `main`).

@@ -103,6 +103,71 @@ impl Engine for CpuEngine {
         });
         Ok(())
     }
+
+    fn sign_texts(&mut self, texts: &[&str], out: &mut [u32]) -> Result<(), EngineError> {
+        let np = self.params.num_perm;
+        if out.len() != texts.len() * np {
+            return Err(EngineError::OutputSize {
+                got: out.len(),
+                expected: texts.len() * np,
+                docs: texts.len(),
+                num_perm: np,
+            });
+        }
+        self.sign_text_pieces(texts, out);
+        Ok(())
+    }
+}
+
+impl CpuEngine {
+    /// [`Engine::sign_texts`] on all the engine's threads: pieces of about equal bytes, each
+    /// tokenized into a per-thread batch and signed while its text is in cache, rows written
+    /// in place.
+    fn sign_text_pieces(&self, texts: &[&str], out: &mut [u32]) {
+        let (k, np) = (self.params.k, self.params.num_perm);
+        let perms = &self.perms;
+        self.install(|| {
+            let ranges = split_lens(texts, rayon::current_num_threads() * 8);
+            let mut slots: Vec<(usize, usize, &mut [u32])> = Vec::with_capacity(ranges.len());
+            let mut rest: &mut [u32] = out;
+            for &(start, end) in &ranges {
+                let (head, tail) = rest.split_at_mut((end - start) * np);
+                slots.push((start, end, head));
+                rest = tail;
+            }
+            slots.into_par_iter().for_each(|(start, end, rows)| {
+                // Taken out of the cell, not borrowed: see `sign_chunk`.
+                let (mut batch, mut xs) = SCRATCH.take();
+                batch.clear();
+                for t in &texts[start..end] {
+                    batch.push_text(t);
+                }
+                sign_docs(&batch, 0..end - start, k, perms, &mut xs, rows);
+                SCRATCH.set((batch, xs));
+            });
+        });
+    }
+}
+
+/// Cut `texts` into at most `pieces` contiguous ranges of about equal bytes (a range never
+/// passes 1 GiB, within a packed batch's 4 GiB limit).
+fn split_lens(texts: &[&str], pieces: usize) -> Vec<(usize, usize)> {
+    let total: usize = texts.iter().map(|t| t.len() + 1).sum();
+    let target = total.div_ceil(pieces.max(1)).clamp(1, 1 << 30);
+    let mut out = Vec::with_capacity(pieces);
+    let (mut start, mut acc) = (0, 0);
+    for (i, t) in texts.iter().enumerate() {
+        acc += t.len() + 1;
+        if acc >= target {
+            out.push((start, i + 1));
+            start = i + 1;
+            acc = 0;
+        }
+    }
+    if start < texts.len() {
+        out.push((start, texts.len()));
+    }
+    out
 }
 
 impl RecordSigner for CpuEngine {
@@ -223,6 +288,39 @@ pub(crate) const DOCS_PER_TASK: usize = 16;
 mod tests {
     use super::*;
     use crate::sign::docs::SPLIT_DOC_SHINGLES;
+
+    /// The pieces cover every text once, in order, and never more pieces than asked.
+    #[test]
+    fn text_pieces_cover_every_text_in_order() {
+        let long = "x".repeat(10_000);
+        for n in [0usize, 1, 2, 3, 7, 8, 9, 100] {
+            for pieces in [1usize, 2, 8, 16, 1000] {
+                for big_at in [None, Some(0), Some(n / 2)] {
+                    let texts: Vec<&str> = (0..n)
+                        .map(|i| {
+                            if Some(i) == big_at {
+                                long.as_str()
+                            } else {
+                                "a b c"
+                            }
+                        })
+                        .collect();
+                    let r = split_lens(&texts, pieces);
+                    assert!(
+                        r.len() <= pieces.max(1),
+                        "{n} texts, {pieces} pieces: {r:?}"
+                    );
+                    let mut next = 0;
+                    for &(a, b) in &r {
+                        assert_eq!(a, next, "{r:?}");
+                        assert!(b > a, "{r:?}");
+                        next = b;
+                    }
+                    assert_eq!(next, n, "{r:?}");
+                }
+            }
+        }
+    }
 
     /// Through the record path (parse, tokenize and sign per piece, several threads): pieces
     /// holding documents signed in parts, among small ones, equal the oracle. The parts run on

@@ -53,6 +53,35 @@ pub trait Engine: Send {
         None
     }
 
+    /// Signatures of in-memory texts into `out` (`texts.len() * num_perm`), in order: packed
+    /// in batches of about [`preferred_chunk_bytes`](Engine::preferred_chunk_bytes) of text,
+    /// each signed with [`sign`](Engine::sign). The CPU engine tokenizes and signs pieces on
+    /// all its threads instead.
+    fn sign_texts(&mut self, texts: &[&str], out: &mut [u32]) -> Result<(), EngineError> {
+        let np = self.params().num_perm;
+        let expected = texts.len() * np;
+        if out.len() != expected {
+            return Err(EngineError::OutputSize {
+                got: out.len(),
+                expected,
+                docs: texts.len(),
+                num_perm: np,
+            });
+        }
+        let limit = self.preferred_chunk_bytes().max(1);
+        let mut batch = PackedBatch::new();
+        let mut first = 0;
+        for (i, t) in texts.iter().enumerate() {
+            batch.push_text(t);
+            if batch.bytes.len() >= limit || i + 1 == texts.len() {
+                self.sign(&batch, &mut out[first * np..(i + 1) * np])?;
+                batch.clear();
+                first = i + 1;
+            }
+        }
+        Ok(())
+    }
+
     /// Convenience: sign into a fresh matrix.
     fn sign_vec(&mut self, batch: &PackedBatch) -> Result<Vec<u32>, EngineError> {
         let mut out = vec![0u32; batch.num_docs() * self.params().num_perm];

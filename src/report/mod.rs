@@ -25,3 +25,40 @@ pub fn per_second(n: f64, secs: f64) -> f64 {
         0.0
     }
 }
+
+/// Is `path` an HTML page's name (`.html` or `.htm`)? Any other report is JSON.
+pub fn is_html(path: &str) -> bool {
+    let p = path.to_ascii_lowercase();
+    p.ends_with(".html") || p.ends_with(".htm")
+}
+
+/// Write a dedup run's reports: a page for each name in `paths` that [`is_html`], the JSON
+/// report for the others; each appears atomically.
+#[allow(clippy::too_many_arguments)]
+pub fn write_dedup_reports(
+    paths: &[String],
+    s: &crate::stages::dedup::DedupSummary,
+    cfg: &crate::stages::dedup::DedupConfig,
+    fields: &crate::io::Fields,
+    inputs: &[String],
+    output: &str,
+    engine: &crate::engine::EngineInfo,
+    seconds: f64,
+) -> Result<(), crate::Error> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let report = json::DedupReport::new(s, cfg, fields, inputs, output, engine, seconds);
+    for path in paths {
+        let body = if is_html(path) {
+            html::dedup_page(s, cfg, inputs, &engine.to_string())
+        } else {
+            format!(
+                "{}\n",
+                serde_json::to_string_pretty(&report).expect("a report is JSON")
+            )
+        };
+        crate::io::write_file_atomic(path, body.as_bytes())?;
+    }
+    Ok(())
+}

@@ -264,10 +264,28 @@ fn run_suite(label: &str, make: &mut dyn FnMut(MinHashParams) -> Box<dyn Engine>
         if let Some(v) = &c.expect {
             assert_eq!(&got[..v.len()], &v[..], "{label}: {} (SPEC vector)", c.name);
         }
+        // The in-memory path (the Python package's) packs and splits texts its own way.
+        let strs: Vec<&str> = c.texts.iter().map(String::as_str).collect();
+        let mut from_texts = vec![0u32; want.len()];
+        e.sign_texts(&strs, &mut from_texts)
+            .unwrap_or_else(|err| panic!("{label}: {} (sign_texts): {err}", c.name));
+        assert_eq!(
+            from_texts, want,
+            "{label}: case {:?} through sign_texts",
+            c.name
+        );
     }
     // A batch of zero documents.
-    let e = make(p(5, 128, 0)).sign_vec(&PackedBatch::new()).unwrap();
-    assert!(e.is_empty(), "{label}: empty batch");
+    let mut e = make(p(5, 128, 0));
+    assert!(
+        e.sign_vec(&PackedBatch::new()).unwrap().is_empty(),
+        "{label}: empty batch"
+    );
+    e.sign_texts(&[], &mut []).unwrap();
+    assert!(
+        e.sign_texts(&["a b"], &mut [0u32; 127]).is_err(),
+        "{label}: sign_texts into a wrong-sized matrix"
+    );
 }
 
 #[test]

@@ -199,6 +199,39 @@ fn stage_commands_in_shuffled_orders_equal_in_memory_dedup() {
         let work = dir.path().join(format!("stages-{n}"));
         let got = run_stages(&work, &inputs, r, &["--exact"], seed);
         assert_eq!(got, want, "{n} shards, {r} partitions");
+        // The run's report, from the stages' files, says what in-memory dedup's says.
+        let mem_report = dir.path().join(format!("mem-{n}.report.json"));
+        let mut args = vec!["dedup".to_string()];
+        args.extend(strs(&inputs));
+        let sink = dir.path().join(format!("mem-{n}.reported.jsonl"));
+        args.extend(["-o".into(), sink.display().to_string()]);
+        args.extend(["--exact", "--engine", "cpu", "--report"].map(String::from));
+        args.push(mem_report.display().to_string());
+        ok(&neardup(
+            &args.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        ));
+        let stage_report = dir.path().join(format!("stages-{n}.report.json"));
+        let (w, rep) = (
+            work.display().to_string(),
+            stage_report.display().to_string(),
+        );
+        stage(&["report", &w, "--report", &rep, "--seconds", "2.5"]);
+        let read = |p: &Path| -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+        };
+        let (mut a, mut b) = (read(&mem_report), read(&stage_report));
+        // Out of core, sets are loaded once per partition that needs them.
+        for r in [&mut a, &mut b] {
+            r["counts"]
+                .as_object_mut()
+                .unwrap()
+                .remove("shingle_sets_loaded");
+        }
+        for key in ["counts", "parameters", "largest_clusters", "contract"] {
+            assert_eq!(a[key], b[key], "{n} shards: the reports' {key}");
+        }
+        assert_eq!(b["seconds"], 2.5);
+        assert_eq!(b["engine"]["kind"], "cpu");
         // Every stage again: each is skipped, and the bytes stay.
         let again = run_stages(&work, &inputs, r, &["--exact"], seed + 10);
         assert_eq!(again, want);

@@ -83,6 +83,138 @@ pub fn clusters<I: AsRef<str>, T: AsRef<str>>(
     )
 }
 
+/// Documents in memory with what the keep and group policies read, as a caller outside Rust
+/// (the Python package) hands them over. Document `i` is named `ids[i]`; errors name it by
+/// its position, `row i`.
+pub struct MemoryDocs<'a> {
+    pub ids: &'a [&'a str],
+    pub texts: &'a [&'a str],
+    /// With `Keep::FieldMax` or `FieldMin`: each document's value (`None`: it has none, an
+    /// error).
+    pub keep_values: Option<&'a [Option<f64>]>,
+    /// With groups: each document's group (`None`: it has none; see
+    /// [`DedupConfig::group_missing`]).
+    pub groups: Option<&'a [Option<&'a str>]>,
+}
+
+/// Cluster documents in memory, signed by `engine`: `dedup`'s clustering, with its policies,
+/// for texts that are already in memory.
+pub fn cluster_docs(
+    docs: &MemoryDocs,
+    cfg: &DedupConfig,
+    engine: &mut dyn Engine,
+) -> Result<Clustering, Error> {
+    cfg.validate()?;
+    let n = docs.ids.len();
+    let lengths = [
+        ("texts", Some(docs.texts.len())),
+        ("keep values", docs.keep_values.map(|v| v.len())),
+        ("groups", docs.groups.map(|v| v.len())),
+    ];
+    for (what, len) in lengths {
+        if let Some(len) = len.filter(|&l| l != n) {
+            return Err(Error::Param(format!(
+                "{n} ids but {len} {what}: one of each per document"
+            )));
+        }
+    }
+    if engine.params() != &cfg.params {
+        return Err(Error::Param(
+            "the engine was built with other parameters than the dedup config".into(),
+        ));
+    }
+    let np = cfg.params.num_perm;
+    let mut corpus = SignedCorpus {
+        num_perm: np,
+        sigs: vec![0u32; n * np],
+        ..Default::default()
+    };
+    engine.sign_texts(docs.texts, &mut corpus.sigs)?;
+    // Word counts and exact keys, from the same packing the engines tokenize into.
+    let per: Vec<(u32, u128)> = docs
+        .texts
+        .par_chunks(256)
+        .flat_map_iter(|chunk| {
+            let b = PackedBatch::from_texts(chunk);
+            (0..chunk.len())
+                .map(|d| {
+                    let key = if cfg.exact {
+                        xxhash_rust::xxh3::xxh3_128(b.doc_bytes(d))
+                    } else {
+                        0
+                    };
+                    (b.doc_words(d).len() as u32, key)
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for (i, id) in docs.ids.iter().enumerate() {
+        corpus.ids.push(id);
+        corpus.locs.push(DocLoc {
+            file: 0,
+            line: i as u64 + 1,
+        });
+        corpus.words.push(per[i].0);
+        if cfg.exact {
+            corpus.exact_keys.push(per[i].1);
+        }
+    }
+    let row = |i: usize| format!("row {i} (id {:?})", docs.ids[i]);
+    if matches!(cfg.keep, Keep::FieldMax | Keep::FieldMin) {
+        let values = docs.keep_values.ok_or_else(|| {
+            Error::Param("a keep policy by value needs one value per document".into())
+        })?;
+        for (i, v) in values.iter().enumerate() {
+            match v {
+                Some(v) if v.is_finite() => corpus.keep_values.push(*v),
+                _ => {
+                    return Err(Error::Record(format!(
+                        "{}: the keep value is missing or not a finite number",
+                        row(i)
+                    )))
+                }
+            }
+        }
+    }
+    if let Some(groups) = docs.groups {
+        let mut index: HashMap<Option<&str>, u32> = HashMap::new();
+        for (i, g) in groups.iter().enumerate() {
+            if g.is_none() && cfg.group_missing == GroupMissing::Error {
+                return Err(Error::Record(format!(
+                    "{}: it has no group (group_missing=\"own\" puts documents without one in a \
+                     group of their own)",
+                    row(i)
+                )));
+            }
+            let next = index.len() as u32;
+            let gi = *index.entry(*g).or_insert_with(|| {
+                corpus.group_names.push(g.map(str::to_string));
+                next
+            });
+            corpus.groups.push(gi);
+        }
+    }
+    let k = cfg.params.k;
+    let texts = docs.texts;
+    cluster_corpus(
+        &corpus,
+        cfg,
+        &|l: DocLoc| format!("row {}", l.line - 1),
+        |needed| {
+            Ok((0..n)
+                .into_par_iter()
+                .filter(|&d| needed[d])
+                .map(|d| {
+                    let b = PackedBatch::from_texts(&texts[d..d + 1]);
+                    (d as u32, batch_shingle_set(&b, 0, k))
+                })
+                .collect())
+        },
+        &ProgressFactory::hidden(),
+        false,
+    )
+}
+
 /// The near-dedup stage over in-memory JSON records: every record gets `meta.minhash_cluster`
 /// (its root id); with `cfg.drop` only roots are returned. Order and all other fields are kept.
 /// A repeated id is an error before anything is returned.

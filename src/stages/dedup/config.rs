@@ -35,6 +35,35 @@ pub enum Keep {
     FieldMin,
 }
 
+impl Keep {
+    /// A policy as the command line spells it: `smallest-id`, `first`, `longest`,
+    /// `field:NAME:max` or `field:NAME:min`; the field's name comes back with a field policy.
+    pub fn parse(s: &str) -> Result<(Keep, Option<String>), String> {
+        match s {
+            "smallest-id" => Ok((Keep::SmallestId, None)),
+            "first" => Ok((Keep::First, None)),
+            "longest" => Ok((Keep::Longest, None)),
+            _ => s
+                .strip_prefix("field:")
+                .and_then(|r| {
+                    let (name, dir) = r.rsplit_once(':')?;
+                    let policy = match dir {
+                        "max" => Keep::FieldMax,
+                        "min" => Keep::FieldMin,
+                        _ => return None,
+                    };
+                    (!name.is_empty()).then(|| (policy, Some(name.to_string())))
+                })
+                .ok_or_else(|| {
+                    format!(
+                        "{s:?} is not a policy: smallest-id, first, longest, field:NAME:max or \
+                         field:NAME:min"
+                    )
+                }),
+        }
+    }
+}
+
 /// What a document without the group field ([`Fields::group`](crate::io::Fields::group)) is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]

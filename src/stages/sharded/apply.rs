@@ -51,7 +51,20 @@ impl Verdicts for ShardVerdicts {
     }
 }
 
-/// Write shard `shard`'s kept records to `out` (which the caller finishes).
+impl WorkDir {
+    /// Where `apply` keeps a shard's summary, for the run's report.
+    pub fn apply_summary_file(&self, shard: usize) -> std::path::PathBuf {
+        self.root().join("apply").join(format!("{shard:05}.json"))
+    }
+}
+
+/// The summary `apply` left for shard `shard`.
+pub fn apply_summary(work: &WorkDir, shard: usize) -> Result<ApplySummary, Error> {
+    work.need_json(&work.apply_summary_file(shard), &format!("apply {shard}"))
+}
+
+/// Write shard `shard`'s kept records to `out` (which the caller finishes), and keep the
+/// summary in the work directory for the run's report.
 pub fn apply(
     work: &WorkDir,
     shard: usize,
@@ -131,9 +144,11 @@ pub fn apply(
     let mut snippets: Vec<(u64, String)> =
         snippets.into_iter().map(|(d, s)| (d as u64, s)).collect();
     snippets.sort();
-    Ok(ApplySummary {
+    let s = ApplySummary {
         written,
         snippets,
         seconds: t0.elapsed().as_secs_f64(),
-    })
+    };
+    work.write_json(&work.apply_summary_file(shard), &s)?;
+    Ok(s)
 }

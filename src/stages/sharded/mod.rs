@@ -13,6 +13,8 @@
 //! 5. [`cluster`]: union-find over every partition's pairs; each document's tag and verdict.
 //! 6. [`apply`], per shard: the kept records, in input order.
 //!
+//! [`summary`] reads the run's counts back for its reports.
+//!
 //! The manifest (`manifest.json`) fixes the contract, the parameters, the partitions and the
 //! shards (their paths, sizes and fingerprints). Every stage file carries the manifest's key in
 //! its metadata, so a file of another run is refused rather than mixed in. Every stage output
@@ -26,6 +28,7 @@ pub mod confirm;
 pub mod rank;
 pub mod run;
 pub mod sign;
+pub mod summary;
 mod table;
 
 use std::path::{Path, PathBuf};

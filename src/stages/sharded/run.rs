@@ -8,9 +8,8 @@ use std::time::Instant;
 use super::{apply, bands, cluster, confirm, rank, sign, Manifest, WorkDir};
 use crate::engine::Engine;
 use crate::io::{Fields, Output};
-use crate::pipeline::ScanStats;
 use crate::progress::ProgressFactory;
-use crate::stages::dedup::{ClusterExample, DedupConfig, DedupOutputs, DedupSummary, CLUSTER_TAG};
+use crate::stages::dedup::{DedupConfig, DedupOutputs, DedupSummary, CLUSTER_TAG};
 use crate::stages::sink::RecordSink;
 use crate::Error;
 
@@ -27,19 +26,6 @@ pub fn copy_out(from: &Path, to: &mut Output) -> Result<(), Error> {
         }
         to.write_all(&buf[..n])?;
     }
-}
-
-/// Sum the pass-1 counts of the shards.
-fn add_scan(total: &mut ScanStats, s: &ScanStats) {
-    total.documents += s.documents;
-    total.words += s.words;
-    total.shingles += s.shingles;
-    total.text_bytes += s.text_bytes;
-    total.jsonl_bytes += s.jsonl_bytes;
-    total.parse_seconds += s.parse_seconds;
-    total.sign_seconds += s.sign_seconds;
-    total.wait_seconds += s.wait_seconds;
-    total.seconds += s.seconds;
 }
 
 /// Run `dedup` over `inputs` (the shards, one per file) through the work directory `dir`
@@ -65,13 +51,8 @@ pub fn run_sharded(
     let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
     let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;
 
-    let mut scan = ScanStats::default();
     for s in 0..work.shards() {
-        let st = match sign::sign(&work, s, engine, progress)? {
-            Some(st) => st,
-            None => sign::scan_stats(&work, s)?,
-        };
-        add_scan(&mut scan, &st);
+        sign::sign(&work, s, engine, progress)?;
     }
     rank::rank(&work, progress)?;
     let t_bands = Instant::now();
@@ -83,16 +64,8 @@ pub fn run_sharded(
         confirm::confirm(&work, p, progress)?;
     }
     cluster::cluster(&work, progress)?;
-    let mut summary = cluster::summary(&work)?;
-    summary.stats.lsh_seconds = bands_seconds;
-
-    let t_write = Instant::now();
-    let mut written = 0;
-    let mut snippets: Vec<(usize, u64, String)> = Vec::new();
     for s in 0..work.shards() {
-        let a = apply::apply(&work, s, &mut out, progress)?;
-        written += a.written;
-        snippets.extend(a.snippets.into_iter().map(|(row, text)| (s, row, text)));
+        apply::apply(&work, s, &mut out, progress)?;
     }
     if let Some(o) = clusters_out.as_mut() {
         copy_out(&work.clusters_jsonl(), o)?;
@@ -107,35 +80,7 @@ pub fn run_sharded(
     if let Some(o) = pairs_out {
         o.finish()?;
     }
-    let snippet = |s: usize, row: u64| {
-        snippets
-            .iter()
-            .find(|x| x.0 == s && x.1 == row)
-            .map(|x| x.2.clone())
-            .unwrap_or_default()
-    };
-    let examples = summary
-        .largest
-        .iter()
-        .map(|c| ClusterExample {
-            root: c.root.clone(),
-            size: c.size,
-            members: c
-                .members
-                .iter()
-                .map(|(s, row, id)| (id.clone(), snippet(*s, *row)))
-                .collect(),
-        })
-        .collect();
-    Ok(DedupSummary {
-        scan,
-        cluster: summary.stats,
-        similarity_buckets: Vec::new(),
-        examples,
-        documents_written: written,
-        write_seconds: t_write.elapsed().as_secs_f64(),
-        seconds: t0.elapsed().as_secs_f64(),
-        table_bytes: summary.table_bytes,
-        groups: summary.groups,
-    })
+    let mut summary = super::summary::dedup_summary(&work, t0.elapsed().as_secs_f64())?;
+    summary.cluster.lsh_seconds = bands_seconds;
+    Ok(summary)
 }

@@ -104,10 +104,25 @@ pub fn sign(
         }
         out.write(cols)
     })?;
-    work.write_json(&scan_file(work, shard), &stats)?;
+    let info = engine.info();
+    let summary = SignSummary {
+        scan: stats.clone(),
+        engine_kind: info.kind.to_string(),
+        engine_detail: info.detail,
+    };
+    work.write_json(&scan_file(work, shard), &summary)?;
     raw.finish()?;
     out.finish()?;
     Ok(Some(stats))
+}
+
+/// What `sign` keeps beside a shard's table: the pass's counts and the engine that signed.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SignSummary {
+    #[serde(flatten)]
+    pub scan: ScanStats,
+    pub engine_kind: String,
+    pub engine_detail: String,
 }
 
 /// Where `sign` keeps a shard's pass-1 counts.
@@ -117,5 +132,10 @@ pub(crate) fn scan_file(work: &WorkDir, shard: usize) -> std::path::PathBuf {
 
 /// A signed shard's pass-1 counts.
 pub fn scan_stats(work: &WorkDir, shard: usize) -> Result<ScanStats, Error> {
+    Ok(sign_summary(work, shard)?.scan)
+}
+
+/// A signed shard's summary.
+pub fn sign_summary(work: &WorkDir, shard: usize) -> Result<SignSummary, Error> {
     work.need_json(&scan_file(work, shard), "sign")
 }

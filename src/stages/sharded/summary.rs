@@ -1,0 +1,99 @@
+//! The whole run's summary, read back from the stages' files: what in-memory `dedup` returns,
+//! for the reports of a run whose stages ran as separate jobs.
+
+use super::{apply, cluster, sign, WorkDir};
+use crate::engine::EngineInfo;
+use crate::pipeline::ScanStats;
+use crate::stages::dedup::{ClusterExample, DedupSummary};
+use crate::Error;
+
+/// Sum the pass-1 counts of the shards.
+fn add_scan(total: &mut ScanStats, s: &ScanStats) {
+    total.documents += s.documents;
+    total.words += s.words;
+    total.shingles += s.shingles;
+    total.text_bytes += s.text_bytes;
+    total.jsonl_bytes += s.jsonl_bytes;
+    total.parse_seconds += s.parse_seconds;
+    total.sign_seconds += s.sign_seconds;
+    total.wait_seconds += s.wait_seconds;
+    total.seconds += s.seconds;
+}
+
+/// The summary of a run whose every stage is done (`apply` for every shard included), as
+/// in-memory `dedup` would return it; `seconds` is the run's wall time, which only its driver
+/// knows. The stages' own times are summed, so on a cluster they are CPU time, not wall.
+pub fn dedup_summary(work: &WorkDir, seconds: f64) -> Result<DedupSummary, Error> {
+    let mut scan = ScanStats::default();
+    for s in 0..work.shards() {
+        add_scan(&mut scan, &sign::scan_stats(work, s)?);
+    }
+    let c = cluster::summary(work)?;
+    let mut written = 0;
+    let mut write_seconds = 0.0;
+    let mut snippets: Vec<(usize, u64, String)> = Vec::new();
+    for s in 0..work.shards() {
+        let a = apply::apply_summary(work, s)?;
+        written += a.written;
+        write_seconds += a.seconds;
+        snippets.extend(a.snippets.into_iter().map(|(row, text)| (s, row, text)));
+    }
+    let snippet = |s: usize, row: u64| {
+        snippets
+            .iter()
+            .find(|x| x.0 == s && x.1 == row)
+            .map(|x| x.2.clone())
+            .unwrap_or_default()
+    };
+    let examples = c
+        .largest
+        .iter()
+        .map(|l| ClusterExample {
+            root: l.root.clone(),
+            size: l.size,
+            members: l
+                .members
+                .iter()
+                .map(|(s, row, id)| (id.clone(), snippet(*s, *row)))
+                .collect(),
+        })
+        .collect();
+    Ok(DedupSummary {
+        scan,
+        cluster: c.stats,
+        similarity_buckets: Vec::new(),
+        examples,
+        documents_written: written,
+        write_seconds,
+        seconds,
+        table_bytes: c.table_bytes,
+        groups: c.groups,
+    })
+}
+
+/// The engine that signed the shards, for reports: shard 0's (`cpu` or `gpu`, and its details);
+/// when shards were signed by different engines, the others are named in the details.
+pub fn engine_info(work: &WorkDir) -> Result<EngineInfo, Error> {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for s in 0..work.shards() {
+        let x = sign::sign_summary(work, s)?;
+        let e = (x.engine_kind, x.engine_detail);
+        if !seen.contains(&e) {
+            seen.push(e);
+        }
+    }
+    let Some((kind, detail)) = seen.first().cloned() else {
+        return Ok(EngineInfo {
+            kind: "cpu",
+            detail: "no shards".into(),
+        });
+    };
+    let mut detail = detail;
+    for (k, d) in &seen[1..] {
+        detail.push_str(&format!("; also {k} ({d})"));
+    }
+    Ok(EngineInfo {
+        kind: if kind == "gpu" { "gpu" } else { "cpu" },
+        detail,
+    })
+}
