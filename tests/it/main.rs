@@ -15,6 +15,7 @@ mod lsh_unionfind;
 mod parquet;
 mod policies;
 mod ports;
+mod python;
 mod reports;
 mod reproducibility;
 mod robustness;

@@ -1,0 +1,158 @@
+"""neardup: near-duplicate removal for text corpora, from Python.
+
+MinHash signatures under the ``neardup-minhash-v1`` contract (``docs/SPEC.md``), bit for bit
+the same as the ``neardup`` command line, from the CPU engine or the GPU engine; in-memory
+near-dedup with the command line's options; the sharded stages over files
+(:mod:`neardup.stages`); and a driver that runs them on a Ray cluster (:mod:`neardup.ray`).
+
+Errors are :class:`NeardupError`, with the message the command line prints. The engines run
+with the GIL released.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import json
+from typing import Any, Dict, Optional, Sequence
+
+import numpy as np
+
+from . import _neardup
+from ._neardup import CONTRACT_VERSION, NeardupError
+
+__all__ = [
+    "CONTRACT_VERSION",
+    "DedupResult",
+    "NeardupError",
+    "dedup",
+    "signatures",
+]
+__version__: str = _neardup.__version__
+
+
+def _arrow_or_list(texts: Any) -> Any:
+    """A Hugging Face ``datasets.Dataset`` is a wrapper: its Arrow table is ``.data.table``."""
+    if type(texts).__module__.startswith("datasets.") and hasattr(texts, "data"):
+        data = texts.data
+        return getattr(data, "table", data)
+    return texts
+
+
+def signatures(
+    texts: Any,
+    *,
+    k: int = 5,
+    num_perm: int = 128,
+    seed: int = 0,
+    engine: str = "auto",
+    threads: int = 0,
+    column: str = "text",
+) -> np.ndarray:
+    """MinHash signatures of ``texts``: a ``uint32`` array of shape ``[len(texts), num_perm]``.
+
+    ``texts`` is a list of ``str``, or Arrow strings from anything that speaks the Arrow
+    PyCapsule interface (a pyarrow ``Array``, ``ChunkedArray`` or ``Table``, a polars
+    ``Series`` or ``DataFrame``, a Hugging Face ``datasets.Dataset``); a table's column
+    ``column`` is read. Arrow strings are read in place, without a copy. Row ``i`` equals the
+    ``neardup signatures`` row of the same text with the same ``k``, ``num_perm`` and ``seed``.
+
+    ``engine`` is ``"auto"`` (a hardware GPU when there is one, else the CPU), ``"cpu"`` or
+    ``"gpu"``; ``threads`` sizes the CPU engine (0: all cores).
+    """
+    buf, n, _info = _neardup.signatures(
+        _arrow_or_list(texts),
+        k=k,
+        num_perm=num_perm,
+        seed=seed,
+        engine=engine,
+        threads=threads,
+        column=column,
+    )
+    return np.frombuffer(buf, dtype=np.uint32).reshape(n, num_perm)
+
+
+@dataclass(frozen=True)
+class DedupResult:
+    """What :func:`dedup` found, one entry per document in input order."""
+
+    #: The index of each document's cluster root (the cluster's smallest id; a document in no
+    #: cluster is its own root).
+    root: np.ndarray
+    #: The root's id, per document (``meta.minhash_cluster`` of the command line's output).
+    root_id: list
+    #: Whether each document survives a dropping run (in no cluster, or its cluster's survivor
+    #: under the keep policy).
+    survives: np.ndarray
+    #: Whether each document is an exact duplicate of one with a smaller id (``exact=True``).
+    exact_duplicate: np.ndarray
+    #: The clustering's counts: ``clusters``, ``near_duplicates``, ``exact_duplicates``,
+    #: ``pairs_checked``, ``pairs_confirmed``, ``cluster_sizes`` and the stages' seconds.
+    stats: Dict[str, Any]
+    #: The engine that signed.
+    engine: str
+
+
+def _options(**kw: Any) -> Dict[str, Any]:
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+def dedup(
+    ids: Any,
+    texts: Any,
+    *,
+    k: int = 5,
+    num_perm: int = 128,
+    seed: int = 0,
+    bands: int = 16,
+    rows: int = 8,
+    threshold: float = 0.8,
+    confirm: str = "jaccard",
+    exact: bool = False,
+    keep: str = "smallest-id",
+    keep_values: Optional[Sequence[Optional[float]]] = None,
+    groups: Optional[Sequence[Optional[str]]] = None,
+    group_missing: str = "error",
+    engine: str = "auto",
+    threads: int = 0,
+) -> DedupResult:
+    """Near-dedup documents in memory, as ``neardup dedup`` does files.
+
+    ``ids`` and ``texts`` are lists of ``str`` or Arrow string arrays, one per document; ids
+    are unique. The options are the command line's, with its defaults: ``bands`` x ``rows``
+    must equal ``num_perm``; ``confirm`` is ``"jaccard"``, ``"estimate"`` or ``"none"``;
+    ``keep`` is ``"smallest-id"``, ``"first"``, ``"longest"``, or ``"max"``/``"min"`` of
+    ``keep_values`` (one number per document); ``groups`` (one name, or ``None``, per
+    document) keeps clusters within groups, and ``group_missing="own"`` puts documents without
+    one in a group of their own.
+    """
+    options = _options(
+        k=k,
+        num_perm=num_perm,
+        seed=seed,
+        bands=bands,
+        rows=rows,
+        threshold=threshold,
+        confirm=confirm,
+        exact=exact,
+        keep=keep,
+        group_missing=group_missing,
+    )
+    root, survives, exact_dup, stats, info = _neardup.dedup(
+        _arrow_or_list(ids),
+        _arrow_or_list(texts),
+        options,
+        keep_values=None if keep_values is None else [None if v is None else float(v) for v in keep_values],
+        groups=None if groups is None else list(groups),
+        engine=engine,
+        threads=threads,
+    )
+    root_a = np.frombuffer(root, dtype=np.uint32)
+    id_list = ids.to_pylist() if hasattr(ids, "to_pylist") else (ids.to_list() if hasattr(ids, "to_list") else list(ids))
+    return DedupResult(
+        root=root_a,
+        root_id=[id_list[r] for r in root_a.tolist()],
+        survives=np.frombuffer(survives, dtype=np.uint8).astype(bool),
+        exact_duplicate=np.frombuffer(exact_dup, dtype=np.uint8).astype(bool),
+        stats=json.loads(stats),
+        engine=info,
+    )

@@ -1,0 +1,36 @@
+"""Typed stubs of the native module; the documented API is in ``neardup`` and its modules."""
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+CONTRACT_VERSION: str
+__version__: str
+
+class NeardupError(Exception):
+    """An error of neardup's, with the message its command line prints."""
+
+def signatures(
+    texts: Any, *, k: int, num_perm: int, seed: int, engine: str, threads: int, column: str
+) -> Tuple[bytearray, int, str]: ...
+def dedup(
+    ids: Any,
+    texts: Any,
+    options: Dict[str, Any],
+    *,
+    keep_values: Optional[Sequence[Optional[float]]],
+    groups: Optional[Sequence[Optional[str]]],
+    engine: str,
+    threads: int,
+) -> Tuple[bytearray, bytearray, bytearray, str, str]: ...
+def stage_init(
+    work_dir: str, inputs: List[str], partitions: int, options: Dict[str, Any]
+) -> Tuple[int, int]: ...
+def stage_shape(work_dir: str) -> Tuple[int, int]: ...
+def stage_sign(work_dir: str, shard: int, engine: str, threads: int) -> Optional[str]: ...
+def stage_rank(work_dir: str) -> Optional[str]: ...
+def stage_bands(work_dir: str, shard: int) -> bool: ...
+def stage_confirm(work_dir: str, partition: int) -> Optional[str]: ...
+def stage_cluster(
+    work_dir: str, clusters: Optional[str] = None, pairs: Optional[str] = None
+) -> str: ...
+def stage_apply(work_dir: str, shard: int, output: str) -> str: ...
+def stage_report(work_dir: str, reports: List[str], output: str, seconds: float) -> str: ...

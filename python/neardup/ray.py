@@ -1,0 +1,217 @@
+"""``neardup dedup`` on a Ray cluster: the sharded stages (:mod:`neardup.stages`) as Ray tasks.
+
+:func:`dedup` runs ``sign`` and ``bands`` per input shard, ``confirm`` per partition,
+``rank`` and ``cluster`` once, and ``apply`` per shard, each stage's tasks in parallel on the
+cluster that ``ray.init()`` connects to (a local one when none is running). Its outputs are
+byte-identical to ``neardup dedup`` over the same inputs in the same order, for any number of
+nodes, workers and partitions: the same functions run, on the same files.
+
+The band rows are shuffled through files in the work directory, not through Ray's object
+store or Ray Data: the stage files already are the shuffle (each ``bands`` task writes one file
+per partition, each ``confirm`` task reads its partition's); they outlive a dead worker, so a
+retried task finds what the others wrote instead of Ray re-running their stages to rebuild lost
+objects; and no band row has to sit in the object store's memory. The price is that
+``work_dir`` and ``output_dir`` must be on storage every node sees (NFS or another shared file
+system; on one machine, any directory), and ``neardup`` must be installed on every node.
+
+Each task's outputs appear atomically and a finished stage is skipped, so Ray's retries of a
+task whose worker died (``max_retries``) give the same bytes.
+
+For fault-injection tests, ``NEARDUP_RAY_FAULTS`` names a directory in the workers'
+environment: a file ``kill-STAGE-INDEX`` there (for example ``kill-apply-1``) makes the first
+task of that stage and index kill its own worker process, before its work when the file says
+``before`` and after it otherwise; the file is renamed so the retry runs normally.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import stages
+
+__all__ = ["dedup"]
+
+log = logging.getLogger("neardup.ray")
+
+
+def _fault(name: str, index: Optional[int], when: str) -> None:
+    """Kill this worker if a test asked for it (see the module's documentation)."""
+    faults = os.environ.get("NEARDUP_RAY_FAULTS")
+    if not faults:
+        return
+    marker = os.path.join(faults, f"kill-{name}-{index if index is not None else 0}")
+    try:
+        with open(marker) as f:
+            wanted = f.read().strip() or "after"
+    except OSError:
+        return
+    if wanted != when:
+        return
+    try:
+        os.rename(marker, marker + ".done")
+    except OSError:
+        return  # another attempt took it
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _run_stage(name: str, index: Optional[int], args: Tuple[Any, ...], kwargs: Dict[str, Any],
+               threads: int) -> Dict[str, Any]:
+    """One stage of one shard or partition, in a Ray worker."""
+    # The stages that run on rayon's global pool get the task's CPUs, not every core.
+    os.environ.setdefault("RAYON_NUM_THREADS", str(max(threads, 1)))
+    import ray
+
+    _fault(name, index, "before")
+    t0 = time.time()
+    result = getattr(stages, name)(*args, **kwargs)
+    _fault(name, index, "after")
+    ctx = ray.get_runtime_context()
+    return {
+        "result": result,
+        "worker": f"{ctx.get_node_id()}:{os.getpid()}",
+        "seconds": time.time() - t0,
+    }
+
+
+def _logger(verbose: bool) -> logging.Logger:
+    if verbose and not log.handlers and not logging.getLogger().handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        log.addHandler(h)
+        log.setLevel(logging.INFO)
+    return log
+
+
+def dedup(
+    inputs: Sequence["str | os.PathLike[str]"],
+    output_dir: "str | os.PathLike[str]",
+    *,
+    work_dir: "str | os.PathLike[str]",
+    partitions: int = 8,
+    engine: str = "auto",
+    threads: Optional[int] = None,
+    num_cpus: float = 1,
+    max_retries: int = 3,
+    scheduling_strategy: Any = "SPREAD",
+    clusters: Optional[str] = "clusters.jsonl",
+    pairs: Optional[str] = None,
+    report: Optional[str] = "report.json",
+    verbose: bool = True,
+    **options: Any,
+) -> Dict[str, Any]:
+    """Near-dedup ``inputs`` (JSONL or Parquet shards, one task each) on a Ray cluster.
+
+    Writes into ``output_dir`` one output per input, with the input file's name, and
+    ``clusters`` and ``report`` (names inside ``output_dir``; ``None`` for none; ``pairs`` too
+    when given). ``options`` are :func:`neardup.stages.init`'s (the command line's dedup
+    options: ``threshold``, ``bands``, ``rows``, ``exact``, ``tag_only``, ``keep`` ...).
+    ``partitions`` splits the band rows for ``confirm``. Each task asks Ray for ``num_cpus``
+    CPUs and signs with ``threads`` threads (default: ``num_cpus``); ``engine`` is ``"auto"``,
+    ``"cpu"`` or ``"gpu"``. A task whose worker dies is retried up to ``max_retries`` times.
+    ``scheduling_strategy`` is Ray's (by default ``"SPREAD"``: a stage's tasks go to as many
+    nodes as there are, so their reads and writes spread too).
+
+    Stage progress goes to the ``neardup.ray`` logger (to stderr when ``verbose`` and logging
+    is not configured). Returns the run's counts, seconds per stage, and ``workers``: the
+    distinct ``node:pid`` of the worker processes that ran tasks.
+    """
+    import ray
+
+    say = _logger(verbose)
+    t_start = time.time()
+    if not ray.is_initialized():
+        ray.init()
+    inputs = [os.path.abspath(os.fspath(p)) for p in inputs]
+    output_dir = os.path.abspath(os.fspath(output_dir))
+    work_dir = os.path.abspath(os.fspath(work_dir))
+    names: Dict[str, str] = {}
+    for p in inputs:
+        name = os.path.basename(p)
+        if name in names:
+            raise ValueError(
+                f"two inputs are named {name!r} ({names[name]} and {p}): each input's output "
+                f"in {output_dir} takes the input's name"
+            )
+        names[name] = p
+    side = [n for n in (clusters, pairs, report) if n is not None]
+    for n in side:
+        if n in names:
+            raise ValueError(f"{n!r} is both an input's name and an output of the run's own")
+    os.makedirs(output_dir, exist_ok=True)
+    outputs = [os.path.join(output_dir, os.path.basename(p)) for p in inputs]
+    threads = int(threads if threads is not None else max(1, int(num_cpus)))
+
+    shards, parts = stages.init(work_dir, inputs, partitions=partitions, **options)
+    say.info("%d shards, %d partitions, work directory %s", shards, parts, work_dir)
+    task = ray.remote(_run_stage).options(
+        num_cpus=num_cpus, max_retries=max_retries, scheduling_strategy=scheduling_strategy
+    )
+    workers: set = set()
+    seconds: Dict[str, float] = {}
+
+    def stage(name: str, calls: List[Tuple[Optional[int], Tuple[Any, ...], Dict[str, Any]]]) -> List[Any]:
+        t0 = time.time()
+        refs = [task.remote(name, i, a, kw, threads) for (i, a, kw) in calls]
+        results: List[Any] = [None] * len(refs)
+        index = {r: n for n, r in enumerate(refs)}
+        pending = list(refs)
+        done = 0
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for r in ready:
+                out = ray.get(r)
+                results[index[r]] = out["result"]
+                workers.add(out["worker"])
+                done += 1
+                say.debug("%s: %d/%d done", name, done, len(refs))
+        seconds[name] = time.time() - t0
+        return results
+
+    signed = stage("sign", [(s, (work_dir, s), {"engine": engine, "threads": threads}) for s in range(shards)])
+    docs = sum(x["documents"] for x in signed if x is not None)
+    say.info("sign: %d shards, %d documents signed now, %.2f s", shards, docs, seconds["sign"])
+    ranked = stage("rank", [(None, (work_dir,), {})])[0]
+    say.info("rank: %s, %.2f s",
+             "done already" if ranked is None else f"{ranked['exact_duplicates']} exact duplicates",
+             seconds["rank"])
+    stage("bands", [(s, (work_dir, s), {}) for s in range(shards)])
+    say.info("bands: %d shards, %.2f s", shards, seconds["bands"])
+    confirmed = stage("confirm", [(p, (work_dir, p), {}) for p in range(parts)])
+    checked = sum(x["counts"]["checked"] for x in confirmed if x is not None)
+    say.info("confirm: %d partitions, %d pairs checked, %.2f s", parts, checked, seconds["confirm"])
+    side_paths = {
+        "clusters": None if clusters is None else os.path.join(output_dir, clusters),
+        "pairs": None if pairs is None else os.path.join(output_dir, pairs),
+    }
+    c = stage("cluster", [(None, (work_dir,), side_paths)])[0]
+    say.info("cluster: %d near duplicates, %d clusters, %.2f s",
+             c["stats"]["near_duplicates"], c["stats"]["clusters"], seconds["cluster"])
+    applied = stage("apply", [(s, (work_dir, s, outputs[s]), {}) for s in range(shards)])
+    written = sum(a["written"] for a in applied)
+    say.info("apply: %d shards, %d documents written to %s, %.2f s",
+             shards, written, output_dir, seconds["apply"])
+    total = time.time() - t_start
+    reports = [] if report is None else [os.path.join(output_dir, report)]
+    summary = stages.report(work_dir, reports, output=output_dir, seconds=total) if reports else {}
+    summary.update(
+        {
+            "documents_written": written,
+            "near_duplicates": c["stats"]["near_duplicates"],
+            "clusters": c["stats"]["clusters"],
+            "outputs": outputs,
+            "seconds": total,
+            "stage_seconds": seconds,
+            "workers": sorted(workers),
+        }
+    )
+    say.info(
+        "neardup.ray.dedup: %d documents written, %d near duplicates, %d clusters; "
+        "%.2f s, %d worker processes",
+        written, summary["near_duplicates"], summary["clusters"], total, len(workers),
+    )
+    return summary

@@ -1,0 +1,153 @@
+"""The sharded stages of ``neardup stage``, over a work directory, from Python.
+
+A run over shards (one input file each) is: :func:`init`; :func:`sign` for every shard;
+:func:`rank`; :func:`bands` for every shard; :func:`confirm` for every partition;
+:func:`cluster`; :func:`apply` for every shard; :func:`report`. Each step is an independent
+job on files in the work directory (on shared storage when the jobs run on several machines),
+safe to run again after a crash: its outputs appear atomically, and a finished step is skipped.
+The shards' outputs in shard order are byte-identical to ``neardup dedup`` over the same
+inputs. ``docs/GUIDE.md`` describes the layout.
+
+Functions that can skip return the stage's summary as a dict, or ``None`` when it was done
+already.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import _neardup
+
+__all__ = [
+    "apply",
+    "bands",
+    "cluster",
+    "confirm",
+    "init",
+    "rank",
+    "report",
+    "shape",
+    "sign",
+]
+
+
+def _json(s: Optional[str]) -> Optional[Dict[str, Any]]:
+    return None if s is None else json.loads(s)
+
+
+def init(
+    work_dir: "str | os.PathLike[str]",
+    inputs: Sequence["str | os.PathLike[str]"],
+    *,
+    partitions: int = 8,
+    k: int = 5,
+    num_perm: int = 128,
+    seed: int = 0,
+    bands: int = 16,
+    rows: int = 8,
+    threshold: float = 0.8,
+    confirm: str = "jaccard",
+    exact: bool = False,
+    tag_only: bool = False,
+    keep: str = "smallest-id",
+    group_field: Optional[str] = None,
+    group_missing: str = "error",
+    id_field: str = "id",
+    text_field: str = "text",
+    numeric_ids: bool = False,
+) -> Tuple[int, int]:
+    """Make the work directory for ``inputs`` (JSONL or Parquet shards) and the options of
+    ``neardup dedup`` (``keep`` as the command line spells it: ``field:NAME:max`` reads a
+    field). Reopening one made for the same run is fine; one made for other inputs or options
+    is refused, naming what differs. Returns ``(shards, partitions)``."""
+    options = {
+        "k": k,
+        "num_perm": num_perm,
+        "seed": seed,
+        "bands": bands,
+        "rows": rows,
+        "threshold": threshold,
+        "confirm": confirm,
+        "exact": exact,
+        "tag_only": tag_only,
+        "keep": keep,
+        "group_field": group_field,
+        "group_missing": group_missing,
+        "id_field": id_field,
+        "text_field": text_field,
+        "numeric_ids": numeric_ids,
+    }
+    return _neardup.stage_init(
+        os.fspath(work_dir), [os.fspath(p) for p in inputs], partitions, options
+    )
+
+
+def shape(work_dir: "str | os.PathLike[str]") -> Tuple[int, int]:
+    """A work directory's ``(shards, partitions)``."""
+    return _neardup.stage_shape(os.fspath(work_dir))
+
+
+def sign(
+    work_dir: "str | os.PathLike[str]", shard: int, *, engine: str = "auto", threads: int = 0
+) -> Optional[Dict[str, Any]]:
+    """Stage 1: sign shard ``shard`` (``engine``: ``"auto"``, ``"cpu"`` or ``"gpu"``)."""
+    return _json(_neardup.stage_sign(os.fspath(work_dir), shard, engine, threads))
+
+
+def rank(work_dir: "str | os.PathLike[str]") -> Optional[Dict[str, Any]]:
+    """Stage 2, once every shard is signed: ids in order, and exact duplicates."""
+    return _json(_neardup.stage_rank(os.fspath(work_dir)))
+
+
+def bands(work_dir: "str | os.PathLike[str]", shard: int) -> bool:
+    """Stage 3: shard ``shard``'s band rows, split into partitions. ``False``: done already."""
+    return _neardup.stage_bands(os.fspath(work_dir), shard)
+
+
+def confirm(work_dir: "str | os.PathLike[str]", partition: int) -> Optional[Dict[str, Any]]:
+    """Stage 4, once every shard is banded: partition ``partition``'s confirmed pairs."""
+    return _json(_neardup.stage_confirm(os.fspath(work_dir), partition))
+
+
+def cluster(
+    work_dir: "str | os.PathLike[str]",
+    *,
+    clusters: "str | os.PathLike[str] | None" = None,
+    pairs: "str | os.PathLike[str] | None" = None,
+) -> Dict[str, Any]:
+    """Stage 5, once every partition is confirmed: clusters and survivors. ``clusters`` and
+    ``pairs`` receive copies of the files ``dedup --clusters`` and ``--pairs`` write."""
+    return json.loads(
+        _neardup.stage_cluster(
+            os.fspath(work_dir),
+            None if clusters is None else os.fspath(clusters),
+            None if pairs is None else os.fspath(pairs),
+        )
+    )
+
+
+def apply(
+    work_dir: "str | os.PathLike[str]", shard: int, output: "str | os.PathLike[str]"
+) -> Dict[str, Any]:
+    """Stage 6: shard ``shard``'s kept records, tagged, in input order, written to ``output``
+    (JSONL, or Parquet for a name ending in ``.parquet``; compressed by its extension)."""
+    return json.loads(_neardup.stage_apply(os.fspath(work_dir), shard, os.fspath(output)))
+
+
+def report(
+    work_dir: "str | os.PathLike[str]",
+    reports: List["str | os.PathLike[str]"],
+    *,
+    output: str = "",
+    seconds: float = 0.0,
+) -> Dict[str, Any]:
+    """Once every shard is applied: the run's reports, as ``dedup --report`` writes them (a
+    page for a name ending in ``.html``, JSON otherwise); ``output`` is what they name as the
+    output, ``seconds`` the run's wall time. Returns the run's main counts."""
+    return json.loads(
+        _neardup.stage_report(
+            os.fspath(work_dir), [os.fspath(r) for r in reports], output, float(seconds)
+        )
+    )

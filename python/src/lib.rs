@@ -1,0 +1,579 @@
+//! `neardup._neardup`, the native module of the `neardup` Python package: thin wrappers over
+//! the `neardup` crate. The Python side (`python/neardup/`) gives them their keyword
+//! arguments, docstrings and NumPy arrays; every engine call and every stage runs with the GIL
+//! released.
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+
+use arrow_array::cast::AsArray;
+use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::ffi_stream::ArrayStreamReader;
+use arrow_array::{make_array, Array, ArrayRef, StructArray};
+use arrow_schema::DataType;
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyCapsule, PyDict, PyString};
+
+use neardup::engine::{build_engine, Engine, EngineChoice, GpuOptions};
+use neardup::io::Fields;
+use neardup::progress::ProgressFactory;
+use neardup::stages::dedup::{Confirm, DedupConfig, GroupMissing, Keep, MemoryDocs};
+use neardup::stages::sharded::{self, Manifest, WorkDir};
+use neardup::{LshParams, MinHashParams};
+
+pyo3::create_exception!(
+    _neardup,
+    NeardupError,
+    PyException,
+    "An error of neardup's, with the message its command line prints."
+);
+
+/// The CLI's message for `e`: the error, then each cause it does not already say.
+fn message(e: &dyn std::error::Error) -> String {
+    let mut m = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let text = s.to_string();
+        if !m.contains(&text) {
+            m.push_str(&format!("\n  caused by: {text}"));
+        }
+        src = s.source();
+    }
+    m
+}
+
+fn err(e: neardup::Error) -> PyErr {
+    NeardupError::new_err(message(&e))
+}
+
+fn engine_err(e: neardup::engine::EngineError) -> PyErr {
+    NeardupError::new_err(message(&e))
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("a summary is JSON")
+}
+
+// ---- Texts in: a list of str, or Arrow strings through the PyCapsule interface ----
+
+/// Texts taken from Python: copies of `str` objects, or Arrow arrays read in place.
+enum Texts {
+    Owned(Vec<String>),
+    Arrow(Vec<ArrayRef>),
+}
+
+impl Texts {
+    /// Every text, as a slice into the copies or into the Arrow buffers (no copy). `what`
+    /// names the argument in errors.
+    fn strs(&self, what: &str) -> PyResult<Vec<&str>> {
+        match self {
+            Texts::Owned(v) => Ok(v.iter().map(String::as_str).collect()),
+            Texts::Arrow(arrays) => {
+                let mut out = Vec::with_capacity(arrays.iter().map(|a| a.len()).sum());
+                for a in arrays {
+                    let base = out.len();
+                    let null =
+                        |i: usize| PyValueError::new_err(format!("{what}[{}] is null", base + i));
+                    match a.data_type() {
+                        DataType::Utf8 => {
+                            let s = a.as_string::<i32>();
+                            for i in 0..s.len() {
+                                if s.is_null(i) {
+                                    return Err(null(i));
+                                }
+                                out.push(s.value(i));
+                            }
+                        }
+                        DataType::LargeUtf8 => {
+                            let s = a.as_string::<i64>();
+                            for i in 0..s.len() {
+                                if s.is_null(i) {
+                                    return Err(null(i));
+                                }
+                                out.push(s.value(i));
+                            }
+                        }
+                        DataType::Utf8View => {
+                            let s = a.as_string_view();
+                            for i in 0..s.len() {
+                                if s.is_null(i) {
+                                    return Err(null(i));
+                                }
+                                out.push(s.value(i));
+                            }
+                        }
+                        other => {
+                            return Err(PyTypeError::new_err(format!(
+                                "{what}: an Arrow array of {other}, not of strings"
+                            )))
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+fn arrow_err(what: &str, e: arrow_schema::ArrowError) -> PyErr {
+    PyValueError::new_err(format!("{what}: cannot import the Arrow data: {e}"))
+}
+
+/// A table's column `column` (the stream or array of a table is a struct of its columns).
+fn column_of(a: ArrayRef, column: &str, what: &str) -> PyResult<ArrayRef> {
+    match a.data_type() {
+        DataType::Struct(_) => {
+            let s: &StructArray = a.as_struct();
+            s.column_by_name(column).cloned().ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "{what}: the table has no column {column:?} (columns: {})",
+                    s.column_names().join(", ")
+                ))
+            })
+        }
+        _ => Ok(a),
+    }
+}
+
+/// Take `obj`'s texts: Arrow data through `__arrow_c_stream__` or `__arrow_c_array__` (pyarrow,
+/// polars, anything that speaks the PyCapsule interface; for a table, its column `column`),
+/// else a sequence of `str`.
+fn texts_of(obj: &Bound<'_, PyAny>, column: &str, what: &str) -> PyResult<Texts> {
+    if obj.hasattr("__arrow_c_stream__")? {
+        let cap = obj.call_method0("__arrow_c_stream__")?;
+        let cap = cap.cast::<PyCapsule>()?;
+        let ptr = cap.pointer_checked(Some(c"arrow_array_stream"))?;
+        // SAFETY: the capsule holds a valid stream; `from_raw` moves it out and leaves a
+        // released one behind, which the capsule's destructor ignores.
+        let reader = unsafe { ArrayStreamReader::from_raw(ptr.as_ptr().cast()) }
+            .map_err(|e| arrow_err(what, e))?;
+        let mut arrays = Vec::new();
+        for a in reader {
+            arrays.push(column_of(a.map_err(|e| arrow_err(what, e))?, column, what)?);
+        }
+        return Ok(Texts::Arrow(arrays));
+    }
+    if obj.hasattr("__arrow_c_array__")? {
+        let pair = obj.call_method0("__arrow_c_array__")?;
+        let (schema_cap, array_cap): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair.extract()?;
+        let schema_cap = schema_cap.cast::<PyCapsule>()?;
+        let array_cap = array_cap.cast::<PyCapsule>()?;
+        let sp = schema_cap.pointer_checked(Some(c"arrow_schema"))?;
+        let ap = array_cap.pointer_checked(Some(c"arrow_array"))?;
+        // SAFETY: valid C data interface structs, moved out of their capsules as above.
+        let data = unsafe {
+            let schema = FFI_ArrowSchema::from_raw(sp.as_ptr().cast());
+            let array = FFI_ArrowArray::from_raw(ap.as_ptr().cast());
+            from_ffi(array, &schema)
+        }
+        .map_err(|e| arrow_err(what, e))?;
+        return Ok(Texts::Arrow(vec![column_of(
+            make_array(data),
+            column,
+            what,
+        )?]));
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} is one str: pass a list of texts"
+        )));
+    }
+    let mut out = Vec::new();
+    for (i, item) in obj.try_iter()?.enumerate() {
+        let item = item?;
+        let s = item.cast::<PyString>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what}[{i}] is {}, not str",
+                item.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ))
+        })?;
+        out.push(match s.to_cow()? {
+            Cow::Borrowed(b) => b.to_string(),
+            Cow::Owned(o) => o,
+        });
+    }
+    Ok(Texts::Owned(out))
+}
+
+// ---- Options ----
+
+fn engine_choice(engine: &str) -> PyResult<EngineChoice> {
+    match engine {
+        "auto" => Ok(EngineChoice::Auto),
+        "cpu" => Ok(EngineChoice::Cpu),
+        "gpu" => Ok(EngineChoice::Gpu),
+        _ => Err(PyValueError::new_err(format!(
+            "engine {engine:?}: auto, cpu or gpu"
+        ))),
+    }
+}
+
+fn make_engine(engine: &str, params: MinHashParams, threads: usize) -> PyResult<Box<dyn Engine>> {
+    build_engine(
+        engine_choice(engine)?,
+        params,
+        threads,
+        &GpuOptions::default(),
+    )
+    .map_err(err)
+}
+
+/// The dedup options the Python side passes as a dict (its keyword arguments, defaults
+/// filled in): the configuration and the fields records are read by.
+fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
+    const KNOWN: &[&str] = &[
+        "k",
+        "num_perm",
+        "seed",
+        "bands",
+        "rows",
+        "threshold",
+        "confirm",
+        "exact",
+        "tag_only",
+        "keep",
+        "group_field",
+        "group_missing",
+        "id_field",
+        "text_field",
+        "numeric_ids",
+    ];
+    for key in o.keys() {
+        let key: String = key.extract()?;
+        if !KNOWN.contains(&key.as_str()) {
+            return Err(PyTypeError::new_err(format!(
+                "unknown option {key:?} (options: {})",
+                KNOWN.join(", ")
+            )));
+        }
+    }
+    fn get<'py, T: for<'a> FromPyObject<'a, 'py>>(
+        o: &Bound<'py, PyDict>,
+        key: &str,
+        default: T,
+    ) -> PyResult<T> {
+        match o.get_item(key)? {
+            Some(v) if !v.is_none() => v.extract().map_err(|e| {
+                PyTypeError::new_err(format!("option {key}: {}", Into::<PyErr>::into(e)))
+            }),
+            _ => Ok(default),
+        }
+    }
+    let d = DedupConfig::default();
+    let params = MinHashParams::new(
+        get(o, "k", d.params.k)?,
+        get(o, "num_perm", d.params.num_perm)?,
+        get(o, "seed", d.params.seed)?,
+    )
+    .map_err(err)?;
+    let lsh =
+        LshParams::new(get(o, "bands", d.lsh.bands)?, get(o, "rows", d.lsh.rows)?).map_err(err)?;
+    let confirm = match get(o, "confirm", "jaccard".to_string())?.as_str() {
+        "jaccard" => Confirm::Jaccard,
+        "estimate" => Confirm::Estimate,
+        "none" => Confirm::None,
+        c => {
+            return Err(PyValueError::new_err(format!(
+                "confirm {c:?}: jaccard, estimate or none"
+            )))
+        }
+    };
+    let keep_s = get(o, "keep", "smallest-id".to_string())?;
+    let (keep, keep_field) = match keep_s.as_str() {
+        // In memory, a policy by value reads `keep_values`, not a field.
+        "max" => (Keep::FieldMax, None),
+        "min" => (Keep::FieldMin, None),
+        s => Keep::parse(s).map_err(PyValueError::new_err)?,
+    };
+    let group_missing = match get(o, "group_missing", "error".to_string())?.as_str() {
+        "error" => GroupMissing::Error,
+        "own" => GroupMissing::Own,
+        g => {
+            return Err(PyValueError::new_err(format!(
+                "group_missing {g:?}: error or own"
+            )))
+        }
+    };
+    let cfg = DedupConfig {
+        params,
+        lsh,
+        threshold: get(o, "threshold", d.threshold)?,
+        confirm,
+        exact: get(o, "exact", false)?,
+        drop: !get(o, "tag_only", false)?,
+        keep,
+        group_missing,
+    };
+    cfg.validate().map_err(err)?;
+    let fields = Fields {
+        id: get(o, "id_field", "id".to_string())?,
+        text: get(o, "text_field", "text".to_string())?,
+        numeric_ids: get(o, "numeric_ids", false)?,
+        keep: keep_field,
+        group: get(o, "group_field", None::<String>)?,
+    };
+    Ok((cfg, fields))
+}
+
+// ---- Signatures and in-memory dedup ----
+
+/// Signatures of `texts` as native-endian u32 rows in a bytearray; with the row count and the
+/// engine's description.
+#[pyfunction]
+#[pyo3(signature = (texts, *, k, num_perm, seed, engine, threads, column))]
+#[allow(clippy::too_many_arguments)]
+fn signatures<'py>(
+    py: Python<'py>,
+    texts: &Bound<'py, PyAny>,
+    k: usize,
+    num_perm: usize,
+    seed: u64,
+    engine: &str,
+    threads: usize,
+    column: &str,
+) -> PyResult<(Bound<'py, PyByteArray>, usize, String)> {
+    let params = MinHashParams::new(k, num_perm, seed).map_err(err)?;
+    let t = texts_of(texts, column, "texts")?;
+    let strs = t.strs("texts")?;
+    let n = strs.len();
+    let (out, info) = py.detach(|| -> PyResult<(Vec<u32>, String)> {
+        let mut e = make_engine(engine, params, threads)?;
+        let mut out = vec![0u32; n * num_perm];
+        e.sign_texts(&strs, &mut out).map_err(engine_err)?;
+        Ok((out, e.info().to_string()))
+    })?;
+    Ok((PyByteArray::new(py, bytemuck::cast_slice(&out)), n, info))
+}
+
+/// In-memory dedup: each document's root (document index, native-endian u32) and survival (a
+/// byte per document), whether it is an exact duplicate, and the counts as JSON.
+#[pyfunction]
+#[pyo3(signature = (ids, texts, options, *, keep_values, groups, engine, threads))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn dedup<'py>(
+    py: Python<'py>,
+    ids: &Bound<'py, PyAny>,
+    texts: &Bound<'py, PyAny>,
+    options: &Bound<'py, PyDict>,
+    keep_values: Option<Vec<Option<f64>>>,
+    groups: Option<Vec<Option<String>>>,
+    engine: &str,
+    threads: usize,
+) -> PyResult<(
+    Bound<'py, PyByteArray>,
+    Bound<'py, PyByteArray>,
+    Bound<'py, PyByteArray>,
+    String,
+    String,
+)> {
+    let (cfg, _) = parse_options(options)?;
+    let id_t = texts_of(ids, "id", "ids")?;
+    let text_t = texts_of(texts, "text", "texts")?;
+    let id_s = id_t.strs("ids")?;
+    let text_s = text_t.strs("texts")?;
+    let group_s: Option<Vec<Option<&str>>> = groups
+        .as_ref()
+        .map(|g| g.iter().map(|x| x.as_deref()).collect());
+    let (c, info) = py.detach(|| -> PyResult<_> {
+        let mut e = make_engine(engine, cfg.params, threads)?;
+        let docs = MemoryDocs {
+            ids: &id_s,
+            texts: &text_s,
+            keep_values: keep_values.as_deref(),
+            groups: group_s.as_deref(),
+        };
+        let c = neardup::stages::dedup::cluster_docs(&docs, &cfg, e.as_mut()).map_err(err)?;
+        Ok((c, e.info().to_string()))
+    })?;
+    let survives: Vec<u8> = c.survives.iter().map(|&b| b as u8).collect();
+    let exact: Vec<u8> = c.exact_duplicate.iter().map(|&b| b as u8).collect();
+    Ok((
+        PyByteArray::new(py, bytemuck::cast_slice(&c.root)),
+        PyByteArray::new(py, &survives),
+        PyByteArray::new(py, &exact),
+        json(&c.stats),
+        info,
+    ))
+}
+
+// ---- The sharded stages over a work directory ----
+
+fn open(dir: &std::path::Path) -> PyResult<WorkDir> {
+    WorkDir::open(dir).map_err(err)
+}
+
+/// Make (or reopen, when made for the same run) the work directory; returns (shards,
+/// partitions).
+#[pyfunction]
+fn stage_init(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    inputs: Vec<String>,
+    partitions: usize,
+    options: &Bound<'_, PyDict>,
+) -> PyResult<(usize, usize)> {
+    let (cfg, fields) = parse_options(options)?;
+    py.detach(|| {
+        let m = Manifest::new(&inputs, cfg, fields, partitions).map_err(err)?;
+        let w = WorkDir::init(&work_dir, m).map_err(err)?;
+        Ok((w.shards(), w.partitions()))
+    })
+}
+
+/// A work directory's (shards, partitions).
+#[pyfunction]
+fn stage_shape(work_dir: PathBuf) -> PyResult<(usize, usize)> {
+    let w = open(&work_dir)?;
+    Ok((w.shards(), w.partitions()))
+}
+
+#[pyfunction]
+fn stage_sign(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    shard: usize,
+    engine: &str,
+    threads: usize,
+) -> PyResult<Option<String>> {
+    py.detach(|| {
+        let w = open(&work_dir)?;
+        let mut e = make_engine(engine, w.config().params, threads)?;
+        let s =
+            sharded::sign::sign(&w, shard, e.as_mut(), &ProgressFactory::hidden()).map_err(err)?;
+        Ok(s.map(|s| json(&s)))
+    })
+}
+
+#[pyfunction]
+fn stage_rank(py: Python<'_>, work_dir: PathBuf) -> PyResult<Option<String>> {
+    py.detach(|| {
+        let w = open(&work_dir)?;
+        let s = sharded::rank::rank(&w, &ProgressFactory::hidden()).map_err(err)?;
+        Ok(s.map(|s| json(&s)))
+    })
+}
+
+#[pyfunction]
+fn stage_bands(py: Python<'_>, work_dir: PathBuf, shard: usize) -> PyResult<bool> {
+    py.detach(|| sharded::bands::bands(&open(&work_dir)?, shard).map_err(err))
+}
+
+#[pyfunction]
+fn stage_confirm(py: Python<'_>, work_dir: PathBuf, partition: usize) -> PyResult<Option<String>> {
+    py.detach(|| {
+        let w = open(&work_dir)?;
+        let s =
+            sharded::confirm::confirm(&w, partition, &ProgressFactory::hidden()).map_err(err)?;
+        Ok(s.map(|s| json(&s)))
+    })
+}
+
+/// Cluster, then copy the clusters and pairs files where asked (whether or not the stage ran
+/// now). Returns the stage's summary as JSON.
+#[pyfunction]
+#[pyo3(signature = (work_dir, clusters=None, pairs=None))]
+fn stage_cluster(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    clusters: Option<String>,
+    pairs: Option<String>,
+) -> PyResult<String> {
+    py.detach(|| {
+        let w = open(&work_dir)?;
+        sharded::cluster::cluster(&w, &ProgressFactory::hidden()).map_err(err)?;
+        for (to, from) in [(clusters, w.clusters_jsonl()), (pairs, w.pairs_jsonl())] {
+            if let Some(to) = to {
+                let mut o = neardup::io::Output::create(&to).map_err(err)?;
+                sharded::copy_out(&from, &mut o).map_err(err)?;
+                o.finish().map_err(err)?;
+            }
+        }
+        Ok(json(&sharded::cluster::summary(&w).map_err(err)?))
+    })
+}
+
+/// Write shard `shard`'s kept records to `output` (atomically); returns the summary as JSON.
+#[pyfunction]
+fn stage_apply(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    shard: usize,
+    output: String,
+) -> PyResult<String> {
+    py.detach(|| {
+        let w = open(&work_dir)?;
+        w.check_shard(shard).map_err(err)?;
+        let input = w.inputs(&[shard]).map_err(err)?;
+        let ins = [("input", w.manifest.shards[shard].path.as_str())];
+        neardup::io::check_output_paths(&ins, &[("output", output.as_str())]).map_err(err)?;
+        let tag = Some(neardup::stages::dedup::CLUSTER_TAG);
+        let mut out =
+            neardup::stages::sink::RecordSink::create(&output, &input, tag).map_err(err)?;
+        let s =
+            sharded::apply::apply(&w, shard, &mut out, &ProgressFactory::hidden()).map_err(err)?;
+        out.finish().map_err(err)?;
+        Ok(json(&s))
+    })
+}
+
+/// Write the run's reports (JSON, or a page for `.html`) once every shard is applied; returns
+/// the run's summary as JSON.
+#[pyfunction]
+#[pyo3(signature = (work_dir, reports, output, seconds))]
+fn stage_report(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    reports: Vec<String>,
+    output: String,
+    seconds: f64,
+) -> PyResult<String> {
+    py.detach(|| {
+        let w = open(&work_dir)?;
+        let s = sharded::summary::dedup_summary(&w, seconds).map_err(err)?;
+        let names: Vec<String> = w.manifest.shards.iter().map(|e| e.path.clone()).collect();
+        let info = sharded::summary::engine_info(&w).map_err(err)?;
+        neardup::report::write_dedup_reports(
+            &reports,
+            &s,
+            w.config(),
+            w.fields(),
+            &names,
+            &output,
+            &info,
+            seconds,
+        )
+        .map_err(err)?;
+        Ok(serde_json::json!({
+            "documents_read": s.scan.documents,
+            "documents_written": s.documents_written,
+            "near_duplicates": s.cluster.near_duplicates,
+            "exact_duplicates": s.cluster.exact_duplicates,
+            "clusters": s.cluster.clusters,
+            "engine": info.to_string(),
+        })
+        .to_string())
+    })
+}
+
+#[pymodule]
+fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("NeardupError", m.py().get_type::<NeardupError>())?;
+    m.add("CONTRACT_VERSION", neardup::CONTRACT_VERSION)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(signatures, m)?)?;
+    m.add_function(wrap_pyfunction!(dedup, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_init, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_shape, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_sign, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_rank, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_bands, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_confirm, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_cluster, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_apply, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_report, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,130 @@
+"""``neardup.dedup`` in memory equals ``neardup dedup`` on the same documents, and the stages
+from Python equal it byte for byte."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import neardup
+from neardup import stages
+from conftest import need, read_jsonl, run, split_lines
+
+
+def cli_tags(cli, path, tmp_path, *flags):
+    """Each document's cluster tag and whether the dropping run keeps it."""
+    tagged = tmp_path / "tagged.jsonl"
+    kept = tmp_path / "kept.jsonl"
+    run(cli, "dedup", str(path), "-o", str(tagged), "--tag-only", *flags)
+    run(cli, "dedup", str(path), "-o", str(kept), *flags)
+    tags = [r["meta"]["minhash_cluster"] for r in read_jsonl(tagged)]
+    kept_ids = {r["id"] for r in read_jsonl(kept)}
+    return tags, kept_ids
+
+
+@pytest.mark.parametrize(
+    "flags,kw",
+    [
+        ((), {}),
+        (("--exact",), {"exact": True}),
+        (("--keep", "longest"), {"keep": "longest"}),
+        (("--keep", "first", "--threshold", "0.6"), {"keep": "first", "threshold": 0.6}),
+        (("--confirm", "estimate"), {"confirm": "estimate"}),
+        (("--num-perm", "64", "--bands", "16", "--rows", "4"), {"num_perm": 64, "bands": 16, "rows": 4}),
+    ],
+)
+def test_in_memory_dedup_equals_the_command_line(cli, example, tmp_path, flags, kw):
+    records = read_jsonl(example)
+    ids = [r["id"] for r in records]
+    texts = [r["text"] for r in records]
+    tags, kept_ids = cli_tags(cli, example, tmp_path, *flags)
+    got = neardup.dedup(ids, texts, **kw)
+    assert got.root_id == tags
+    assert [ids[r] for r in got.root] == tags
+    assert {i for i, s in zip(ids, got.survives) if s} == kept_ids
+    assert got.stats["clusters"] > 0
+
+
+def test_in_memory_dedup_reads_arrow(example):
+    pa = need("pyarrow")
+    records = read_jsonl(example)
+    ids = [r["id"] for r in records]
+    texts = [r["text"] for r in records]
+    a = neardup.dedup(ids, texts)
+    b = neardup.dedup(pa.array(ids), pa.array(texts))
+    np.testing.assert_array_equal(a.root, b.root)
+    np.testing.assert_array_equal(a.survives, b.survives)
+    assert a.root_id == b.root_id
+
+
+def test_keep_by_value_and_groups():
+    base = " ".join(f"word{i}" for i in range(60))
+    ids = ["a", "b", "c", "d"]
+    texts = [base, base + " tail", base, base + " tail"]
+    r = neardup.dedup(ids, texts, keep="max", keep_values=[0.1, 0.9, 0.5, 0.2])
+    assert r.root_id == ["a"] * 4, "the root is the smallest id whoever survives"
+    assert r.survives.tolist() == [False, True, False, False]
+    # Ties go to the smallest id.
+    r = neardup.dedup(ids, texts, keep="min", keep_values=[0.3, 0.3, 0.3, 0.3])
+    assert r.survives.tolist() == [True, False, False, False]
+    r = neardup.dedup(ids, texts, groups=["x", "y", "x", "y"])
+    assert r.root_id == ["a", "b", "a", "b"]
+    with pytest.raises(neardup.NeardupError, match=r"row 2 \(id \"c\"\): it has no group"):
+        neardup.dedup(ids, texts, groups=["x", "y", None, "y"])
+    r = neardup.dedup(ids, texts, groups=["x", None, "x", None], group_missing="own")
+    assert r.root_id == ["a", "b", "a", "b"]
+    with pytest.raises(neardup.NeardupError, match=r"row 1 \(id \"b\"\): the keep value"):
+        neardup.dedup(ids, texts, keep="max", keep_values=[1.0, None, 2.0, 3.0])
+
+
+def test_bad_dedup_inputs_are_clear_errors():
+    with pytest.raises(neardup.NeardupError, match='"a": at row 0 and again at row 2'):
+        neardup.dedup(["a", "b", "a"], ["x y", "y z", "z w"])
+    with pytest.raises(neardup.NeardupError, match="3 ids but 2 texts"):
+        neardup.dedup(["a", "b", "c"], ["x", "y"])
+    with pytest.raises(neardup.NeardupError, match="bands x rows"):
+        neardup.dedup(["a"], ["x"], num_perm=64)
+    with pytest.raises(ValueError, match="not a policy"):
+        neardup.dedup(["a"], ["x"], keep="oldest")
+
+
+@pytest.mark.parametrize("shards,partitions,empty", [(1, 1, -1), (3, 2, 1), (5, 4, -1)])
+def test_stages_from_python_equal_the_command_line(cli, example, tmp_path, shards, partitions, empty):
+    want = tmp_path / "want.jsonl"
+    want_clusters = tmp_path / "want-clusters.jsonl"
+    run(cli, "dedup", str(example), "-o", str(want), "--clusters", str(want_clusters), "--exact")
+    paths = split_lines(example, tmp_path / "in", shards, empty)
+    work = tmp_path / "work"
+    assert stages.init(work, paths, partitions=partitions, exact=True) == (shards, partitions)
+    assert stages.shape(work) == (shards, partitions)
+    for s in range(shards):
+        assert stages.sign(work, s, engine="cpu") is not None
+        assert stages.sign(work, s, engine="cpu") is None, "a finished stage is skipped"
+    assert stages.rank(work) is not None
+    for s in range(shards):
+        assert stages.bands(work, s)
+    for p in range(partitions):
+        stages.confirm(work, p)
+    got_clusters = tmp_path / "clusters.jsonl"
+    summary = stages.cluster(work, clusters=got_clusters)
+    assert summary["stats"]["clusters"] > 0
+    outs = []
+    for s in range(shards):
+        out = tmp_path / f"out-{s}.jsonl"
+        stages.apply(work, s, out)
+        outs.append(out.read_bytes())
+    assert b"".join(outs) == want.read_bytes()
+    assert got_clusters.read_bytes() == want_clusters.read_bytes()
+    rep = tmp_path / "report.json"
+    counts = stages.report(work, [rep], output="out", seconds=1.5)
+    r = json.loads(rep.read_text())
+    assert r["counts"]["documents_written"] == counts["documents_written"] == sum(
+        o.count(b"\n") for o in outs
+    )
+    assert r["seconds"] == 1.5
+    with pytest.raises(neardup.NeardupError, match="other inputs or parameters"):
+        stages.init(work, paths, partitions=partitions + 1, exact=True)
+    with pytest.raises(neardup.NeardupError, match="shard 99 does not exist"):
+        stages.sign(work, 99)

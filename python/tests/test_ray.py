@@ -1,0 +1,92 @@
+"""``neardup.ray.dedup`` on a two-node local Ray cluster equals ``neardup dedup`` byte for
+byte, whatever the shards, partitions and workers, and when a worker dies mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import need, run, split_lines
+
+
+@pytest.fixture(scope="module")
+def want(cli, example, tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    out, clusters, report = d / "out.jsonl", d / "clusters.jsonl", d / "report.json"
+    run(cli, "dedup", str(example), "-o", str(out), "--clusters", str(clusters),
+        "--report", str(report))
+    return {"out": out.read_bytes(), "clusters": clusters.read_bytes(),
+            "report": json.loads(report.read_text())}
+
+
+def outputs_of(paths, out_dir):
+    return b"".join((out_dir / p.name).read_bytes() for p in paths)
+
+
+@pytest.mark.parametrize("shards,partitions,empty", [(4, 1, -1), (4, 3, -1), (7, 1, 2), (7, 3, 6)])
+def test_ray_dedup_equals_the_command_line(ray_cluster, example, want, tmp_path, shards,
+                                           partitions, empty):
+    nray = need("neardup.ray")
+    paths = split_lines(example, tmp_path / "in", shards, empty)
+    out_dir = tmp_path / "out"
+    s = nray.dedup(paths, out_dir, work_dir=tmp_path / "work", partitions=partitions,
+                   engine="cpu", verbose=False)
+    assert outputs_of(paths, out_dir) == want["out"]
+    assert (out_dir / "clusters.jsonl").read_bytes() == want["clusters"]
+    assert sorted(os.listdir(out_dir)) == sorted([p.name for p in paths] + ["clusters.jsonl", "report.json"])
+    report = json.loads((out_dir / "report.json").read_text())
+    # Every count but the sets loaded, which out of core is once per partition that needed them.
+    counts = lambda r: {k: v for k, v in r["counts"].items() if k != "shingle_sets_loaded"}
+    assert counts(report) == counts(want["report"])
+    assert report["parameters"] == want["report"]["parameters"]
+    assert s["documents_written"] == want["report"]["counts"]["documents_written"]
+    assert len(s["workers"]) > 1, f"every task ran in one worker process: {s['workers']}"
+    assert len({w.split(":")[0] for w in s["workers"]}) == 2, "tasks ran on both nodes"
+
+
+@pytest.mark.parametrize("stage,when", [("apply", "after"), ("confirm", "before"), ("sign", "after")])
+def test_a_killed_worker_is_retried_and_the_bytes_are_the_same(ray_cluster, example, want,
+                                                                tmp_path, stage, when):
+    nray = need("neardup.ray")
+    marker = ray_cluster["faults"] / f"kill-{stage}-1"
+    marker.write_text(when)
+    paths = split_lines(example, tmp_path / "in", 4)
+    out_dir = tmp_path / "out"
+    nray.dedup(paths, out_dir, work_dir=tmp_path / "work", partitions=3, engine="cpu",
+               verbose=False)
+    assert not marker.exists() and marker.with_name(marker.name + ".done").exists(), \
+        "the worker was not killed"
+    assert outputs_of(paths, out_dir) == want["out"]
+    assert (out_dir / "clusters.jsonl").read_bytes() == want["clusters"]
+
+
+def test_parquet_shards(ray_cluster, cli, example, tmp_path):
+    pa = need("pyarrow")
+    pq = need("pyarrow.parquet")
+    nray = need("neardup.ray")
+    jsonl = split_lines(example, tmp_path / "in", 3)
+    paths = []
+    for p in jsonl:
+        q = p.with_suffix(".parquet")
+        pq.write_table(pa.Table.from_pylist([json.loads(l) for l in p.read_text().splitlines()]), q)
+        paths.append(q)
+    want = tmp_path / "want.parquet"
+    run(cli, "dedup", *map(str, paths), "-o", str(want))
+    out_dir = tmp_path / "out"
+    nray.dedup(paths, out_dir, work_dir=tmp_path / "work", partitions=2, engine="cpu",
+               verbose=False)
+    got = pa.concat_tables([pq.read_table(out_dir / p.name) for p in paths])
+    assert got.equals(pq.read_table(want))
+
+
+def test_refusals(ray_cluster, example, tmp_path):
+    nray = need("neardup.ray")
+    a = tmp_path / "a" / "x.jsonl"
+    b = tmp_path / "b" / "x.jsonl"
+    for p in (a, b):
+        p.parent.mkdir()
+        p.write_bytes(example.read_bytes())
+    with pytest.raises(ValueError, match="two inputs are named 'x.jsonl'"):
+        nray.dedup([a, b], tmp_path / "out", work_dir=tmp_path / "work", verbose=False)

@@ -1,0 +1,114 @@
+"""``neardup.signatures`` equals ``neardup signatures`` bit for bit, from every kind of input."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import neardup
+from conftest import need, read_jsonl, run
+
+
+def cli_signatures(cli, path, tmp_path, *flags):
+    out = tmp_path / "sig.npy"
+    run(cli, "signatures", str(path), "-o", str(out), "--format", "npy", "--engine", "cpu", *flags)
+    ids = [line for line in (tmp_path / "sig.npy.ids").read_text().splitlines()]
+    return np.load(out), ids
+
+
+@pytest.fixture(scope="module")
+def synthetic(cli, tmp_path_factory):
+    p = tmp_path_factory.mktemp("synth") / "synth.jsonl"
+    run(cli, "synth", "700", "--seed", "5", "-o", str(p))
+    return p
+
+
+@pytest.mark.parametrize("params", [(5, 128, 0), (3, 64, 7), (1, 1, 42), (9, 7, 2**40)])
+def test_lists_equal_the_command_line(cli, example, synthetic, tmp_path, params):
+    k, num_perm, seed = params
+    for path in (example, synthetic):
+        want, _ = cli_signatures(
+            cli, path, tmp_path, "--k", str(k), "--num-perm", str(num_perm), "--seed", str(seed)
+        )
+        texts = [r["text"] for r in read_jsonl(path)]
+        got = neardup.signatures(texts, k=k, num_perm=num_perm, seed=seed, engine="cpu")
+        assert got.dtype == np.uint32
+        assert got.shape == (len(texts), num_perm)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_arrow_inputs_equal_the_command_line(cli, synthetic, tmp_path):
+    pa = need("pyarrow")
+    pl = need("polars")
+    want, _ = cli_signatures(cli, synthetic, tmp_path)
+    texts = [r["text"] for r in read_jsonl(synthetic)]
+    half = len(texts) // 2
+    kinds = {
+        "pyarrow string": pa.array(texts),
+        "pyarrow large_string": pa.array(texts, type=pa.large_string()),
+        "pyarrow string_view": pa.array(texts, type=pa.string_view()),
+        "pyarrow chunked": pa.chunked_array([texts[:half], texts[half:]]),
+        "pyarrow table": pa.table({"id": list(range(len(texts))), "text": texts}),
+        "pyarrow sliced": pa.array(["skip me"] + texts + ["and me"]).slice(1, len(texts)),
+        "polars series": pl.Series("text", texts),
+        "polars frame": pl.DataFrame({"text": texts}),
+    }
+    for name, texts_in in kinds.items():
+        got = neardup.signatures(texts_in, engine="cpu")
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    np.testing.assert_array_equal(neardup.signatures(texts, engine="auto"), want)
+
+
+def test_empty_and_wordless_inputs():
+    assert neardup.signatures([]).shape == (0, 128)
+    got = neardup.signatures(["", "   ", "one"], num_perm=8)
+    assert got.shape == (3, 8)
+    # A text without shingles has P = 2^31 - 1 in every entry (SPEC).
+    assert (got[0] == 2**31 - 1).all() and (got[1] == 2**31 - 1).all()
+    assert not (got[2] == 2**31 - 1).all()
+
+
+def test_bad_inputs_are_clear_errors():
+    pa = need("pyarrow")
+    with pytest.raises(TypeError, match=r"texts\[1\] is int"):
+        neardup.signatures(["a", 3])
+    with pytest.raises(TypeError, match="one str"):
+        neardup.signatures("a text")
+    with pytest.raises(ValueError, match=r"texts\[1\] is null"):
+        neardup.signatures(pa.array(["a", None]))
+    with pytest.raises(TypeError, match="not of strings"):
+        neardup.signatures(pa.array([1, 2]))
+    with pytest.raises(ValueError, match="no column"):
+        neardup.signatures(pa.table({"body": ["x"]}))
+    with pytest.raises(neardup.NeardupError, match="num_perm"):
+        neardup.signatures(["x"], num_perm=0)
+    with pytest.raises(ValueError, match="engine"):
+        neardup.signatures(["x"], engine="tpu")
+
+
+def test_the_gil_is_released_while_the_engine_runs():
+    pa = need("pyarrow")
+    words = [f"w{i % 5003}" for i in range(4000)]
+    texts = pa.array([" ".join(words[j:] + words[:j]) for j in range(3000)])
+    span = {}
+
+    def sign():
+        span["start"] = time.perf_counter()
+        neardup.signatures(texts, engine="cpu", threads=1)
+        span["end"] = time.perf_counter()
+
+    t = threading.Thread(target=sign)
+    ticks = []
+    t.start()
+    while t.is_alive():
+        ticks.append(time.perf_counter())
+        time.sleep(0.001)
+    t.join()
+    took = span["end"] - span["start"]
+    assert took > 0.2, f"the call took {took:.3f} s, too short to tell"
+    inside = [x for x in ticks if span["start"] + 0.05 < x < span["end"] - 0.05]
+    # With the GIL held, this thread could not run at all while the engine signed.
+    assert len(inside) > 10, f"{len(inside)} ticks during a {took:.2f} s call"
