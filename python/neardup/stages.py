@@ -141,13 +141,17 @@ def report(
     reports: List["str | os.PathLike[str]"],
     *,
     output: str = "",
-    seconds: float = 0.0,
+    seconds: Optional[float] = None,
 ) -> Dict[str, Any]:
     """Once every shard is applied: the run's reports, as ``dedup --report`` writes them (a
     page for a name ending in ``.html``, JSON otherwise); ``output`` is what they name as the
-    output, ``seconds`` the run's wall time. Returns the run's main counts."""
+    output, ``seconds`` the run's wall time (``None``: the stages' own times, summed). Returns
+    the run's main counts."""
     return json.loads(
         _neardup.stage_report(
-            os.fspath(work_dir), [os.fspath(r) for r in reports], output, float(seconds)
+            os.fspath(work_dir),
+            [os.fspath(r) for r in reports],
+            output,
+            None if seconds is None else float(seconds),
         )
     )

@@ -73,36 +73,12 @@ impl Texts {
                 let mut out = Vec::with_capacity(arrays.iter().map(|a| a.len()).sum());
                 for a in arrays {
                     let base = out.len();
-                    let null =
-                        |i: usize| PyValueError::new_err(format!("{what}[{}] is null", base + i));
                     match a.data_type() {
-                        DataType::Utf8 => {
-                            let s = a.as_string::<i32>();
-                            for i in 0..s.len() {
-                                if s.is_null(i) {
-                                    return Err(null(i));
-                                }
-                                out.push(s.value(i));
-                            }
-                        }
+                        DataType::Utf8 => push_all(a.as_string::<i32>(), &mut out, base, what)?,
                         DataType::LargeUtf8 => {
-                            let s = a.as_string::<i64>();
-                            for i in 0..s.len() {
-                                if s.is_null(i) {
-                                    return Err(null(i));
-                                }
-                                out.push(s.value(i));
-                            }
+                            push_all(a.as_string::<i64>(), &mut out, base, what)?
                         }
-                        DataType::Utf8View => {
-                            let s = a.as_string_view();
-                            for i in 0..s.len() {
-                                if s.is_null(i) {
-                                    return Err(null(i));
-                                }
-                                out.push(s.value(i));
-                            }
-                        }
+                        DataType::Utf8View => push_all(a.as_string_view(), &mut out, base, what)?,
                         other => {
                             return Err(PyTypeError::new_err(format!(
                                 "{what}: an Arrow array of {other}, not of strings"
@@ -114,6 +90,24 @@ impl Texts {
             }
         }
     }
+}
+
+/// Append every string of `a` (a string array of any layout) to `out`; a null is an error naming
+/// its row (`base` + its index).
+fn push_all<'a, A>(a: A, out: &mut Vec<&'a str>, base: usize, what: &str) -> PyResult<()>
+where
+    A: arrow_array::ArrayAccessor<Item = &'a str>,
+{
+    for i in 0..a.len() {
+        if a.is_null(i) {
+            return Err(PyValueError::new_err(format!(
+                "{what}[{}] is null",
+                base + i
+            )));
+        }
+        out.push(a.value(i));
+    }
+    Ok(())
 }
 
 fn arrow_err(what: &str, e: arrow_schema::ArrowError) -> PyErr {
@@ -523,36 +517,26 @@ fn stage_apply(
 /// Write the run's reports (JSON, or a page for `.html`) once every shard is applied; returns
 /// the run's summary as JSON.
 #[pyfunction]
-#[pyo3(signature = (work_dir, reports, output, seconds))]
+#[pyo3(signature = (work_dir, reports, output, seconds=None))]
 fn stage_report(
     py: Python<'_>,
     work_dir: PathBuf,
     reports: Vec<String>,
     output: String,
-    seconds: f64,
+    seconds: Option<f64>,
 ) -> PyResult<String> {
     py.detach(|| {
         let w = open(&work_dir)?;
-        let s = sharded::summary::dedup_summary(&w, seconds).map_err(err)?;
-        let names: Vec<String> = w.manifest.shards.iter().map(|e| e.path.clone()).collect();
+        let s =
+            neardup::report::write_stage_reports(&w, &reports, &output, seconds).map_err(err)?;
         let info = sharded::summary::engine_info(&w).map_err(err)?;
-        neardup::report::write_dedup_reports(
-            &reports,
-            &s,
-            w.config(),
-            w.fields(),
-            &names,
-            &output,
-            &info,
-            seconds,
-        )
-        .map_err(err)?;
         Ok(serde_json::json!({
             "documents_read": s.scan.documents,
             "documents_written": s.documents_written,
             "near_duplicates": s.cluster.near_duplicates,
             "exact_duplicates": s.cluster.exact_duplicates,
             "clusters": s.cluster.clusters,
+            "seconds": s.seconds,
             "engine": info.to_string(),
         })
         .to_string())

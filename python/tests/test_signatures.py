@@ -62,6 +62,18 @@ def test_arrow_inputs_equal_the_command_line(cli, synthetic, tmp_path):
     np.testing.assert_array_equal(neardup.signatures(texts, engine="auto"), want)
 
 
+def test_a_hugging_face_dataset_is_read_through_its_arrow_table(synthetic):
+    datasets = need("datasets")
+    records = read_jsonl(synthetic)
+    ds = datasets.Dataset.from_dict(
+        {"id": [r["id"] for r in records], "text": [r["text"] for r in records]}
+    )
+    want = neardup.signatures([r["text"] for r in records], engine="cpu")
+    np.testing.assert_array_equal(neardup.signatures(ds, engine="cpu"), want)
+    r = neardup.dedup(ds["id"], ds["text"])
+    assert r.root_id == neardup.dedup([x["id"] for x in records], [x["text"] for x in records]).root_id
+
+
 def test_empty_and_wordless_inputs():
     assert neardup.signatures([]).shape == (0, 128)
     got = neardup.signatures(["", "   ", "one"], num_perm=8)

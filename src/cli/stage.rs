@@ -132,20 +132,7 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             seconds,
         } => {
             let w = WorkDir::open(&dir)?;
-            let s = neardup::stages::sharded::summary::dedup_summary(&w, 0.0)?;
-            let secs = seconds.unwrap_or(s.scan.seconds + s.write_seconds);
-            let names: Vec<String> = w.manifest.shards.iter().map(|e| e.path.clone()).collect();
-            let info = neardup::stages::sharded::summary::engine_info(&w)?;
-            neardup::report::write_dedup_reports(
-                &report,
-                &s,
-                w.config(),
-                w.fields(),
-                &names,
-                &output,
-                &info,
-                secs,
-            )?;
+            neardup::report::write_stage_reports(&w, &report, &output, seconds)?;
             done(format!("report: {}", report.join(", ")));
         }
     }

@@ -105,15 +105,7 @@ impl Engine for CpuEngine {
     }
 
     fn sign_texts(&mut self, texts: &[&str], out: &mut [u32]) -> Result<(), EngineError> {
-        let np = self.params.num_perm;
-        if out.len() != texts.len() * np {
-            return Err(EngineError::OutputSize {
-                got: out.len(),
-                expected: texts.len() * np,
-                docs: texts.len(),
-                num_perm: np,
-            });
-        }
+        super::check_rows(texts.len(), self.params.num_perm, out)?;
         self.sign_text_pieces(texts, out);
         Ok(())
     }

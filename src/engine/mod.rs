@@ -59,15 +59,7 @@ pub trait Engine: Send {
     /// all its threads instead.
     fn sign_texts(&mut self, texts: &[&str], out: &mut [u32]) -> Result<(), EngineError> {
         let np = self.params().num_perm;
-        let expected = texts.len() * np;
-        if out.len() != expected {
-            return Err(EngineError::OutputSize {
-                got: out.len(),
-                expected,
-                docs: texts.len(),
-                num_perm: np,
-            });
-        }
+        check_rows(texts.len(), np, out)?;
         let limit = self.preferred_chunk_bytes().max(1);
         let mut batch = PackedBatch::new();
         let mut first = 0;
@@ -108,12 +100,17 @@ pub(crate) fn check_output(
     num_perm: usize,
     out: &[u32],
 ) -> Result<(), EngineError> {
-    let expected = batch.num_docs() * num_perm;
+    check_rows(batch.num_docs(), num_perm, out)
+}
+
+/// Check `out` has room for exactly `docs` signatures.
+pub(crate) fn check_rows(docs: usize, num_perm: usize, out: &[u32]) -> Result<(), EngineError> {
+    let expected = docs * num_perm;
     if out.len() != expected {
         return Err(EngineError::OutputSize {
             got: out.len(),
             expected,
-            docs: batch.num_docs(),
+            docs,
             num_perm,
         });
     }

@@ -62,3 +62,37 @@ pub fn write_dedup_reports(
     }
     Ok(())
 }
+
+/// Write the reports of a run whose every stage is done: JSON, or a page for each name in
+/// `paths` ending in `.html`, as `dedup --report` writes them; `output` is what they name as
+/// the output, `seconds` the run's wall time (`None`: the stages' own times, summed). Returns
+/// the summary they were made from.
+pub fn write_stage_reports(
+    work: &crate::stages::sharded::WorkDir,
+    paths: &[String],
+    output: &str,
+    seconds: Option<f64>,
+) -> Result<crate::stages::dedup::DedupSummary, crate::Error> {
+    use crate::stages::sharded::summary::{dedup_summary, engine_info};
+    let mut s = dedup_summary(work, 0.0)?;
+    let secs = seconds.unwrap_or(s.scan.seconds + s.write_seconds);
+    s.seconds = secs;
+    let names: Vec<String> = work
+        .manifest
+        .shards
+        .iter()
+        .map(|e| e.path.clone())
+        .collect();
+    let info = engine_info(work)?;
+    write_dedup_reports(
+        paths,
+        &s,
+        work.config(),
+        work.fields(),
+        &names,
+        output,
+        &info,
+        secs,
+    )?;
+    Ok(s)
+}

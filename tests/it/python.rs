@@ -1,10 +1,11 @@
 //! The Python package's tests (`python/tests`, pytest), run with the Python that
 //! `NEARDUP_PYTHON` names (`python3` by default), against this build's `neardup` binary.
 //!
-//! They need that Python to have the package (`pip install .`) and pytest, pyarrow, polars and
-//! `ray[data]`. Without them the test says so loudly and passes; `NEARDUP_REQUIRE_PYTHON=1` (as
-//! CI sets) makes that a failure. An installed native module older than the Rust sources is
-//! treated the same way: it would test other code than this checkout's.
+//! They need that Python to have the package (`pip install .`) and pytest, pyarrow, polars,
+//! `ray[data]` and datasets. Without them the test says so loudly and passes;
+//! `NEARDUP_REQUIRE_PYTHON=1` (as CI sets) makes that a failure. An installed native module
+//! older than the Rust sources is treated the same way: it would test other code than this
+//! checkout's.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,7 +41,7 @@ fn the_python_package_tests_pass() {
     let probe = Command::new(&python)
         .args([
             "-c",
-            "import neardup, neardup._neardup as m, pytest, pyarrow, polars, ray; print(m.__file__)",
+            "import neardup, neardup._neardup as m, pytest, pyarrow, polars, ray, datasets; print(m.__file__)",
         ])
         .output();
     let module =
@@ -49,7 +50,7 @@ fn the_python_package_tests_pass() {
             Ok(o) => {
                 return unavailable(format!(
                 "{python:?} cannot import the package and its test dependencies (`pip install . \
-                 pytest pyarrow polars 'ray[data]'`): {}",
+                 pytest pyarrow polars 'ray[data]' datasets`): {}",
                 String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("")
             ))
             }
