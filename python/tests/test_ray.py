@@ -90,3 +90,17 @@ def test_refusals(ray_cluster, example, tmp_path):
         p.write_bytes(example.read_bytes())
     with pytest.raises(ValueError, match="two inputs are named 'x.jsonl'"):
         nray.dedup([a, b], tmp_path / "out", work_dir=tmp_path / "work", verbose=False)
+
+
+def test_the_driver_logs_each_stage_and_a_summary(ray_cluster, example, tmp_path, caplog):
+    nray = need("neardup.ray")
+    import logging
+
+    caplog.set_level(logging.INFO, logger="neardup.ray")
+    paths = split_lines(example, tmp_path / "in", 2)
+    nray.dedup(paths, tmp_path / "out", work_dir=tmp_path / "work", partitions=2, engine="cpu")
+    lines = [r.getMessage() for r in caplog.records if r.name == "neardup.ray"]
+    for stage in ("sign:", "rank:", "bands:", "confirm:", "cluster:", "apply:"):
+        assert any(line.startswith(stage) for line in lines), f"no {stage} line in {lines}"
+    assert "483 documents signed now" in "\n".join(lines)
+    assert lines[-1].startswith("neardup.ray.dedup: 391 documents written, 92 near duplicates")
