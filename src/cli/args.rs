@@ -659,6 +659,11 @@ pub struct DecontamArgs {
     /// string value is a text of its own (SPEC §4).
     #[arg(long)]
     pub join_fields: bool,
+    /// The top-level field of a JSONL or Parquet protected item that names its task (BIG-bench's
+    /// task, say): the report then breaks the catch down by task, with evidence per task. The
+    /// field's value is not protected.
+    #[arg(long, value_name = "NAME")]
+    pub task_field: Option<String>,
     /// Catch only documents whose score (the share of their words inside protected n-grams) is
     /// at least S, in (0, 1]; by default any protected n-gram catches a document.
     #[arg(long, value_name = "S")]

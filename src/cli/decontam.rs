@@ -11,12 +11,13 @@ pub(super) fn run(a: DecontamArgs) -> Result<ExitCode> {
     let inputs = a
         .input
         .open(neardup::io::parquet::is_parquet_name(&a.output))?;
-    let grams = neardup::stages::decontam::protected_set(
-        &a.protected,
-        a.n,
-        a.protect_short.unwrap_or(0) as usize,
-        a.join_fields,
-    )?;
+    let mut grams = neardup::stages::decontam::ProtectedSet::new(a.n)?
+        .with_short_items(a.protect_short.unwrap_or(0) as usize)
+        .with_joined_fields(a.join_fields)
+        .with_task_field(a.task_field.clone());
+    for p in &a.protected {
+        grams.add_file(p)?;
+    }
     let load = t0.elapsed().as_secs_f64();
     let opts = neardup::stages::decontam::DecontamOptions {
         min_score: a.min_score,

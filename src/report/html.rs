@@ -321,6 +321,44 @@ pub fn dedup_page(s: &DedupSummary, cfg: &DedupConfig, inputs: &[String], engine
 }
 
 /// The `decontam --report FILE.html` page.
+/// A task's name on the page (items without the task field have none).
+fn task_name(t: &crate::stages::decontam::TaskHits) -> &str {
+    t.task.as_deref().unwrap_or("(no task)")
+}
+
+/// A heading and its matches, each highlighted in its context; nothing without matches.
+fn hits(b: &mut String, heading: &str, evidence: &[crate::stages::decontam::Evidence]) {
+    if evidence.is_empty() {
+        return;
+    }
+    let _ = write!(b, "<h3>{}</h3>", escape(heading));
+    for e in evidence {
+        let ctx = &e.context;
+        let (hs, he) = e.highlight;
+        let marked = if hs <= he
+            && he <= ctx.len()
+            && ctx.is_char_boundary(hs)
+            && ctx.is_char_boundary(he)
+        {
+            format!(
+                "{}<mark>{}</mark>{}",
+                escape(&ctx[..hs]),
+                escape(&ctx[hs..he]),
+                escape(&ctx[he..])
+            )
+        } else {
+            escape(ctx)
+        };
+        let _ = write!(
+            b,
+            "<div class=\"hit\"><b>{}</b> — matched <code>{}</code>\n{}</div>",
+            escape(&e.id),
+            escape(&e.ngram),
+            marked
+        );
+    }
+}
+
 pub fn decontam_page(s: &DecontamSummary, inputs: &[String]) -> String {
     let mut b = String::new();
     let _ = write!(
@@ -341,37 +379,29 @@ pub fn decontam_page(s: &DecontamSummary, inputs: &[String]) -> String {
         let _ = write!(b, "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             escape(&f.path), f.texts, f.ngrams, f.documents_caught);
     }
-    b.push_str("</table><h2>Hits</h2>");
-    for f in &s.files {
-        if f.evidence.is_empty() {
-            continue;
+    b.push_str("</table>");
+    if !s.tasks.is_empty() {
+        let _ = write!(
+            b,
+            "<h2>Tasks ({})</h2><table><tr><th>file</th><th>task</th><th>texts</th><th>n-grams</th><th>documents caught</th></tr>",
+            escape(s.task_field.as_deref().unwrap_or(""))
+        );
+        for t in &s.tasks {
+            let _ = write!(b, "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                escape(&t.path), escape(task_name(t)), t.texts, t.ngrams, t.documents_caught);
         }
-        let _ = write!(b, "<h3>{}</h3>", escape(&f.path));
-        for e in &f.evidence {
-            let ctx = &e.context;
-            let (hs, he) = e.highlight;
-            let marked = if hs <= he
-                && he <= ctx.len()
-                && ctx.is_char_boundary(hs)
-                && ctx.is_char_boundary(he)
-            {
-                format!(
-                    "{}<mark>{}</mark>{}",
-                    escape(&ctx[..hs]),
-                    escape(&ctx[hs..he]),
-                    escape(&ctx[he..])
-                )
-            } else {
-                escape(ctx)
-            };
-            let _ = write!(
-                b,
-                "<div class=\"hit\"><b>{}</b> — matched <code>{}</code>\n{}</div>",
-                escape(&e.id),
-                escape(&e.ngram),
-                marked
+        b.push_str("</table><h2>Hits by task</h2>");
+        for t in &s.tasks {
+            hits(
+                &mut b,
+                &format!("{} · {}", t.path, task_name(t)),
+                &t.evidence,
             );
         }
+    }
+    b.push_str("<h2>Hits</h2>");
+    for f in &s.files {
+        hits(&mut b, &f.path, &f.evidence);
     }
     page("neardup decontamination report", &b)
 }

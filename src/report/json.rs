@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::engine::EngineInfo;
 use crate::jsonl::Fields;
-use crate::stages::decontam::{DecontamSummary, FileHits};
+use crate::stages::decontam::{DecontamSummary, FileHits, TaskHits};
 use crate::stages::dedup::{
     ClusterExample, Confirm, DedupConfig, DedupSummary, GroupCounts, GroupMissing, Keep,
     SimilarityBucket,
@@ -233,6 +233,9 @@ pub struct DecontamReport<'a> {
     pub counts: DecontamCounts,
     /// Per protected file: its texts, n-grams, documents caught and evidence.
     pub protected_files: &'a [FileHits],
+    /// With `--task-field`: the same per task of each protected file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protected_tasks: Option<&'a [TaskHits]>,
     pub stages: DecontamStages,
     pub seconds: f64,
     pub documents_per_second: f64,
@@ -251,6 +254,9 @@ pub struct DecontamParameters<'a> {
     /// tagged and kept (`--mode tag`) rather than dropped.
     pub min_score: Option<f64>,
     pub mode: &'static str,
+    /// `--task-field` (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_field: Option<&'a str>,
     pub id_field: &'a str,
     pub text_field: &'a str,
 }
@@ -292,6 +298,7 @@ impl<'a> DecontamReport<'a> {
                 join_fields: s.join_fields,
                 min_score: s.min_score,
                 mode: if s.tag { "tag" } else { "drop" },
+                task_field: s.task_field.as_deref(),
                 id_field: &fields.id,
                 text_field: &fields.text,
             },
@@ -302,6 +309,7 @@ impl<'a> DecontamReport<'a> {
                 protected_ngrams: s.protected_ngrams,
             },
             protected_files: &s.files,
+            protected_tasks: s.task_field.as_ref().map(|_| s.tasks.as_slice()),
             stages: DecontamStages {
                 load_protected: Seconds {
                     seconds: s.load_seconds,

@@ -44,8 +44,8 @@ impl Hasher for PrehashedHasher {
 
 type GramMap<V> = HashMap<u128, V, BuildHasherDefault<PrehashedHasher>>;
 
-/// A document's id, the protected files it shares an n-gram with (with the first such n-gram
-/// of each), and, where asked for, its score and matched windows.
+/// A document's id, the protected sources it shares an n-gram with (with the first such
+/// n-gram of each), and, where asked for, its score and matched windows.
 type Verdict = (
     String,
     Vec<(u32, String, String, (usize, usize))>,
@@ -93,11 +93,30 @@ pub struct ProtectedSet {
     /// Each item of a JSONL or Parquet file is one text (see
     /// [`ProtectedSet::with_joined_fields`]).
     join_fields: bool,
-    /// Key -> the (first) file holding it.
+    /// With a task field: the top-level field of a protected item that names its task.
+    task_field: Option<String>,
+    /// Key -> the (first) source holding it.
     grams: GramMap<u32>,
-    /// Keys held by more than one file -> all of them.
+    /// Keys held by more than one source -> all of them.
     shared: GramMap<Vec<u32>>,
     files: Vec<ProtectedFile>,
+    /// What the keys point at: a file, or with a task field one task of a file.
+    sources: Vec<ProtectedSource>,
+}
+
+/// A protected file, or with a task field ([`ProtectedSet::with_task_field`]) the items of one
+/// task in a file.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProtectedSource {
+    /// Index into [`ProtectedSet::files`].
+    #[serde(skip)]
+    pub file: u32,
+    pub path: String,
+    /// The task's name; `None` for a whole file, or items without the task field.
+    pub task: Option<String>,
+    pub texts: u64,
+    /// Distinct n-grams of this source.
+    pub ngrams: u64,
 }
 
 impl ProtectedSet {
@@ -113,9 +132,11 @@ impl ProtectedSet {
             short_min: 0,
             short_lengths: Default::default(),
             join_fields: false,
+            task_field: None,
             grams: GramMap::default(),
             shared: GramMap::default(),
             files: Vec::new(),
+            sources: Vec::new(),
         })
     }
 
@@ -132,16 +153,47 @@ impl ProtectedSet {
         self
     }
 
-    /// One item's texts: each string value, or with joined fields all of them as one.
-    fn collect_item(&self, v: &serde_json::Value, texts: &mut Vec<String>) {
+    /// Name each item of a JSONL or Parquet protected file by the value of its top-level field
+    /// `name` (a string or a number; BIG-bench's task, say): the report then counts documents
+    /// caught per task, with evidence per task. The field's value is not protected text. Set
+    /// before adding files.
+    pub fn with_task_field(mut self, name: Option<String>) -> Self {
+        self.task_field = name;
+        self
+    }
+
+    pub fn task_field(&self) -> Option<&str> {
+        self.task_field.as_deref()
+    }
+
+    /// One item's texts, each with the item's task: each string value, or with joined fields
+    /// all of them as one.
+    fn collect_item(&self, v: &serde_json::Value, texts: &mut Vec<(Option<String>, String)>) {
+        let mut parts = Vec::new();
+        let task = match (&self.task_field, v) {
+            (Some(f), serde_json::Value::Object(m)) => {
+                for (k, x) in m {
+                    if k != f {
+                        collect_strings_under(k, x, &mut parts);
+                    }
+                }
+                match m.get(f) {
+                    Some(serde_json::Value::String(t)) => Some(t.clone()),
+                    Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+                    _ => None,
+                }
+            }
+            _ => {
+                collect_strings(v, &mut parts);
+                None
+            }
+        };
         if self.join_fields {
-            let mut parts = Vec::new();
-            collect_strings(v, &mut parts);
             if !parts.is_empty() {
-                texts.push(parts.join("\n"));
+                texts.push((task, parts.join("\n")));
             }
         } else {
-            collect_strings(v, texts);
+            texts.extend(parts.into_iter().map(|p| (task.clone(), p)));
         }
     }
 
@@ -172,6 +224,37 @@ impl ProtectedSet {
 
     /// Add the texts of one protected source named `name`.
     pub fn add_texts<'a>(&mut self, name: &str, texts: impl IntoIterator<Item = &'a str>) {
+        self.add_items(name, texts.into_iter().map(|t| (None, t)));
+    }
+
+    /// The source of file `fi`'s task `task`, made when new (`tasks` holds the file's).
+    fn source_of(
+        &mut self,
+        fi: u32,
+        task: Option<&str>,
+        tasks: &mut HashMap<Option<String>, u32>,
+    ) -> u32 {
+        if let Some(&si) = tasks.get(&task.map(str::to_string)) {
+            return si;
+        }
+        let si = self.sources.len() as u32;
+        self.sources.push(ProtectedSource {
+            file: fi,
+            path: String::new(),
+            task: task.map(str::to_string),
+            texts: 0,
+            ngrams: 0,
+        });
+        tasks.insert(task.map(str::to_string), si);
+        si
+    }
+
+    /// Add one protected file named `name`: its texts, each with its task (`None` without).
+    fn add_items<'a>(
+        &mut self,
+        name: &str,
+        items: impl IntoIterator<Item = (Option<&'a str>, &'a str)>,
+    ) {
         let fi = self.files.len() as u32;
         let mut file = ProtectedFile {
             path: name.to_string(),
@@ -180,9 +263,12 @@ impl ProtectedSet {
             texts_too_short: 0,
             texts_protected_whole: 0,
         };
+        let mut tasks: HashMap<Option<String>, u32> = HashMap::new();
         let mut w = Words::default();
-        for t in texts {
+        for (task, t) in items {
+            let si = self.source_of(fi, task, &mut tasks);
             file.texts += 1;
+            self.sources[si as usize].texts += 1;
             w.reset(t);
             // A short text's one window is all of its words.
             let mut len = self.n;
@@ -199,21 +285,35 @@ impl ProtectedSet {
                 let key = xxh3_128(g);
                 match self.grams.get(&key) {
                     None => {
-                        self.grams.insert(key, fi);
+                        self.grams.insert(key, si);
                         file.ngrams += 1;
+                        self.sources[si as usize].ngrams += 1;
                     }
-                    Some(&first) if first != fi => {
+                    Some(&first) if first != si => {
                         let list = self.shared.entry(key).or_insert_with(|| vec![first]);
-                        if !list.contains(&fi) {
-                            list.push(fi);
-                            file.ngrams += 1;
+                        if !list.contains(&si) {
+                            let sources = &self.sources;
+                            if !list.iter().any(|&x| sources[x as usize].file == fi) {
+                                file.ngrams += 1;
+                            }
+                            list.push(si);
+                            self.sources[si as usize].ngrams += 1;
                         }
                     }
                     Some(_) => {}
                 }
             }
         }
+        for src in self.sources.iter_mut().filter(|x| x.file == fi) {
+            src.path = name.to_string();
+        }
         self.files.push(file);
+    }
+
+    /// Every source: one per file, or with a task field one per task of each file, in order
+    /// of first appearance.
+    pub fn sources(&self) -> &[ProtectedSource] {
+        &self.sources
     }
 
     /// Add a protected file: in a `.jsonl` file (also `.jsonl.gz` / `.jsonl.zst`) and in a
@@ -223,7 +323,7 @@ impl ProtectedSet {
     pub fn add_file(&mut self, path: &Path) -> Result<(), Error> {
         let name = path.display().to_string();
         if crate::io::parquet::sniff(path) {
-            let mut texts: Vec<String> = Vec::new();
+            let mut texts: Vec<(Option<String>, String)> = Vec::new();
             crate::io::parquet::for_each_row_as_json(path, &name, |line, row| {
                 let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
                     Error::io(&name, std::io::Error::other(format!("row {row}: {e}")))
@@ -231,7 +331,7 @@ impl ProtectedSet {
                 self.collect_item(&v, &mut texts);
                 Ok(())
             })?;
-            self.add_texts(&name, texts.iter().map(String::as_str));
+            self.add_items(&name, texts.iter().map(|(k, t)| (k.as_deref(), t.as_str())));
             return Ok(());
         }
         // Read, not mapped: a protected file is read once and whole (a text file is copied
@@ -243,7 +343,7 @@ impl ProtectedSet {
         };
         let mut reader = inputs.open(0)?;
         if is_jsonl {
-            let mut texts: Vec<String> = Vec::new();
+            let mut texts: Vec<(Option<String>, String)> = Vec::new();
             while let Some(chunk) = reader.next_chunk(crate::corpus::DEFAULT_CHUNK_BYTES)? {
                 for i in 0..chunk.len() {
                     let v: serde_json::Value =
@@ -255,7 +355,7 @@ impl ProtectedSet {
                     self.collect_item(&v, &mut texts);
                 }
             }
-            self.add_texts(&name, texts.iter().map(String::as_str));
+            self.add_items(&name, texts.iter().map(|(k, t)| (k.as_deref(), t.as_str())));
         } else {
             let mut bytes = Vec::new();
             reader.read_to_end(&mut bytes).map_err(|e| Error::Io {
@@ -276,7 +376,7 @@ impl ProtectedSet {
         Ok(())
     }
 
-    /// The files (indices into [`ProtectedSet::files`]) holding the n-gram with this key.
+    /// The sources (indices into [`ProtectedSet::sources`]) holding the n-gram with this key.
     fn holders(&self, key: u128) -> Option<Holders<'_>> {
         let &first = self.grams.get(&key)?;
         Some(match self.shared.get(&key) {
@@ -285,8 +385,8 @@ impl ProtectedSet {
         })
     }
 
-    /// Check a tokenized document: every protected file it shares an n-gram with, and the first
-    /// n-gram shared with each.
+    /// Check a tokenized document: every protected source it shares an n-gram with, and the
+    /// first n-gram shared with each.
     pub fn check(&self, words: &Words) -> Vec<(u32, String)> {
         let mut hits: Vec<(u32, String)> = Vec::new();
         for g in self.windows(words) {
@@ -296,7 +396,7 @@ impl ProtectedSet {
                         hits.push((f, String::from_utf8_lossy(g).into_owned()));
                     }
                 }
-                if hits.len() == self.files.len() {
+                if hits.len() == self.sources.len() {
                     break;
                 }
             }
@@ -357,6 +457,13 @@ impl Holders<'_> {
     }
 }
 
+/// The string values of the field `k` of an item, unless `k` is an unprotected key.
+fn collect_strings_under(k: &str, x: &serde_json::Value, out: &mut Vec<String>) {
+    if !UNPROTECTED_KEYS.contains(&k) {
+        collect_strings(x, out);
+    }
+}
+
 /// Every string value of `v` at any depth, except under the unprotected keys.
 fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {
     match v {
@@ -364,9 +471,7 @@ fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {
         serde_json::Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out)),
         serde_json::Value::Object(m) => {
             for (k, x) in m {
-                if !UNPROTECTED_KEYS.contains(&k.as_str()) {
-                    collect_strings(x, out);
-                }
+                collect_strings_under(k, x, out);
             }
         }
         _ => {}
@@ -490,6 +595,19 @@ pub struct FileHits {
     pub evidence: Vec<Evidence>,
 }
 
+/// Per task of a protected file (`--task-field`): how many documents it caught, with evidence.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TaskHits {
+    pub path: String,
+    /// `None`: the file's items without the task field.
+    pub task: Option<String>,
+    pub texts: u64,
+    pub ngrams: u64,
+    pub documents_caught: u64,
+    /// Up to [`EVIDENCE_PER_FILE`] matches.
+    pub evidence: Vec<Evidence>,
+}
+
 /// One matched n-gram and the document it was found in, with the text around the match.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Evidence {
@@ -538,6 +656,9 @@ pub struct DecontamSummary {
     pub contaminated: u64,
     pub documents_written: u64,
     pub files: Vec<FileHits>,
+    /// With a task field: the field, and per task of each file what it caught.
+    pub task_field: Option<String>,
+    pub tasks: Vec<TaskHits>,
     pub load_seconds: f64,
     pub seconds: f64,
 }
@@ -584,6 +705,22 @@ pub fn run_decontam(
             evidence: Vec::new(),
         })
         .collect();
+    let mut tasks: Vec<TaskHits> = match grams.task_field() {
+        None => Vec::new(),
+        Some(_) => grams
+            .sources()
+            .iter()
+            .map(|x| TaskHits {
+                path: x.path.clone(),
+                task: x.task.clone(),
+                texts: x.texts,
+                ngrams: x.ngrams,
+                documents_caught: 0,
+                evidence: Vec::new(),
+            })
+            .collect(),
+    };
+    let file_of = |si: u32| grams.sources()[si as usize].file;
     let (mut documents, mut contaminated, mut written) = (0u64, 0u64, 0u64);
     let bar = progress.pass("decontam", inputs.total_bytes());
     pipelined(
@@ -640,15 +777,25 @@ pub fn run_decontam(
                             buf.push(b'\n');
                         } else {
                             let (s, matched) = score.unwrap_or_default();
-                            let sources: Vec<&str> = hits
-                                .iter()
-                                .map(|h| files[h.0 as usize].path.as_str())
-                                .collect();
-                            let tag = serde_json::json!({
+                            let mut sources: Vec<&str> = Vec::new();
+                            for h in &hits {
+                                let p = files[file_of(h.0) as usize].path.as_str();
+                                if !sources.contains(&p) {
+                                    sources.push(p);
+                                }
+                            }
+                            let mut tag = serde_json::json!({
                                 "score": s,
                                 "matched": matched,
                                 "sources": sources,
                             });
+                            if !tasks.is_empty() {
+                                let names: Vec<Option<&str>> = hits
+                                    .iter()
+                                    .map(|h| grams.sources()[h.0 as usize].task.as_deref())
+                                    .collect();
+                                tag["tasks"] = serde_json::json!(names);
+                            }
                             crate::jsonl::write_tagged_json(
                                 &mut buf,
                                 chunk.line(i),
@@ -665,16 +812,30 @@ pub fn run_decontam(
                     }
                 }
                 contaminated += 1;
-                for (f, gram, context, highlight) in hits {
+                let mut seen_files: Vec<u32> = Vec::new();
+                for (si, gram, context, highlight) in hits {
+                    let evidence = Evidence {
+                        id: id.clone(),
+                        ngram: gram,
+                        context,
+                        highlight,
+                    };
+                    if let Some(t) = tasks.get_mut(si as usize) {
+                        t.documents_caught += 1;
+                        if t.evidence.len() < EVIDENCE_PER_FILE {
+                            t.evidence.push(evidence.clone());
+                        }
+                    }
+                    // A document caught by two tasks of one file counts once for the file.
+                    let f = file_of(si);
+                    if seen_files.contains(&f) {
+                        continue;
+                    }
+                    seen_files.push(f);
                     let fh = &mut files[f as usize];
                     fh.documents_caught += 1;
                     if fh.evidence.len() < EVIDENCE_PER_FILE {
-                        fh.evidence.push(Evidence {
-                            id: id.clone(),
-                            ngram: gram,
-                            context,
-                            highlight,
-                        });
+                        fh.evidence.push(evidence);
                     }
                 }
             }
@@ -697,6 +858,8 @@ pub fn run_decontam(
         contaminated,
         documents_written: written,
         files,
+        task_field: grams.task_field().map(str::to_string),
+        tasks,
         load_seconds: 0.0,
         seconds: t0.elapsed().as_secs_f64(),
     })

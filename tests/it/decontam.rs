@@ -370,6 +370,159 @@ fn scores_decide_and_tags_record_what_was_found() {
     }
 }
 
+/// `--task-field`: the report counts documents caught per task of each protected file, with
+/// evidence per task; a document caught by two tasks of one file counts once for the file; items
+/// without the field form a task of their own; the field's value is not protected. Without the
+/// flag the report has neither the key nor the parameter.
+#[test]
+fn task_fields_break_the_catch_down_by_task() {
+    use crate::common::*;
+    let dir = tempfile::tempdir().unwrap();
+    let eval = dir.path().join("bench.jsonl");
+    let arith = "what is the sum of seventeen and twenty five when both are written out as words";
+    let arith2 =
+        "how many apples remain if a farmer with forty apples sells nineteen of them today";
+    let geo =
+        "which river flows through the capital city of the country that borders the alps north";
+    let loose = "a question asked without any task name at all in a benchmark file of many kinds";
+    let lines = [
+        serde_json::json!({"id": "a1", "task": "arithmetic", "input": arith}),
+        serde_json::json!({"id": "a2", "task": "arithmetic", "input": arith2}),
+        serde_json::json!({"id": "g1", "task": "geography", "input": geo, "target": "the rhine"}),
+        serde_json::json!({"id": "x1", "input": loose}),
+    ];
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&eval, body).unwrap();
+    let corpus = dir.path().join("corpus.jsonl");
+    let docs = [
+        ("d-arith", format!("copied: {arith}")),
+        ("d-arith2", format!("{arith2} and more")),
+        ("d-both", format!("{arith} then {geo}")),
+        ("d-loose", loose.to_string()),
+        (
+            "d-task-name",
+            "arithmetic geography arithmetic geography".to_string(),
+        ),
+        (
+            "d-clean",
+            "nothing from the benchmark is in this one".to_string(),
+        ),
+    ];
+    let t: String = docs
+        .iter()
+        .map(|(id, text)| format!("{}\n", serde_json::json!({"id": id, "text": text})))
+        .collect();
+    std::fs::write(&corpus, t).unwrap();
+    let out = dir.path().join("clean.jsonl");
+    let report = dir.path().join("report.json");
+    let page = dir.path().join("report.html");
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut a = vec![
+            "decontam",
+            s(&corpus),
+            "--protected",
+            s(&eval),
+            "-o",
+            s(&out),
+            "--report",
+            s(&report),
+            "--report",
+            s(&page),
+        ];
+        a.extend_from_slice(extra);
+        ok(&neardup(&a));
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap()
+    };
+    let plain = run(&[]);
+    assert!(plain.get("protected_tasks").is_none(), "{plain}");
+    assert!(plain["parameters"].get("task_field").is_none());
+    assert!(!std::fs::read_to_string(&page).unwrap().contains("Tasks ("));
+    let plain_out = std::fs::read_to_string(&out).unwrap();
+
+    let r = run(&["--task-field", "task"]);
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        plain_out,
+        "the same documents caught"
+    );
+    assert_eq!(r["parameters"]["task_field"], "task");
+    assert_eq!(r["counts"]["contaminated"], 4);
+    let tasks = r["protected_tasks"].as_array().unwrap();
+    let by = |name: Option<&str>| {
+        tasks
+            .iter()
+            .find(|t| t["task"].as_str() == name)
+            .unwrap_or_else(|| panic!("no task {name:?} in {tasks:?}"))
+    };
+    let (a, g, none) = (by(Some("arithmetic")), by(Some("geography")), by(None));
+    assert_eq!(tasks.len(), 3);
+    assert_eq!(a["documents_caught"], 3, "d-arith, d-arith2, d-both");
+    assert_eq!(a["texts"], 2, "the task's name is no text");
+    assert_eq!(g["documents_caught"], 1, "d-both");
+    assert_eq!(g["texts"], 2, "input and target");
+    assert_eq!(none["documents_caught"], 1, "d-loose");
+    let ids = |t: &serde_json::Value| -> Vec<String> {
+        t["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(a), ["d-arith", "d-arith2", "d-both"]);
+    assert_eq!(ids(g), ["d-both"]);
+    // The file caught d-both once, though two of its tasks did.
+    assert_eq!(r["protected_files"][0]["documents_caught"], 4);
+    assert_eq!(
+        r["protected_files"][0]["documents_caught"],
+        plain["protected_files"][0]["documents_caught"]
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    for needle in [
+        "Tasks (task)",
+        "arithmetic",
+        "geography",
+        "(no task)",
+        "Hits by task",
+    ] {
+        assert!(html.contains(needle), "the page lacks {needle:?}");
+    }
+    // Tags name the tasks.
+    std::fs::remove_file(&report).ok();
+    let mut a = vec![
+        "decontam",
+        s(&corpus),
+        "--protected",
+        s(&eval),
+        "-o",
+        s(&out),
+        "--task-field",
+        "task",
+        "--mode",
+        "tag",
+    ];
+    ok(&neardup(&a));
+    let both: serde_json::Value = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["id"] == "d-both")
+        .unwrap();
+    let d = &both["meta"]["decontam"];
+    assert_eq!(d["sources"], serde_json::json!([s(&eval)]));
+    let mut names: Vec<&str> = d["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["arithmetic", "geography"]);
+    a.truncate(8);
+    ok(&neardup(&a));
+    assert!(!std::fs::read_to_string(&out).unwrap().contains("\"tasks\""));
+}
+
 fn s(p: &std::path::Path) -> &str {
     p.to_str().unwrap()
 }
