@@ -124,7 +124,6 @@ fn decontamination_streams() {
 /// missing a word; shorter items still protect nothing; the report counts both kinds.
 #[test]
 fn short_items_are_protected_whole_when_asked() {
-    use crate::common::*;
     let dir = tempfile::tempdir().unwrap();
     let eval = dir.path().join("eval.jsonl");
     // 12 words (under 13), 8 words (the default minimum) and 5 words (under it).
@@ -162,18 +161,9 @@ fn short_items_are_protected_whole_when_asked() {
     let out = dir.path().join("clean.jsonl");
     let report = dir.path().join("r.json");
     let run = |extra: &[&str]| -> Vec<String> {
-        let mut a = vec![
-            "decontam",
-            corpus.to_str().unwrap(),
-            "--protected",
-            eval.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--report",
-            report.to_str().unwrap(),
-        ];
+        let mut a = vec!["--report", s(&report)];
         a.extend_from_slice(extra);
-        ok(&neardup(&a));
+        decontam(&corpus, &eval, &out, &a);
         std::fs::read_to_string(&out)
             .unwrap()
             .lines()
@@ -217,7 +207,6 @@ fn short_items_are_protected_whole_when_asked() {
 /// document that copies neither is not. Off, each value is its own text.
 #[test]
 fn joined_fields_catch_ngrams_across_question_and_answer() {
-    use crate::common::*;
     let dir = tempfile::tempdir().unwrap();
     let eval = dir.path().join("eval.jsonl");
     let q =
@@ -242,16 +231,7 @@ fn joined_fields_catch_ngrams_across_question_and_answer() {
     std::fs::write(&corpus, t).unwrap();
     let out = dir.path().join("clean.jsonl");
     let run = |extra: &[&str]| -> usize {
-        let mut a = vec![
-            "decontam",
-            corpus.to_str().unwrap(),
-            "--protected",
-            eval.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ];
-        a.extend_from_slice(extra);
-        ok(&neardup(&a));
+        decontam(&corpus, &eval, &out, extra);
         std::fs::read_to_string(&out).unwrap().lines().count()
     };
     assert_eq!(run(&[]), 2, "off: no 13-gram of either value alone");
@@ -298,16 +278,7 @@ fn scores_decide_and_tags_record_what_was_found() {
     .unwrap();
     let out = dir.path().join("out.jsonl");
     let run = |extra: &[&str]| -> Vec<serde_json::Value> {
-        let mut a = vec![
-            "decontam",
-            s(&corpus),
-            "--protected",
-            s(&eval),
-            "-o",
-            s(&out),
-        ];
-        a.extend_from_slice(extra);
-        ok(&neardup(&a));
+        decontam(&corpus, &eval, &out, extra);
         std::fs::read_to_string(&out)
             .unwrap()
             .lines()
@@ -376,7 +347,6 @@ fn scores_decide_and_tags_record_what_was_found() {
 /// flag the report has neither the key nor the parameter.
 #[test]
 fn task_fields_break_the_catch_down_by_task() {
-    use crate::common::*;
     let dir = tempfile::tempdir().unwrap();
     let eval = dir.path().join("bench.jsonl");
     let arith = "what is the sum of seventeen and twenty five when both are written out as words";
@@ -417,20 +387,9 @@ fn task_fields_break_the_catch_down_by_task() {
     let report = dir.path().join("report.json");
     let page = dir.path().join("report.html");
     let run = |extra: &[&str]| -> serde_json::Value {
-        let mut a = vec![
-            "decontam",
-            s(&corpus),
-            "--protected",
-            s(&eval),
-            "-o",
-            s(&out),
-            "--report",
-            s(&report),
-            "--report",
-            s(&page),
-        ];
+        let mut a = vec!["--report", s(&report), "--report", s(&page)];
         a.extend_from_slice(extra);
-        ok(&neardup(&a));
+        decontam(&corpus, &eval, &out, &a);
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap()
     };
     let plain = run(&[]);
@@ -489,19 +448,12 @@ fn task_fields_break_the_catch_down_by_task() {
     }
     // Tags name the tasks.
     std::fs::remove_file(&report).ok();
-    let mut a = vec![
-        "decontam",
-        s(&corpus),
-        "--protected",
-        s(&eval),
-        "-o",
-        s(&out),
-        "--task-field",
-        "task",
-        "--mode",
-        "tag",
-    ];
-    ok(&neardup(&a));
+    decontam(
+        &corpus,
+        &eval,
+        &out,
+        &["--task-field", "task", "--mode", "tag"],
+    );
     let both: serde_json::Value = std::fs::read_to_string(&out)
         .unwrap()
         .lines()
@@ -518,9 +470,21 @@ fn task_fields_break_the_catch_down_by_task() {
         .collect();
     names.sort();
     assert_eq!(names, ["arithmetic", "geography"]);
-    a.truncate(8);
-    ok(&neardup(&a));
+    decontam(&corpus, &eval, &out, &["--task-field", "task"]);
     assert!(!std::fs::read_to_string(&out).unwrap().contains("\"tasks\""));
+}
+
+/// `neardup decontam CORPUS --protected EVAL -o OUT EXTRA...`, which must succeed.
+fn decontam(
+    corpus: &std::path::Path,
+    eval: &std::path::Path,
+    out: &std::path::Path,
+    extra: &[&str],
+) {
+    use crate::common::*;
+    let mut a = vec!["decontam", s(corpus), "--protected", s(eval), "-o", s(out)];
+    a.extend_from_slice(extra);
+    ok(&neardup(&a));
 }
 
 fn s(p: &std::path::Path) -> &str {
