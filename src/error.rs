@@ -67,6 +67,9 @@ pub enum Error {
     /// or a stage run before the stages it needs.
     #[error("{path}: {msg}")]
     Work { path: String, msg: String },
+    /// An index directory (`neardup index`): missing, damaged, or made with other parameters.
+    #[error("{path}: {msg}")]
+    Index { path: String, msg: String },
     /// An output names an input or another output of the same run (refused before any work).
     #[error("{0}")]
     Output(String),

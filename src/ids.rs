@@ -182,6 +182,11 @@ impl UniqueIds {
         self.ids.is_empty()
     }
 
+    /// The ids so far, in the order added.
+    pub fn ids(&self) -> &IdArena {
+        &self.ids
+    }
+
     /// Add the next documents' ids and where each was read (as many as ids); an error names
     /// the first repeat among them and the earliest document with its id.
     pub fn extend(

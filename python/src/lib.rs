@@ -504,7 +504,7 @@ fn stage_apply(
         let input = w.inputs(&[shard]).map_err(err)?;
         let ins = [("input", w.manifest.shards[shard].path.as_str())];
         neardup::io::check_output_paths(&ins, &[("output", output.as_str())]).map_err(err)?;
-        let tag = Some(neardup::stages::dedup::CLUSTER_TAG);
+        let tag = &[neardup::stages::dedup::CLUSTER_TAG];
         let mut out =
             neardup::stages::sink::RecordSink::create(&output, &input, tag).map_err(err)?;
         let s =

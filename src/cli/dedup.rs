@@ -22,6 +22,8 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
         clusters: a.clusters.clone(),
         pairs: a.pairs.clone(),
         measure: !a.report.is_empty(),
+        against: a.against.clone(),
+        update_index: a.update_index,
     };
     let s = match &a.work_dir {
         Some(dir) => neardup::stages::sharded::run_sharded(
@@ -62,13 +64,30 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
     } else {
         String::new()
     };
+    // With --against: what the indexes matched, and what was added.
+    let against = match &s.against {
+        Some(x) => {
+            let added = if a.update_index {
+                format!(", {} added to the index", x.added)
+            } else {
+                String::new()
+            };
+            let of = if x.indexes.len() == 1 {
+                "the index"
+            } else {
+                "the indexes"
+            };
+            format!("{} duplicates of {of} {verb}{added}, ", x.matched)
+        }
+        None => String::new(),
+    };
     // The bars' last state (written when they go) comes before the summary.
     drop(progress);
     say(
         &a.run,
         format!(
-            "neardup dedup: {} documents read, {exact}{} near duplicates {verb}, {} clusters, {} \
-             written; {:.2} s, {} docs/s, {} shingles/s [{}]",
+            "neardup dedup: {} documents read, {exact}{against}{} near duplicates {verb}, {} \
+             clusters, {} written; {:.2} s, {} docs/s, {} shingles/s [{}]",
             s.scan.documents,
             s.cluster.near_duplicates,
             s.cluster.clusters,

@@ -7,6 +7,7 @@ mod compare;
 mod decontam;
 mod dedup;
 mod devices;
+mod index;
 mod inspect;
 mod scurve;
 mod signatures;
@@ -45,6 +46,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Tune(a) => tune::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Stage(a) => stage::run(a),
+        Command::Index(a) => index::run(a),
     }
 }
 

@@ -117,7 +117,7 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             let input = w.inputs(&[shard])?;
             let ins = [("input", w.manifest.shards[shard].path.as_str())];
             neardup::io::check_output_paths(&ins, &[("-o", output.as_str())])?;
-            let mut out = RecordSink::create(&output, &input, Some(CLUSTER_TAG))?;
+            let mut out = RecordSink::create(&output, &input, &[CLUSTER_TAG])?;
             let s = apply::apply(&w, shard, &mut out, &progress)?;
             out.finish()?;
             done(format!(

@@ -616,16 +616,16 @@ pub struct TableWriter {
     name: String,
     writer: ArrowWriter<Output>,
     schema: SchemaRef,
-    /// Where the tag column sits in the output schema, and whether it replaces an input column.
-    tag: Option<(usize, bool)>,
+    /// Where each tag column sits in the output schema, and whether it replaces an input column.
+    tags: Vec<(usize, bool)>,
 }
 
 impl TableWriter {
-    /// Start writing `path` with the rows' `schema` (its metadata kept), plus, with `tag`, a
-    /// nullable string column of that name at the end (or in place of a string column of
-    /// that name in `schema`).
-    pub fn create(path: &str, schema: &Schema, tag: Option<&str>) -> Result<Self, Error> {
-        Self::with_layout(path, schema, tag, ROW_GROUP_BYTES, true)
+    /// Start writing `path` with the rows' `schema` (its metadata kept), plus for each of
+    /// `tags` a nullable string column of that name at the end (or in place of a string column
+    /// of that name in `schema`).
+    pub fn create(path: &str, schema: &Schema, tags: &[&str]) -> Result<Self, Error> {
+        Self::with_layout(path, schema, tags, ROW_GROUP_BYTES, true)
     }
 
     /// [`TableWriter::create`] with row groups of about `row_group_bytes` (a writer holds its
@@ -634,14 +634,14 @@ impl TableWriter {
     pub fn with_layout(
         path: &str,
         schema: &Schema,
-        tag: Option<&str>,
+        tags: &[&str],
         row_group_bytes: usize,
         compress: bool,
     ) -> Result<Self, Error> {
         let mut fields: Vec<Arc<Field>> = schema.fields().iter().cloned().collect();
-        let tag = match tag {
-            None => None,
-            Some(t) => Some(match schema.index_of(t) {
+        let mut tag_columns = Vec::with_capacity(tags.len());
+        for &t in tags {
+            tag_columns.push(match schema.index_of(t) {
                 Ok(i) if is_string(fields[i].data_type()) => {
                     fields[i] = Arc::new(Field::new(t, DataType::Utf8, true));
                     (i, true)
@@ -649,7 +649,7 @@ impl TableWriter {
                 Ok(i) => {
                     return Err(Error::Param(format!(
                         "the inputs have a column `{t}` of type {}, where the output puts its \
-                         cluster tag (a string)",
+                         tag (a string)",
                         fields[i].data_type()
                     )))
                 }
@@ -657,8 +657,8 @@ impl TableWriter {
                     fields.push(Arc::new(Field::new(t, DataType::Utf8, true)));
                     (fields.len() - 1, false)
                 }
-            }),
-        };
+            });
+        }
         let out_schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
         let compression = if compress {
             parquet::basic::Compression::ZSTD(
@@ -680,7 +680,7 @@ impl TableWriter {
             name: path.to_string(),
             writer,
             schema: out_schema,
-            tag,
+            tags: tag_columns,
         })
     }
 
@@ -688,13 +688,18 @@ impl TableWriter {
         &self.name
     }
 
-    /// Append `batch` (rows of the schema given to [`TableWriter::create`]) with each row's
-    /// tag (`None`: null), when the writer has a tag column.
-    pub fn write(&mut self, batch: &RecordBatch, tags: &[Option<&str>]) -> Result<(), Error> {
+    /// Append `batch` (rows of the schema given to [`TableWriter::create`]) with each tag
+    /// column's values (`None`: null), one list per tag column, row by row.
+    pub fn write(&mut self, batch: &RecordBatch, tags: &[&[Option<&str>]]) -> Result<(), Error> {
         let mut cols: Vec<ArrayRef> = batch.columns().to_vec();
-        if let Some((i, replace)) = self.tag {
-            debug_assert_eq!(tags.len(), batch.num_rows());
-            let tag: ArrayRef = Arc::new(StringArray::from_iter(tags.iter().copied()));
+        assert_eq!(
+            tags.len(),
+            self.tags.len(),
+            "one list of values per tag column"
+        );
+        for (&(i, replace), values) in self.tags.iter().zip(tags) {
+            debug_assert_eq!(values.len(), batch.num_rows());
+            let tag: ArrayRef = Arc::new(StringArray::from_iter(values.iter().copied()));
             if replace {
                 cols[i] = tag;
             } else {

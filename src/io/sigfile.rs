@@ -213,7 +213,7 @@ impl TableSigs {
     fn create(path: &str, params: MinHashParams, engine: &str) -> Result<Self, Error> {
         let meta = SigMeta::new(params, engine);
         let schema = std::sync::Arc::new(signature_schema(&meta));
-        let writer = crate::io::parquet::TableWriter::create(path, &schema, None)?;
+        let writer = crate::io::parquet::TableWriter::create(path, &schema, &[])?;
         Ok(TableSigs {
             writer,
             schema,

@@ -7,8 +7,8 @@ use crate::engine::EngineInfo;
 use crate::jsonl::Fields;
 use crate::stages::decontam::{DecontamSummary, FileHits, TaskHits};
 use crate::stages::dedup::{
-    ClusterExample, Confirm, DedupConfig, DedupSummary, GroupCounts, GroupMissing, Keep,
-    SimilarityBucket,
+    AgainstSummary, ClusterExample, Confirm, DedupConfig, DedupSummary, GroupCounts, GroupMissing,
+    Keep, SimilarityBucket,
 };
 use crate::sys::peak_rss_bytes;
 use crate::CONTRACT_VERSION;
@@ -35,6 +35,9 @@ pub struct DedupReport<'a> {
     pub largest_clusters: &'a [ClusterExample],
     /// With `--group-field`: each group's counts, in order of first appearance.
     pub groups: &'a [GroupCounts],
+    /// With `--against`: the indexes, and what they matched (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against: Option<&'a AgainstSummary>,
 }
 
 /// What decided the run's result.
@@ -217,6 +220,7 @@ impl<'a> DedupReport<'a> {
             similarity_buckets: &s.similarity_buckets,
             largest_clusters: &s.examples,
             groups: &s.groups,
+            against: s.against.as_ref(),
         }
     }
 }

@@ -686,7 +686,7 @@ pub fn run_decontam(
         ));
     }
     let scored = opts.min_score.is_some() || opts.tag;
-    let mut out = RecordSink::create(output, inputs, None)?;
+    let mut out = RecordSink::create(output, inputs, &[])?;
     let plan = ReadPlan {
         fields,
         columns: out.columns(),

@@ -36,12 +36,12 @@ pub fn table_rows(
 }
 
 impl RecordSink {
-    /// Start writing `path`: Parquet when it ends in `.parquet` (with `tag`, a column of that
-    /// name added), JSONL otherwise.
-    pub fn create(path: &str, inputs: &Inputs, tag: Option<&str>) -> Result<Self, Error> {
+    /// Start writing `path`: Parquet when it ends in `.parquet` (with a column for each of
+    /// `tags` added), JSONL otherwise.
+    pub fn create(path: &str, inputs: &Inputs, tags: &[&str]) -> Result<Self, Error> {
         if parquet::is_parquet_name(path) {
             let schema = parquet::output_schema(inputs)?;
-            let writer = Box::new(TableWriter::create(path, &schema, tag)?);
+            let writer = Box::new(TableWriter::create(path, &schema, tags)?);
             Ok(RecordSink::Table { writer, schema })
         } else {
             Ok(RecordSink::Lines(Output::create(path)?))
@@ -74,7 +74,7 @@ impl RecordSink {
     pub fn write_rows(
         &mut self,
         rows: &arrow_array::RecordBatch,
-        tags: &[Option<&str>],
+        tags: &[&[Option<&str>]],
     ) -> Result<(), Error> {
         match self {
             RecordSink::Table { writer, .. } => writer.write(rows, tags),

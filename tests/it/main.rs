@@ -9,6 +9,7 @@ mod conformance;
 mod decontam;
 mod dedup;
 mod fixtures;
+mod index;
 mod kernels;
 mod layers;
 mod lsh_unionfind;

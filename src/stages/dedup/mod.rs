@@ -7,6 +7,7 @@
 //! documents that sit in some bucket (and only those). Pass 2 re-reads the inputs and streams the
 //! survivors (or everyone, tagged) to the output.
 
+mod against;
 mod api;
 mod cluster;
 mod config;
@@ -15,6 +16,7 @@ mod inspect;
 mod run;
 mod sample;
 
+pub use against::*;
 pub use api::*;
 pub use cluster::*;
 pub use config::*;

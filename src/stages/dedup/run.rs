@@ -17,7 +17,7 @@ use crate::progress::ProgressFactory;
 use crate::stages::sink::{table_rows, RecordSink};
 use crate::Error;
 
-/// Where `neardup dedup` writes besides its main output.
+/// Where `neardup dedup` writes besides its main output, and the indexes it checks against.
 #[derive(Debug, Clone, Default)]
 pub struct DedupOutputs {
     pub output: String,
@@ -25,6 +25,10 @@ pub struct DedupOutputs {
     pub pairs: Option<String>,
     /// A report will be written: measure the S-curve on a sample.
     pub measure: bool,
+    /// `--against`: indexes of documents already kept ([`Against`]).
+    pub against: Vec<std::path::PathBuf>,
+    /// `--update-index`: add the survivors to the one index of `against`.
+    pub update_index: bool,
 }
 
 /// Everything a `dedup` run reports.
@@ -43,6 +47,8 @@ pub struct DedupSummary {
     pub table_bytes: u64,
     /// With `--group-field`: each group's counts, in order of first appearance.
     pub groups: Vec<GroupCounts>,
+    /// With `--against`: what the indexes matched.
+    pub against: Option<AgainstSummary>,
 }
 
 /// One group's counts (`--group-field`).
@@ -97,8 +103,20 @@ pub fn run_dedup(
         ));
     }
     let t0 = Instant::now();
-    // Create every output first, so a bad path fails before the work.
-    let mut out = RecordSink::create(&outs.output, inputs, Some(CLUSTER_TAG))?;
+    // Open the indexes and create every output first, so a bad index or path fails before
+    // the work.
+    let against = Against::open(
+        &outs.against,
+        cfg,
+        fields.group.is_some(),
+        outs.update_index,
+    )?;
+    let tags: &[&str] = if against.is_some() && !cfg.drop {
+        &[CLUSTER_TAG, INDEX_TAG]
+    } else {
+        &[CLUSTER_TAG]
+    };
+    let mut out = RecordSink::create(&outs.output, inputs, tags)?;
     let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
     let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;
 
@@ -179,6 +197,11 @@ pub fn run_dedup(
         progress,
         outs.measure,
     )?;
+    let t_against = Instant::now();
+    let (matches, candidates) = match &against {
+        Some(a) => a.matches(&corpus.sigs, cfg)?,
+        None => (Vec::new(), 0),
+    };
 
     // Pass 2: stream the records out.
     let t_write = Instant::now();
@@ -192,12 +215,13 @@ pub fn run_dedup(
         .flat_map(|(_, m)| m.iter().take(EXAMPLE_MEMBERS).copied())
         .collect();
     let mut snippets = HashMap::new();
-    let verdicts = InMemory::new(&corpus, &clustering);
+    let verdicts = InMemory::new(&corpus, &clustering, &matches);
     let pass_two = PassTwo {
         inputs,
         fields,
         verdicts: &verdicts,
         drop: cfg.drop,
+        index_tag: against.is_some() && !cfg.drop,
     };
     let written = write_pass(&pass_two, &mut out, progress, &wanted, &mut snippets)?;
     let examples = largest
@@ -239,6 +263,22 @@ pub fn run_dedup(
     if let Some(o) = pairs_out {
         o.finish()?;
     }
+    // The index changes only once the outputs are in place: a run that fails before leaves
+    // it as it was.
+    let against = match &against {
+        Some(a) => {
+            let survivors: Vec<u32> = (0..corpus.len())
+                .filter(|&d| verdicts.keeps(d))
+                .map(|d| d as u32)
+                .collect();
+            let added = a.update_index(cfg, &corpus.ids, &corpus.sigs, &survivors)?;
+            let matched = matches.iter().filter(|m| m.is_some()).count() as u64;
+            Some(against_summary(
+                a, cfg, candidates, matched, added, t_against,
+            ))
+        }
+        None => None,
+    };
     let mut groups: Vec<GroupCounts> = corpus
         .group_names
         .iter()
@@ -262,11 +302,12 @@ pub fn run_dedup(
         if is_cluster_root[d] {
             c.clusters += 1;
         }
-        if !cfg.drop || clustering.keeps(d) {
+        if !cfg.drop || verdicts.keeps(d) {
             c.documents_written += 1;
         }
     }
     Ok(DedupSummary {
+        against,
         groups,
         table_bytes: corpus.heap_bytes() as u64,
         scan: scan_stats,
@@ -369,17 +410,27 @@ pub(crate) trait Verdicts: Sync {
     fn in_cluster(&self, d: usize) -> bool;
     /// Does it survive a dropping run?
     fn keeps(&self, d: usize) -> bool;
+    /// With `--against`: the id of the indexed document it duplicates.
+    fn index_match(&self, _d: usize) -> Option<&str> {
+        None
+    }
 }
 
-/// The verdicts of an in-memory clustering.
+/// The verdicts of an in-memory clustering, and of the indexes checked against (`matches`:
+/// one per document, or none without `--against`).
 struct InMemory<'a> {
     corpus: &'a SignedCorpus,
     clustering: &'a Clustering,
+    matches: &'a [Option<IndexMatch>],
     in_cluster: Vec<bool>,
 }
 
 impl<'a> InMemory<'a> {
-    fn new(corpus: &'a SignedCorpus, clustering: &'a Clustering) -> Self {
+    fn new(
+        corpus: &'a SignedCorpus,
+        clustering: &'a Clustering,
+        matches: &'a [Option<IndexMatch>],
+    ) -> Self {
         let mut in_cluster = vec![false; corpus.len()];
         for (d, &r) in clustering.root.iter().enumerate() {
             if r as usize != d {
@@ -390,6 +441,7 @@ impl<'a> InMemory<'a> {
         InMemory {
             corpus,
             clustering,
+            matches,
             in_cluster,
         }
     }
@@ -406,7 +458,10 @@ impl Verdicts for InMemory<'_> {
         self.in_cluster[d]
     }
     fn keeps(&self, d: usize) -> bool {
-        self.clustering.keeps(d)
+        self.clustering.keeps(d) && self.index_match(d).is_none()
+    }
+    fn index_match(&self, d: usize) -> Option<&str> {
+        self.matches.get(d)?.as_ref().map(|m| m.id.as_str())
     }
 }
 
@@ -416,15 +471,17 @@ pub(crate) struct PassTwo<'a> {
     pub fields: &'a Fields,
     pub verdicts: &'a dyn Verdicts,
     pub drop: bool,
+    /// Tag each record with the indexed document it duplicates ([`INDEX_TAG`]).
+    pub index_tag: bool,
 }
 
 /// One chunk's kept records as pass 2 writes them.
 enum Kept<'a> {
     /// JSONL lines (tagged), in pieces, with their counts.
     Lines(Vec<Result<(Vec<u8>, u64), Error>>),
-    /// Parquet rows and each one's tag (its cluster root's id; none for a document in no
-    /// cluster).
-    Rows(arrow_array::RecordBatch, Vec<Option<&'a str>>),
+    /// Parquet rows and their tags: each one's cluster root's id (none for a document in no
+    /// cluster), and with `--against` and `--tag-only` the indexed document it duplicates.
+    Rows(arrow_array::RecordBatch, Vec<Vec<Option<&'a str>>>),
 }
 
 /// Pass 2: every kept record out, tagged with its cluster root (`meta.minhash_cluster` in
@@ -442,6 +499,7 @@ pub(crate) fn write_pass(
         fields,
         verdicts,
         drop,
+        index_tag,
     } = *p2;
     let bar = progress.pass("writing", inputs.total_bytes());
     let next_doc = std::sync::atomic::AtomicUsize::new(0);
@@ -469,13 +527,21 @@ pub(crate) fn write_pass(
                 .collect();
             let kept = match &table_schema {
                 Some(schema) => {
-                    let tags = kept_idx
+                    let mut tags = vec![kept_idx
                         .iter()
                         .map(|&i| {
                             let d = base + i;
                             verdicts.in_cluster(d).then(|| verdicts.tag(d))
                         })
-                        .collect();
+                        .collect()];
+                    if index_tag {
+                        tags.push(
+                            kept_idx
+                                .iter()
+                                .map(|&i| verdicts.index_match(base + i))
+                                .collect(),
+                        );
+                    }
                     Kept::Rows(table_rows(schema, &chunk, &kept_idx, name)?, tags)
                 }
                 None => Kept::Lines(
@@ -485,16 +551,34 @@ pub(crate) fn write_pass(
                             // Room for the lines and their tags, so the buffer never grows.
                             let bytes: usize = idx.iter().map(|&i| chunk.line(i).len() + 1).sum();
                             let mut buf = crate::io::spare_buffer(bytes + idx.len() * 96);
+                            let mut one = Vec::new();
                             for &i in idx {
                                 let root = verdicts.tag(base + i);
-                                write_tagged(
-                                    &mut buf,
-                                    chunk.line(i),
-                                    CLUSTER_TAG,
-                                    root,
-                                    name,
-                                    chunk.line_no(i),
-                                )?;
+                                let (line, line_no) = (chunk.line(i), chunk.line_no(i));
+                                match verdicts.index_match(base + i).filter(|_| index_tag) {
+                                    None => write_tagged(
+                                        &mut buf,
+                                        line,
+                                        CLUSTER_TAG,
+                                        root,
+                                        name,
+                                        line_no,
+                                    )?,
+                                    Some(m) => {
+                                        one.clear();
+                                        write_tagged(
+                                            &mut one,
+                                            line,
+                                            CLUSTER_TAG,
+                                            root,
+                                            name,
+                                            line_no,
+                                        )?;
+                                        // Without its newline, the tagged line is a record.
+                                        one.pop();
+                                        write_tagged(&mut buf, &one, INDEX_TAG, m, name, line_no)?;
+                                    }
+                                }
                             }
                             Ok((buf, idx.len() as u64))
                         })
@@ -523,7 +607,8 @@ pub(crate) fn write_pass(
                     }
                 }
                 Kept::Rows(rows, tags) => {
-                    out.write_rows(&rows, &tags)?;
+                    let columns: Vec<&[Option<&str>]> = tags.iter().map(Vec::as_slice).collect();
+                    out.write_rows(&rows, &columns)?;
                     written += rows.num_rows() as u64;
                 }
             }

@@ -138,6 +138,7 @@ pub fn apply(
         fields: work.fields(),
         verdicts: &v,
         drop: work.config().drop,
+        index_tag: false,
     };
     let mut snippets = HashMap::new();
     let written = write_pass(&pass, out, progress, &wanted, &mut snippets)?;

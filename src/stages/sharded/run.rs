@@ -46,7 +46,7 @@ pub fn run_sharded(
     let work = WorkDir::init(dir, manifest)?;
     // Every output first, so a bad path fails before the work.
     let all = work.inputs(&(0..work.shards()).collect::<Vec<_>>())?;
-    let mut out = RecordSink::create(&outs.output, &all, Some(CLUSTER_TAG))?;
+    let mut out = RecordSink::create(&outs.output, &all, &[CLUSTER_TAG])?;
     drop(all);
     let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
     let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;

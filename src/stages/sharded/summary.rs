@@ -59,6 +59,7 @@ pub fn dedup_summary(work: &WorkDir, seconds: f64) -> Result<DedupSummary, Error
         })
         .collect();
     Ok(DedupSummary {
+        against: None,
         scan,
         cluster: c.stats,
         similarity_buckets: Vec::new(),

@@ -108,7 +108,7 @@ impl WorkDir {
         md.insert(WORK_KEY.into(), self.key.clone());
         let schema = Arc::new(Schema::new_with_metadata(fields, md));
         Ok(StageWriter {
-            writer: TableWriter::with_layout(&name, &schema, None, ROW_GROUP_BYTES, false)?,
+            writer: TableWriter::with_layout(&name, &schema, &[], ROW_GROUP_BYTES, false)?,
             schema,
         })
     }

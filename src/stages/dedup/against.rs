@@ -1,0 +1,203 @@
+//! `dedup --against INDEX`: new documents checked against indexes of documents already kept
+//! ([`crate::index::store`]). A new document with a confirmed near duplicate in an index is
+//! dropped (or, with `--tag-only`, tagged with that document's id); the new documents are
+//! deduplicated among themselves as always; `--update-index` adds the survivors to the index.
+//!
+//! An index holds signatures, not texts, so a pair of a new and an indexed document is
+//! confirmed by its MinHash estimate (`--confirm jaccard` and `estimate` alike), or not at all
+//! with `--confirm none`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::ids::IdArena;
+use crate::index::store::{self, Index, IndexDoc};
+use crate::sign::minhash::{agreement, is_empty_signature};
+use crate::Error;
+
+use super::{Confirm, DedupConfig};
+
+/// The column (Parquet) or `meta` key (JSONL) that names, with `--against` and `--tag-only`, the
+/// indexed document a new document duplicates.
+pub const INDEX_TAG: &str = "minhash_index_match";
+
+/// What `--against` found, for the summary and the report.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct AgainstSummary {
+    pub indexes: Vec<IndexCounts>,
+    /// How pairs of a new and an indexed document were confirmed.
+    pub confirm: Confirm,
+    /// Pairs of a new and an indexed document that share a band.
+    pub candidates: u64,
+    /// New documents with a confirmed near duplicate in an index.
+    pub matched: u64,
+    /// With `--update-index`: the documents added to the index.
+    pub added: u64,
+    pub seconds: f64,
+}
+
+/// One index a run was checked against, as it was when the run opened it.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct IndexCounts {
+    pub path: String,
+    pub documents: u64,
+    pub segments: usize,
+}
+
+/// The indexed document a new document duplicates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexMatch {
+    /// Which of the run's indexes.
+    pub index: usize,
+    pub doc: IndexDoc,
+    pub id: String,
+    pub estimate: f64,
+}
+
+/// The indexes of a run, opened and checked before any work.
+pub struct Against {
+    pub indexes: Vec<Index>,
+    /// `--update-index`: add the run's survivors to the one index.
+    pub update: bool,
+}
+
+impl Against {
+    /// Open `paths` for a run of `cfg`; `grouped` runs are refused (an index has no groups),
+    /// as is `update` with other than one index.
+    pub fn open(
+        paths: &[PathBuf],
+        cfg: &DedupConfig,
+        grouped: bool,
+        update: bool,
+    ) -> Result<Option<Against>, Error> {
+        if paths.is_empty() {
+            if update {
+                return Err(Error::Param(
+                    "--update-index needs the index to update: --against INDEX".into(),
+                ));
+            }
+            return Ok(None);
+        }
+        if update && paths.len() != 1 {
+            return Err(Error::Param(format!(
+                "--update-index adds the survivors to one index; {} were given with --against",
+                paths.len()
+            )));
+        }
+        if grouped {
+            return Err(Error::Param(
+                "--group-field cannot be combined with --against: an index holds no groups \
+                 (check each group against an index of its own)"
+                    .into(),
+            ));
+        }
+        let indexes = paths
+            .iter()
+            .map(|p| {
+                let ix = Index::open(p)?;
+                ix.manifest.check(p, cfg.params, cfg.lsh)?;
+                Ok(ix)
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(Some(Against { indexes, update }))
+    }
+
+    /// The indexes as the summary shows them.
+    pub fn counts(&self) -> Vec<IndexCounts> {
+        self.indexes
+            .iter()
+            .map(|ix| IndexCounts {
+                path: ix.dir.display().to_string(),
+                documents: ix.manifest.documents,
+                segments: ix.segments.len(),
+            })
+            .collect()
+    }
+
+    /// For each document of the signature matrix `sigs` (`num_perm` entries a row), its match
+    /// in the indexes, if any: of the confirmed pairs the one of highest estimate, ties to the
+    /// smallest id (then the first index). Also the number of candidate pairs.
+    pub fn matches(
+        &self,
+        sigs: &[u32],
+        cfg: &DedupConfig,
+    ) -> Result<(Vec<Option<IndexMatch>>, u64), Error> {
+        let num_perm = cfg.params.num_perm;
+        let n = sigs.len().checked_div(num_perm).unwrap_or(0);
+        let sig = |q: usize| &sigs[q * num_perm..(q + 1) * num_perm];
+        let mut best: Vec<Option<IndexMatch>> = vec![None; n];
+        let mut candidates = 0u64;
+        for (x, ix) in self.indexes.iter().enumerate() {
+            let found = ix.candidates(sigs, |q| !is_empty_signature(sig(q)))?;
+            candidates += found.len() as u64;
+            for (q, d) in found {
+                let estimate = agreement(sig(q as usize), ix.sig(d)) as f64 / num_perm as f64;
+                if cfg.confirm != Confirm::None && estimate < cfg.threshold {
+                    continue;
+                }
+                let better = match &best[q as usize] {
+                    None => true,
+                    Some(b) => {
+                        estimate > b.estimate
+                            || (estimate == b.estimate && ix.id(d)? < b.id.as_str())
+                    }
+                };
+                if better {
+                    best[q as usize] = Some(IndexMatch {
+                        index: x,
+                        doc: d,
+                        id: ix.id(d)?.to_string(),
+                        estimate,
+                    });
+                }
+            }
+        }
+        Ok((best, candidates))
+    }
+
+    /// With `--update-index`, add the documents `docs` to the index; returns how many.
+    pub fn update_index(
+        &self,
+        cfg: &DedupConfig,
+        ids: &IdArena,
+        sigs: &[u32],
+        docs: &[u32],
+    ) -> Result<u64, Error> {
+        if !self.update {
+            return Ok(0);
+        }
+        let dir: &Path = &self.indexes[0].dir;
+        store::add_segment(dir, cfg.params, cfg.lsh, ids, sigs, docs).map_err(|e| {
+            Error::Index {
+                path: dir.display().to_string(),
+                msg: format!(
+                    "the outputs were written, but the survivors were not added to the \
+                         index (it is as it was): {e}"
+                ),
+            }
+        })?;
+        Ok(docs.len() as u64)
+    }
+}
+
+/// What `--against` adds to a run: the summary of [`Against::matches`] and the update.
+pub(crate) fn against_summary(
+    against: &Against,
+    cfg: &DedupConfig,
+    candidates: u64,
+    matched: u64,
+    added: u64,
+    t0: Instant,
+) -> AgainstSummary {
+    AgainstSummary {
+        indexes: against.counts(),
+        confirm: match cfg.confirm {
+            Confirm::None => Confirm::None,
+            _ => Confirm::Estimate,
+        },
+        candidates,
+        matched,
+        added,
+        seconds: t0.elapsed().as_secs_f64(),
+    }
+}

@@ -1,0 +1,100 @@
+//! `neardup index build` and `index add`: sign inputs into an LSH index on disk
+//! ([`crate::index::store`]), for `dedup --against` to check new documents against.
+//!
+//! Each call adds one segment and holds its inputs' ids and signatures in memory while it
+//! signs (as `dedup` does); an index past one machine's memory is built shard by shard with
+//! `index add`, a segment each.
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::engine::Engine;
+use crate::ids::{DocLoc, UniqueIds};
+use crate::index::lsh::LshParams;
+use crate::index::store::{self, SegmentEntry};
+use crate::io::Inputs;
+use crate::jsonl::Fields;
+use crate::pipeline::{scan, ScanStats};
+use crate::progress::ProgressFactory;
+use crate::Error;
+
+/// What `index build` or `index add` did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IndexSummary {
+    pub scan: ScanStats,
+    /// The segment written (none for inputs without documents).
+    pub segment: Option<SegmentEntry>,
+    /// Documents in the index now.
+    pub index_documents: u64,
+    pub seconds: f64,
+}
+
+/// Sign `inputs` and add them to the index in `dir`: a new index when `create` (`dir` missing
+/// or empty), else an existing one, whose parameters must be the engine's and `lsh`.
+pub fn index_inputs(
+    dir: &Path,
+    create: bool,
+    inputs: &Inputs,
+    fields: &Fields,
+    lsh: LshParams,
+    engine: &mut dyn Engine,
+    progress: &ProgressFactory,
+) -> Result<IndexSummary, Error> {
+    let t0 = Instant::now();
+    let params = *engine.params();
+    lsh.check_num_perm(params.num_perm)?;
+    // Refuse a bad target before the work: an existing index for `build`, a missing one or one
+    // of other parameters for `add`.
+    let fresh = create && !dir.exists();
+    if create {
+        if dir.join(store::MANIFEST).exists()
+            || std::fs::read_dir(dir).is_ok_and(|mut e| e.next().is_some())
+        {
+            // `store::create` says why.
+            store::create(dir, params, lsh)?;
+        }
+    } else {
+        store::read_manifest(dir)?.check(dir, params, lsh)?;
+    }
+    let mut ids = UniqueIds::default();
+    let mut sigs: Vec<u32> = Vec::new();
+    let place_of = |l: DocLoc| inputs.place(l.file as usize, l.line);
+    let bar = progress.pass("signatures", inputs.total_bytes());
+    let stats = scan(inputs, fields, engine, false, &bar, |sc| {
+        let file = sc.file_index as u32;
+        let locs = sc.lines.iter().map(|&line| DocLoc { file, line });
+        ids.extend(&sc.ids, locs, &place_of)?;
+        sigs.extend_from_slice(&sc.sigs);
+        Ok(())
+    })?;
+    drop(bar);
+    let docs: Vec<u32> = (0..ids.ids().len() as u32).collect();
+    let written = (|| {
+        if create {
+            store::create(dir, params, lsh)?;
+        }
+        store::add_segment(dir, params, lsh, ids.ids(), &sigs, &docs)
+    })();
+    let segment = match written {
+        Ok(s) => s,
+        Err(e) => {
+            if create {
+                // Nothing of a failed build stays: the directory, when it made it, or else
+                // the files it made in the empty one.
+                if fresh {
+                    let _ = std::fs::remove_dir_all(dir);
+                } else {
+                    let _ = std::fs::remove_file(dir.join(store::MANIFEST));
+                    let _ = std::fs::remove_file(dir.join(".lock"));
+                }
+            }
+            return Err(e);
+        }
+    };
+    Ok(IndexSummary {
+        scan: stats,
+        segment,
+        index_documents: store::read_manifest(dir)?.documents,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}

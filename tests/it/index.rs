@@ -1,0 +1,579 @@
+//! `neardup index` and `dedup --against`: new documents checked against an index of documents
+//! already kept, compared with a brute-force oracle over every pair, through the real binary.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use crate::common::*;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+type Docs = Vec<(String, String)>;
+
+/// The old corpus A and the new one B: the fixture's documents split in two, B with edited
+/// copies of some of A's documents (a word dropped, a word changed), exact copies under new
+/// ids, a wordless document and an empty text.
+fn corpora() -> (Docs, Docs) {
+    let all: Vec<(String, String)> = read_jsonl(&fixture("corpus.jsonl"))
+        .iter()
+        .map(|v| {
+            (
+                v["id"].as_str().unwrap().to_string(),
+                v["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for (i, d) in all.into_iter().enumerate() {
+        if i % 2 == 0 {
+            a.push(d);
+        } else {
+            b.push(d);
+        }
+    }
+    for (i, (id, text)) in a.iter().enumerate().step_by(7) {
+        let words: Vec<&str> = text.split(' ').collect();
+        let edited = match i % 3 {
+            0 => words[..words.len() - 1].join(" "),
+            1 => format!("{} changed {}", words[0], words[2..].join(" ")),
+            _ => text.clone(),
+        };
+        b.push((format!("new-{id}"), edited));
+    }
+    b.push(("new-wordless".into(), "... !!! ---".into()));
+    b.push(("new-empty".into(), String::new()));
+    (a, b)
+}
+
+const K: usize = 5;
+const NUM_PERM: usize = 128;
+const BANDS: usize = 16;
+const ROWS: usize = 8;
+
+fn sig(text: &str) -> Vec<u32> {
+    neardup::minhash(
+        neardup::shingles(text, K),
+        &neardup::perm_params(NUM_PERM, 0),
+    )
+}
+
+/// The oracle: for each document of `new`, the document of `old` it duplicates, if any: over
+/// every pair, those sharing a whole band (a wordless document has no bands) whose estimate is at
+/// least `threshold` (every such pair with `confirm_none`); the highest estimate wins, ties to the
+/// smallest id.
+fn oracle(old: &Docs, new: &Docs, threshold: f64, confirm_none: bool) -> Vec<Option<String>> {
+    let old_sigs: Vec<Vec<u32>> = old.iter().map(|(_, t)| sig(t)).collect();
+    new.iter()
+        .map(|(_, t)| {
+            let q = sig(t);
+            let mut best: Option<(f64, &str)> = None;
+            for ((id, _), o) in old.iter().zip(&old_sigs) {
+                let wordless = |s: &[u32]| s.iter().all(|&v| v == neardup::P);
+                if wordless(&q) || wordless(o) {
+                    continue;
+                }
+                let share_band =
+                    (0..BANDS).any(|j| q[j * ROWS..(j + 1) * ROWS] == o[j * ROWS..(j + 1) * ROWS]);
+                let est = neardup::estimate(&q, o).unwrap();
+                if !share_band || (!confirm_none && est < threshold) {
+                    continue;
+                }
+                if best.is_none_or(|(e, bid)| est > e || (est == e && id.as_str() < bid)) {
+                    best = Some((est, id));
+                }
+            }
+            best.map(|(_, id)| id.to_string())
+        })
+        .collect()
+}
+
+fn run_ok(args: &[&str]) -> std::process::Output {
+    let o = neardup(args);
+    ok(&o);
+    o
+}
+
+/// `dedup B --against index(A)` keeps exactly the documents of B that survive dedup within B
+/// and have no confirmed near duplicate in A; with `--tag-only` each is tagged with its match.
+/// The same for A in any order, in one segment or two, in one index or two, with 1 or 2
+/// threads, for each confirmation, and on the CPU and GPU engines.
+#[test]
+fn against_an_index_equals_the_brute_force_oracle() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let (a, b) = corpora();
+    let mut shuffled = a.clone();
+    neardup::synth::shuffle(&mut shuffled, &mut neardup::Pcg32::new(7));
+    write_jsonl(&p("a.jsonl"), &a);
+    write_jsonl(&p("a-shuffled.jsonl"), &shuffled);
+    let half = shuffled.len() / 2;
+    write_jsonl(&p("a1.jsonl"), &shuffled[..half]);
+    write_jsonl(&p("a2.jsonl"), &shuffled[half..]);
+    write_jsonl(&p("b.jsonl"), &b);
+
+    // One index, the shuffled one (by each engine), two segments, and two indexes of a
+    // segment each.
+    run_ok(&[
+        "index",
+        "build",
+        s(&p("a.jsonl")),
+        "-o",
+        s(&p("ix")),
+        "--engine",
+        "cpu",
+    ]);
+    let mut engines = vec!["cpu"];
+    for engine in ["cpu", "gpu"] {
+        let ix = format!("ix-shuffled-{engine}");
+        let o = neardup(&[
+            "index",
+            "build",
+            s(&p("a-shuffled.jsonl")),
+            "-o",
+            s(&p(&ix)),
+            "--engine",
+            engine,
+        ]);
+        if engine == "gpu" {
+            if stderr(&o).contains("no GPU adapter")
+                && std::env::var("NEARDUP_REQUIRE_GPU").as_deref() != Ok("1")
+            {
+                eprintln!("\n*** GPU PART SKIPPED: no adapter for `index build --engine gpu`.\n");
+                continue;
+            }
+            engines.push("gpu");
+        }
+        ok(&o);
+    }
+    run_ok(&[
+        "index",
+        "build",
+        s(&p("a1.jsonl")),
+        "-o",
+        s(&p("ix2")),
+        "--engine",
+        "cpu",
+    ]);
+    run_ok(&[
+        "index",
+        "add",
+        s(&p("ix2")),
+        s(&p("a2.jsonl")),
+        "--engine",
+        "cpu",
+    ]);
+    run_ok(&["index", "build", s(&p("a1.jsonl")), "-o", s(&p("ix-a1"))]);
+    run_ok(&["index", "build", s(&p("a2.jsonl")), "-o", s(&p("ix-a2"))]);
+    let info: serde_json::Value =
+        serde_json::from_str(&stdout(&run_ok(&["index", "info", s(&p("ix2"))]))).unwrap();
+    assert_eq!(info["documents"], a.len());
+    assert_eq!(info["segments"].as_array().unwrap().len(), 2);
+
+    for (confirm, threshold) in [("jaccard", "0.8"), ("estimate", "0.7"), ("none", "0.8")] {
+        let want = oracle(&a, &b, threshold.parse().unwrap(), confirm == "none");
+        let matched = want.iter().filter(|m| m.is_some()).count();
+        assert!(
+            matched >= 10,
+            "{confirm}: the corpora must test something: {matched}"
+        );
+        assert!(matched < b.len() / 2, "{confirm}: {matched}");
+        // Dedup within B alone, tagged and dropped.
+        let b_path = p("b.jsonl");
+        let base = |extra: &[&str], out: &str| -> Vec<String> {
+            let mut args = vec!["dedup", s(&b_path), "-o", out, "--confirm", confirm];
+            args.extend_from_slice(&["--threshold", threshold]);
+            args.extend_from_slice(extra);
+            run_ok(&args);
+            lines_of(Path::new(out))
+        };
+        let plain = base(&[], s(&p("plain.jsonl")));
+        let plain_tagged = base(&["--tag-only"], s(&p("plain-tagged.jsonl")));
+        let ids_of = |lines: &[String]| -> Vec<String> {
+            lines
+                .iter()
+                .map(|l| {
+                    serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                })
+                .collect()
+        };
+        let matched_ids: HashSet<&str> = b
+            .iter()
+            .zip(&want)
+            .filter(|(_, m)| m.is_some())
+            .map(|((id, _), _)| id.as_str())
+            .collect();
+        // The kept lines: plain dedup's, byte for byte, less those with a match.
+        let want_kept: Vec<&String> = plain
+            .iter()
+            .zip(ids_of(&plain))
+            .filter(|(_, id)| !matched_ids.contains(id.as_str()))
+            .map(|(l, _)| l)
+            .collect();
+        assert!(want_kept.len() < plain.len());
+        let mut variants: Vec<(String, Vec<String>)> = vec![
+            (
+                "one index".into(),
+                vec!["--against".into(), s(&p("ix")).into()],
+            ),
+            (
+                "two segments".into(),
+                vec!["--against".into(), s(&p("ix2")).into()],
+            ),
+            (
+                "two indexes".into(),
+                vec![
+                    "--against".into(),
+                    s(&p("ix-a1")).into(),
+                    "--against".into(),
+                    s(&p("ix-a2")).into(),
+                ],
+            ),
+        ];
+        for engine in &engines {
+            variants.push((
+                format!("shuffled, {engine}"),
+                vec![
+                    "--against".into(),
+                    s(&p(&format!("ix-shuffled-{engine}"))).into(),
+                    "--engine".into(),
+                    engine.to_string(),
+                ],
+            ));
+        }
+        for (name, extra) in &variants {
+            for threads in ["1", "2"] {
+                let what = format!("{confirm}, {name}, {threads} threads");
+                let mut args: Vec<&str> = extra.iter().map(String::as_str).collect();
+                args.extend_from_slice(&["--threads", threads]);
+                let kept = base(&args, s(&p("kept.jsonl")));
+                assert_eq!(kept.iter().collect::<Vec<_>>(), want_kept, "{what}");
+                args.push("--tag-only");
+                let tagged = base(&args, s(&p("tagged.jsonl")));
+                assert_eq!(tagged.len(), b.len(), "{what}");
+                for ((line, plain_line), m) in tagged.iter().zip(&plain_tagged).zip(&want) {
+                    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                    let w: serde_json::Value = serde_json::from_str(plain_line).unwrap();
+                    assert_eq!(
+                        v["meta"]["minhash_cluster"], w["meta"]["minhash_cluster"],
+                        "{what}"
+                    );
+                    assert_eq!(
+                        v["meta"]["minhash_index_match"].as_str(),
+                        m.as_deref(),
+                        "{what}: {}",
+                        v["id"]
+                    );
+                    if m.is_none() {
+                        // A document without a match is written as plain dedup writes it.
+                        assert_eq!(line, plain_line, "{what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `--update-index` adds exactly the run's survivors, as a new segment, after the outputs: the
+/// same new corpus checked again finds every survivor in the index and keeps nothing. The
+/// report and the summary line say what matched and what was added.
+#[test]
+fn update_index_adds_the_survivors() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let (a, b) = corpora();
+    write_jsonl(&p("a.jsonl"), &a);
+    write_jsonl(&p("b.jsonl"), &b);
+    run_ok(&["index", "build", s(&p("a.jsonl")), "-o", s(&p("ix"))]);
+    let o = run_ok(&[
+        "dedup",
+        s(&p("b.jsonl")),
+        "-o",
+        s(&p("kept.jsonl")),
+        "--against",
+        s(&p("ix")),
+        "--update-index",
+        "--report",
+        s(&p("r.json")),
+    ]);
+    let kept = read_jsonl(&p("kept.jsonl"));
+    let want = oracle(&a, &b, 0.8, false);
+    let matched = want.iter().filter(|m| m.is_some()).count();
+    let line = stderr(&o);
+    assert!(
+        line.contains(&format!(
+            "{matched} duplicates of the index dropped, {} added to the index",
+            kept.len()
+        )),
+        "{line}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p("r.json")).unwrap()).unwrap();
+    assert_eq!(r["against"]["matched"], matched, "{r}");
+    assert_eq!(r["against"]["added"], kept.len(), "{r}");
+    assert_eq!(r["against"]["confirm"], "estimate", "{r}");
+    assert_eq!(r["against"]["indexes"][0]["documents"], a.len(), "{r}");
+    assert_eq!(r["counts"]["documents_written"], kept.len(), "{r}");
+    let info: serde_json::Value =
+        serde_json::from_str(&stdout(&run_ok(&["index", "info", s(&p("ix"))]))).unwrap();
+    assert_eq!(info["documents"], a.len() + kept.len());
+    assert_eq!(info["segments"].as_array().unwrap().len(), 2);
+
+    run_ok(&[
+        "dedup",
+        s(&p("b.jsonl")),
+        "-o",
+        s(&p("again.jsonl")),
+        "--against",
+        s(&p("ix")),
+        "--tag-only",
+    ]);
+    // Every earlier survivor now matches itself, but for the wordless ones: they are nobody's
+    // duplicate, in the index or out.
+    let again: BTreeMap<String, serde_json::Value> = read_jsonl(&p("again.jsonl"))
+        .into_iter()
+        .map(|v| (v["id"].as_str().unwrap().to_string(), v))
+        .collect();
+    let wordless =
+        |v: &serde_json::Value| neardup::shingles(v["text"].as_str().unwrap(), K).is_empty();
+    let mut left_over = Vec::new();
+    for k in &kept {
+        let id = k["id"].as_str().unwrap();
+        let m = again[id]["meta"].get("minhash_index_match");
+        if wordless(k) {
+            assert!(m.is_none(), "{id}");
+            left_over.push(id.to_string());
+        } else {
+            assert_eq!(m.unwrap(), id, "{id}");
+        }
+    }
+    assert!(
+        left_over.len() >= 2 && left_over.len() < 10,
+        "{left_over:?}"
+    );
+    run_ok(&[
+        "dedup",
+        s(&p("b.jsonl")),
+        "-o",
+        s(&p("none-left.jsonl")),
+        "--against",
+        s(&p("ix")),
+    ]);
+    let left: Vec<String> = read_jsonl(&p("none-left.jsonl"))
+        .iter()
+        .map(|v| v["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(left, left_over);
+}
+
+/// Parquet in and out: with `--tag-only`, the match is a `minhash_index_match` column beside
+/// `minhash_cluster`; dropping, the output has the inputs' columns and the cluster tag only.
+#[test]
+fn parquet_outputs_carry_the_index_match() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::Array;
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let (a, b) = corpora();
+    write_jsonl(&p("a.jsonl"), &a);
+    write_jsonl(&p("b.jsonl"), &b);
+    run_ok(&["index", "build", s(&p("a.jsonl")), "-o", s(&p("ix"))]);
+    run_ok(&[
+        "dedup",
+        s(&p("b.jsonl")),
+        "-o",
+        s(&p("b.parquet")),
+        "--tag-only",
+    ]);
+    let want = oracle(&a, &b, 0.8, false);
+    for (out, tag_only) in [("tagged.parquet", true), ("kept.parquet", false)] {
+        let (input, output, ix) = (p("b.parquet"), p(out), p("ix"));
+        let mut args = vec!["dedup", s(&input), "-o", s(&output), "--against", s(&ix)];
+        if tag_only {
+            args.push("--tag-only");
+        }
+        run_ok(&args);
+        let f = std::fs::File::open(p(out)).unwrap();
+        let rows: Vec<arrow_array::RecordBatch> =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+                .unwrap()
+                .build()
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+        let schema = rows[0].schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        if !tag_only {
+            assert_eq!(names, ["id", "text", "minhash_cluster"]);
+            continue;
+        }
+        assert_eq!(
+            names,
+            ["id", "text", "minhash_cluster", "minhash_index_match"]
+        );
+        let mut got = Vec::new();
+        for r in &rows {
+            let col = r.column(3).as_string::<i32>();
+            got.extend(
+                (0..r.num_rows()).map(|i| col.is_valid(i).then(|| col.value(i).to_string())),
+            );
+        }
+        assert_eq!(got, want);
+    }
+}
+
+/// Every bad index or combination is refused with its reason, before any output appears, and
+/// leaves the index as it was; a build that fails leaves no index behind.
+#[test]
+fn bad_indexes_and_combinations_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let (a, b) = corpora();
+    write_jsonl(&p("a.jsonl"), &a);
+    write_jsonl(&p("b.jsonl"), &b);
+    run_ok(&["index", "build", s(&p("a.jsonl")), "-o", s(&p("ix"))]);
+    let manifest = std::fs::read(p("ix/index.json")).unwrap();
+    let out = p("out.jsonl");
+    let refused = |args: &[&str], why: &str| {
+        let o = neardup(args);
+        assert!(!o.status.success(), "{args:?} must fail");
+        assert!(stderr(&o).contains(why), "{args:?}: {}", stderr(&o));
+        assert!(!out.exists(), "{args:?}: no output");
+        assert_eq!(
+            std::fs::read(p("ix/index.json")).unwrap(),
+            manifest,
+            "{args:?}"
+        );
+    };
+    let dedup = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["dedup", s(&p("b.jsonl")), "-o", s(&out)]
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+        v.extend(extra.iter().map(|x| x.to_string()));
+        v
+    };
+    let call = |v: &[String], why: &str| {
+        let args: Vec<&str> = v.iter().map(String::as_str).collect();
+        refused(&args, why);
+    };
+    call(
+        &dedup(&["--against", s(&p("ix")), "--k", "4"]),
+        "k 5 (this run: 4)",
+    );
+    call(
+        &dedup(&["--against", s(&p("ix")), "--num-perm", "64", "--bands", "8"]),
+        "num_perm 128 (this run: 64), bands 16 (this run: 8);",
+    );
+    call(
+        &dedup(&["--against", s(&p("ix")), "--seed", "3"]),
+        "seed 0 (this run: 3)",
+    );
+    call(&dedup(&["--against", s(&p("nope"))]), "not an index");
+    call(
+        &dedup(&["--against", s(&p("ix")), "--group-field", "id"]),
+        "--group-field cannot be combined with --against",
+    );
+    call(
+        &dedup(&[
+            "--against",
+            s(&p("ix")),
+            "--against",
+            s(&p("ix")),
+            "--update-index",
+        ]),
+        "--update-index adds the survivors to one index",
+    );
+    call(&dedup(&["--update-index"]), "--against");
+    call(
+        &dedup(&["--against", s(&p("ix")), "--work-dir", s(&p("w"))]),
+        "cannot be used with",
+    );
+    // An output onto the index's manifest is refused.
+    refused(
+        &[
+            "dedup",
+            s(&p("b.jsonl")),
+            "-o",
+            s(&p("ix/index.json")),
+            "--against",
+            s(&p("ix")),
+        ],
+        "--against",
+    );
+    // Building over an index, or into a directory with other files, is refused.
+    refused(
+        &["index", "build", s(&p("b.jsonl")), "-o", s(&p("ix"))],
+        "already an index",
+    );
+    std::fs::create_dir(p("full")).unwrap();
+    std::fs::write(p("full/x"), "x").unwrap();
+    refused(
+        &["index", "build", s(&p("b.jsonl")), "-o", s(&p("full"))],
+        "not empty",
+    );
+    assert_eq!(dir_entries(&p("full")), ["x"]);
+    // Adding with other parameters: they come from the index, so only the banding of a
+    // hand-edited manifest can differ; a damaged manifest is named.
+    refused(
+        &["index", "add", s(&p("nope")), s(&p("b.jsonl"))],
+        "not an index",
+    );
+    // A build whose input is bad leaves no index, and a repeated id is named.
+    std::fs::write(
+        p("bad.jsonl"),
+        "{\"id\":\"x\",\"text\":\"a b c\"}\nnot json\n",
+    )
+    .unwrap();
+    refused(
+        &["index", "build", s(&p("bad.jsonl")), "-o", s(&p("ix-bad"))],
+        "bad.jsonl:2",
+    );
+    assert!(!p("ix-bad").exists());
+    std::fs::write(
+        p("rep.jsonl"),
+        "{\"id\":\"x\",\"text\":\"a\"}\n{\"id\":\"x\",\"text\":\"b\"}\n",
+    )
+    .unwrap();
+    refused(
+        &["index", "build", s(&p("rep.jsonl")), "-o", s(&p("ix-rep"))],
+        "repeated id \"x\"",
+    );
+    assert!(!p("ix-rep").exists());
+    // An add with a bad input leaves the index as it was.
+    refused(
+        &["index", "add", s(&p("ix")), s(&p("bad.jsonl"))],
+        "bad.jsonl:2",
+    );
+    // A truncated segment is found when the index is opened.
+    let seg = p("ix/seg-000001.ndx");
+    let bytes = std::fs::read(&seg).unwrap();
+    std::fs::write(&seg, &bytes[..bytes.len() - 8]).unwrap();
+    call(&dedup(&["--against", s(&p("ix"))]), "truncated or damaged");
+    std::fs::write(&seg, &bytes).unwrap();
+    // A manifest of another format is refused.
+    std::fs::write(
+        p("ix/index.json"),
+        String::from_utf8(manifest.clone())
+            .unwrap()
+            .replace("neardup-index-1", "neardup-index-9"),
+    )
+    .unwrap();
+    let o = neardup(
+        &dedup(&["--against", s(&p("ix"))])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("this neardup reads \"neardup-index-1\""),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
+}
