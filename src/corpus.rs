@@ -62,12 +62,6 @@ pub fn record_extras(
         });
     }
     let line = chunk.line(i);
-    let field_err = |field: &str, msg: String| Error::Field {
-        path: file_name.to_string(),
-        line: chunk.line_no(i),
-        field: field.to_string(),
-        msg,
-    };
     // The whole line is parsed, once for both fields: a policy's field is read only where a
     // policy asks for it.
     let parsed: serde_json::Value = serde_json::from_slice(line).map_err(|e| Error::Parse {
@@ -75,7 +69,23 @@ pub fn record_extras(
         line: chunk.line_no(i),
         msg: format!("not valid JSON: {e}"),
     })?;
-    let value = |name: &str| crate::jsonl::field_value(&parsed, name);
+    value_extras(&parsed, fields, file_name, chunk.line_no(i))
+}
+
+/// The [`Extras`] of a record already parsed (line `line_no` of `file_name`, for errors).
+pub fn value_extras(
+    parsed: &serde_json::Value,
+    fields: &Fields,
+    file_name: &str,
+    line_no: u64,
+) -> Result<Extras, Error> {
+    let field_err = |field: &str, msg: String| Error::Field {
+        path: file_name.to_string(),
+        line: line_no,
+        field: field.to_string(),
+        msg,
+    };
+    let value = |name: &str| crate::jsonl::field_value(parsed, name);
     let mut out = Extras::default();
     if let Some(k) = &fields.keep {
         out.keep = Some(match value(k) {

@@ -504,9 +504,9 @@ fn stage_apply(
         let input = w.inputs(&[shard]).map_err(err)?;
         let ins = [("input", w.manifest.shards[shard].path.as_str())];
         neardup::io::check_output_paths(&ins, &[("output", output.as_str())]).map_err(err)?;
-        let tag = &[neardup::stages::dedup::CLUSTER_TAG];
+        let tags = neardup::stages::dedup::record_tags(w.config(), false);
         let mut out =
-            neardup::stages::sink::RecordSink::create(&output, &input, tag).map_err(err)?;
+            neardup::stages::sink::RecordSink::create(&output, &input, &tags).map_err(err)?;
         let s =
             sharded::apply::apply(&w, shard, &mut out, &ProgressFactory::hidden()).map_err(err)?;
         out.finish().map_err(err)?;

@@ -1,6 +1,5 @@
 //! `neardup stage`: one stage of the sharded dedup, over a work directory.
 
-use neardup::stages::dedup::CLUSTER_TAG;
 use neardup::stages::sharded::{apply, bands, cluster, confirm, rank, sign, Manifest, WorkDir};
 use neardup::stages::sink::RecordSink;
 
@@ -117,7 +116,8 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             let input = w.inputs(&[shard])?;
             let ins = [("input", w.manifest.shards[shard].path.as_str())];
             neardup::io::check_output_paths(&ins, &[("-o", output.as_str())])?;
-            let mut out = RecordSink::create(&output, &input, &[CLUSTER_TAG])?;
+            let tags = neardup::stages::dedup::record_tags(w.config(), false);
+            let mut out = RecordSink::create(&output, &input, &tags)?;
             let s = apply::apply(&w, shard, &mut out, &progress)?;
             out.finish()?;
             done(format!(

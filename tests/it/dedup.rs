@@ -310,6 +310,44 @@ fn near_dedup_tags_keeps_order_and_fields() {
     assert_eq!(kept.len() + c2.stats.near_duplicates as usize, recs.len());
 }
 
+/// The in-memory stage reads the keep and group fields as a file run does: of two near copies
+/// the one of higher `quality` survives, and copies in two groups are not duplicates.
+#[test]
+fn near_dedup_reads_the_keep_and_group_fields() {
+    let text = "the quick brown fox jumps over the lazy dog near the river bank today";
+    let rec = |id: &str, text: &str, quality: f64, dump: &str| {
+        json!({"id": id, "text": text, "quality": quality, "dump": dump})
+            .as_object()
+            .unwrap()
+            .clone()
+    };
+    let recs = vec![
+        rec("b-short", text, 0.1, "A"),
+        rec("z-long", &format!("{text} again"), 0.9, "A"),
+        rec("c-other", text, 0.5, "B"),
+    ];
+    let fields = Fields {
+        keep: Some("quality".into()),
+        group: Some("dump".into()),
+        ..Default::default()
+    };
+    let cfg = DedupConfig {
+        keep: neardup::stages::dedup::Keep::FieldMax,
+        threshold: 0.5,
+        ..Default::default()
+    };
+    let (kept, c) = near_dedup(recs.clone(), &fields, &cfg).unwrap();
+    let ids: Vec<&str> = kept.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["z-long", "c-other"]);
+    assert_eq!(kept[0]["meta"]["minhash_cluster"], "b-short");
+    assert_eq!(c.stats.near_duplicates, 1);
+    // A missing keep value is named.
+    let mut bad = recs;
+    bad[1].remove("quality");
+    let e = near_dedup(bad, &fields, &cfg).unwrap_err().to_string();
+    assert!(e.contains("<memory>:2") && e.contains("quality"), "{e}");
+}
+
 #[test]
 fn repeated_ids_are_an_error_before_any_output() {
     let mut p = planted_corpus(

@@ -224,6 +224,33 @@ fn every_keep_policy_and_its_ties() {
                         })
                         .count();
                 }
+                // A tagging run names each record's survivor where the policy may keep
+                // another than the root: the one record of its tag that dropping keeps.
+                let tagged = dir.path().join("tagged.jsonl");
+                ok(&neardup(&[
+                    "dedup",
+                    s(input),
+                    "-o",
+                    s(&tagged),
+                    "--keep",
+                    policy,
+                    "--threads",
+                    threads,
+                    "--tag-only",
+                ]));
+                let survivor_of_tag: BTreeMap<&str, &str> = got
+                    .iter()
+                    .map(|(id, tag)| (tag.as_str(), id.as_str()))
+                    .collect();
+                for r in read_jsonl(&tagged) {
+                    let survivor = r["meta"].get("minhash_survivor");
+                    if policy == "smallest-id" {
+                        assert!(survivor.is_none(), "{r}");
+                    } else {
+                        let tag = r["meta"]["minhash_cluster"].as_str().unwrap();
+                        assert_eq!(survivor.unwrap(), survivor_of_tag[tag], "{policy}: {r}");
+                    }
+                }
                 results.push((name, got));
             }
         }
@@ -463,5 +490,45 @@ fn the_short_copy_and_the_long_copy() {
             got[want], "b-short",
             "the tag is the root whatever survives"
         );
+        // Tagging, every record names the survivor (but under the root policy, where the tag
+        // does): in JSONL `meta`, and in a Parquet column beside the cluster's.
+        let pq = dir.path().join("out.parquet");
+        for o in [&out, &pq] {
+            ok(&neardup(&[
+                "dedup",
+                s(&input),
+                "-o",
+                s(o),
+                "--keep",
+                policy,
+                "--tag-only",
+            ]));
+        }
+        let survivors: Vec<Option<String>> = read_jsonl(&out)
+            .iter()
+            .map(|r| {
+                r["meta"]
+                    .get("minhash_survivor")
+                    .map(|v| v.as_str().unwrap().to_string())
+            })
+            .collect();
+        let f = std::fs::File::open(&pq).unwrap();
+        let rows: Vec<arrow_array::RecordBatch> =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+                .unwrap()
+                .build()
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+        let column = rows[0].column_by_name("minhash_survivor");
+        if policy == "smallest-id" {
+            assert_eq!(survivors, [None, None, None]);
+            assert!(column.is_none());
+        } else {
+            assert_eq!(survivors, vec![Some(want.to_string()); 3], "{policy}");
+            let column = arrow_array::cast::AsArray::as_string::<i32>(column.unwrap());
+            let got: Vec<&str> = (0..3).map(|i| column.value(i)).collect();
+            assert_eq!(got, [want; 3], "{policy}");
+        }
     }
 }

@@ -216,7 +216,8 @@ pub fn cluster_docs(
 }
 
 /// The near-dedup stage over in-memory JSON records: every record gets `meta.minhash_cluster`
-/// (its root id); with `cfg.drop` only roots are returned. Order and all other fields are kept.
+/// (its root id); with `cfg.drop` only the survivors are returned, as `cfg.keep` chooses them
+/// (reading `fields.keep`), and with `fields.group` clusters stay within groups. Order and all other fields are kept.
 /// A repeated id is an error before anything is returned.
 pub fn near_dedup(
     records: Vec<serde_json::Map<String, serde_json::Value>>,
@@ -224,7 +225,37 @@ pub fn near_dedup(
     cfg: &DedupConfig,
 ) -> Result<(Vec<serde_json::Map<String, serde_json::Value>>, Clustering), Error> {
     let docs = records_id_text(&records, fields)?;
-    let c = clusters(&docs, cfg)?;
+    // The keep and group policies read their fields as a file run does.
+    let extras = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let v = serde_json::Value::Object(r.clone());
+            crate::corpus::value_extras(&v, fields, "<memory>", i as u64 + 1)
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let keep_values: Option<Vec<Option<f64>>> = fields
+        .keep
+        .as_ref()
+        .map(|_| extras.iter().map(|x| x.keep).collect());
+    let groups: Option<Vec<Option<&str>>> = fields
+        .group
+        .as_ref()
+        .map(|_| extras.iter().map(|x| x.group.as_deref()).collect());
+    let id_refs: Vec<&str> = docs.iter().map(|(i, _)| i.as_str()).collect();
+    let text_refs: Vec<&str> = docs.iter().map(|(_, t)| t.as_str()).collect();
+    let mut engine = CpuEngine::new(cfg.params, 0)?;
+    let c = cluster_docs(
+        &MemoryDocs {
+            ids: &id_refs,
+            texts: &text_refs,
+            keep_values: keep_values.as_deref(),
+            groups: groups.as_deref(),
+        },
+        cfg,
+        &mut engine,
+    )?;
+    drop((id_refs, text_refs));
     let ids: Vec<String> = docs.into_iter().map(|(i, _)| i).collect();
     let mut out = Vec::new();
     for (d, mut rec) in records.into_iter().enumerate() {

@@ -108,6 +108,13 @@ impl Default for DedupConfig {
 }
 
 impl DedupConfig {
+    /// Does a run write [`SURVIVOR_TAG`](super::SURVIVOR_TAG)? In a `--tag-only` run whose keep
+    /// policy may choose another document than the root: there the cluster tag alone does not
+    /// say which record a dropping run would keep.
+    pub fn tags_survivor(&self) -> bool {
+        !self.drop && self.keep != Keep::SmallestId
+    }
+
     pub fn validate(&self) -> Result<(), Error> {
         self.params.validate()?;
         LshParams::new(self.lsh.bands, self.lsh.rows)?;

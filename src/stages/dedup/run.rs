@@ -111,12 +111,8 @@ pub fn run_dedup(
         fields.group.is_some(),
         outs.update_index,
     )?;
-    let tags: &[&str] = if against.is_some() && !cfg.drop {
-        &[CLUSTER_TAG, INDEX_TAG]
-    } else {
-        &[CLUSTER_TAG]
-    };
-    let mut out = RecordSink::create(&outs.output, inputs, tags)?;
+    let tags = record_tags(cfg, against.is_some());
+    let mut out = RecordSink::create(&outs.output, inputs, &tags)?;
     let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
     let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;
 
@@ -221,6 +217,7 @@ pub fn run_dedup(
         fields,
         verdicts: &verdicts,
         drop: cfg.drop,
+        survivor_tag: cfg.tags_survivor(),
         index_tag: against.is_some() && !cfg.drop,
     };
     let written = write_pass(&pass_two, &mut out, progress, &wanted, &mut snippets)?;
@@ -400,6 +397,24 @@ pub(crate) fn load_shingle_sets(
 /// The column (Parquet) or `meta` key (JSONL) that names each record's cluster root.
 pub const CLUSTER_TAG: &str = "minhash_cluster";
 
+/// The column or `meta` key that names, in a `--tag-only` run whose `--keep` is not the root,
+/// the record of the cluster that a dropping run would keep.
+pub const SURVIVOR_TAG: &str = "minhash_survivor";
+
+/// The tags a run writes on each record, in order (the columns a Parquet output adds): the
+/// cluster's root; its survivor ([`DedupConfig::tags_survivor`]); with `against` and
+/// `--tag-only`, the indexed document it duplicates.
+pub fn record_tags(cfg: &DedupConfig, against: bool) -> Vec<&'static str> {
+    let mut tags = vec![CLUSTER_TAG];
+    if cfg.tags_survivor() {
+        tags.push(SURVIVOR_TAG);
+    }
+    if against && !cfg.drop {
+        tags.push(INDEX_TAG);
+    }
+    tags
+}
+
 /// What pass 2 writes of each document (indices in input order).
 pub(crate) trait Verdicts: Sync {
     /// Documents in all.
@@ -410,6 +425,8 @@ pub(crate) trait Verdicts: Sync {
     fn in_cluster(&self, d: usize) -> bool;
     /// Does it survive a dropping run?
     fn keeps(&self, d: usize) -> bool;
+    /// The id of the document of its cluster that survives (its own id when alone).
+    fn survivor(&self, d: usize) -> &str;
     /// With `--against`: the id of the indexed document it duplicates.
     fn index_match(&self, _d: usize) -> Option<&str> {
         None
@@ -423,6 +440,8 @@ struct InMemory<'a> {
     clustering: &'a Clustering,
     matches: &'a [Option<IndexMatch>],
     in_cluster: Vec<bool>,
+    /// For each cluster root (indexed by document), the document that survives.
+    survivor_of_root: HashMap<u32, u32>,
 }
 
 impl<'a> InMemory<'a> {
@@ -438,11 +457,16 @@ impl<'a> InMemory<'a> {
                 in_cluster[r as usize] = true;
             }
         }
+        let survivor_of_root = (0..corpus.len())
+            .filter(|&d| in_cluster[d] && clustering.survives[d])
+            .map(|d| (clustering.root[d], d as u32))
+            .collect();
         InMemory {
             corpus,
             clustering,
             matches,
             in_cluster,
+            survivor_of_root,
         }
     }
 }
@@ -460,6 +484,13 @@ impl Verdicts for InMemory<'_> {
     fn keeps(&self, d: usize) -> bool {
         self.clustering.keeps(d) && self.index_match(d).is_none()
     }
+    fn survivor(&self, d: usize) -> &str {
+        let s = self
+            .survivor_of_root
+            .get(&self.clustering.root[d])
+            .map_or(d, |&s| s as usize);
+        self.corpus.ids.get(s)
+    }
     fn index_match(&self, d: usize) -> Option<&str> {
         self.matches.get(d)?.as_ref().map(|m| m.id.as_str())
     }
@@ -471,6 +502,8 @@ pub(crate) struct PassTwo<'a> {
     pub fields: &'a Fields,
     pub verdicts: &'a dyn Verdicts,
     pub drop: bool,
+    /// Tag each record with its cluster's survivor ([`SURVIVOR_TAG`]).
+    pub survivor_tag: bool,
     /// Tag each record with the indexed document it duplicates ([`INDEX_TAG`]).
     pub index_tag: bool,
 }
@@ -499,6 +532,7 @@ pub(crate) fn write_pass(
         fields,
         verdicts,
         drop,
+        survivor_tag,
         index_tag,
     } = *p2;
     let bar = progress.pass("writing", inputs.total_bytes());
@@ -534,6 +568,17 @@ pub(crate) fn write_pass(
                             verdicts.in_cluster(d).then(|| verdicts.tag(d))
                         })
                         .collect()];
+                    if survivor_tag {
+                        tags.push(
+                            kept_idx
+                                .iter()
+                                .map(|&i| {
+                                    let d = base + i;
+                                    verdicts.in_cluster(d).then(|| verdicts.survivor(d))
+                                })
+                                .collect(),
+                        );
+                    }
                     if index_tag {
                         tags.push(
                             kept_idx
@@ -551,34 +596,29 @@ pub(crate) fn write_pass(
                             // Room for the lines and their tags, so the buffer never grows.
                             let bytes: usize = idx.iter().map(|&i| chunk.line(i).len() + 1).sum();
                             let mut buf = crate::io::spare_buffer(bytes + idx.len() * 96);
-                            let mut one = Vec::new();
+                            let (mut one, mut two) = (Vec::new(), Vec::new());
                             for &i in idx {
-                                let root = verdicts.tag(base + i);
+                                let d = base + i;
                                 let (line, line_no) = (chunk.line(i), chunk.line_no(i));
-                                match verdicts.index_match(base + i).filter(|_| index_tag) {
-                                    None => write_tagged(
-                                        &mut buf,
-                                        line,
-                                        CLUSTER_TAG,
-                                        root,
-                                        name,
-                                        line_no,
-                                    )?,
-                                    Some(m) => {
-                                        one.clear();
-                                        write_tagged(
-                                            &mut one,
-                                            line,
-                                            CLUSTER_TAG,
-                                            root,
-                                            name,
-                                            line_no,
-                                        )?;
-                                        // Without its newline, the tagged line is a record.
-                                        one.pop();
-                                        write_tagged(&mut buf, &one, INDEX_TAG, m, name, line_no)?;
-                                    }
+                                let mut tags = vec![(CLUSTER_TAG, verdicts.tag(d))];
+                                if survivor_tag {
+                                    tags.push((SURVIVOR_TAG, verdicts.survivor(d)));
                                 }
+                                if let Some(m) = verdicts.index_match(d).filter(|_| index_tag) {
+                                    tags.push((INDEX_TAG, m));
+                                }
+                                // Each tag but the last into a scratch line, without its
+                                // newline (a record again), the last into the buffer.
+                                let (last, before) = tags.split_last().expect("a cluster tag");
+                                let mut from: &[u8] = line;
+                                for &(key, value) in before {
+                                    one.clear();
+                                    write_tagged(&mut one, from, key, value, name, line_no)?;
+                                    one.pop();
+                                    std::mem::swap(&mut one, &mut two);
+                                    from = &two;
+                                }
+                                write_tagged(&mut buf, from, last.0, last.1, name, line_no)?;
                             }
                             Ok((buf, idx.len() as u64))
                         })

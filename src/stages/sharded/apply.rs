@@ -31,6 +31,8 @@ struct ShardVerdicts {
     tag: Vec<u32>,
     tags: IdArena,
     survives: Vec<bool>,
+    /// Per document, an index into `tags` of its cluster's survivor (`u32::MAX`: none read).
+    survivor: Vec<u32>,
 }
 
 impl Verdicts for ShardVerdicts {
@@ -48,6 +50,12 @@ impl Verdicts for ShardVerdicts {
     }
     fn keeps(&self, d: usize) -> bool {
         self.survives[d]
+    }
+    fn survivor(&self, d: usize) -> &str {
+        match self.survivor.get(d) {
+            Some(&t) if t != u32::MAX => self.tags.get(t as usize),
+            _ => self.ids.get(d),
+        }
     }
 }
 
@@ -79,7 +87,13 @@ pub fn apply(
         tag: Vec::new(),
         tags: IdArena::default(),
         survives: Vec::new(),
+        survivor: Vec::new(),
     };
+    let survivor_tag = work.config().tags_survivor();
+    let mut columns = vec!["tag", "survives"];
+    if survivor_tag {
+        columns.push("survivor");
+    }
     for batch in work.open_table(&work.sign_file(shard), "sign", &["id"])? {
         let batch = batch?;
         let id = strings(&batch, "id");
@@ -89,10 +103,32 @@ pub fn apply(
     }
     // Tags repeat (a cluster's members share one): each distinct tag is stored once.
     let mut seen: HashMap<String, u32> = HashMap::new();
-    let table = work.open_table(&work.cluster_file(shard), "cluster", &["tag", "survives"])?;
+    let table = work.open_table(&work.cluster_file(shard), "cluster", &columns)?;
+    let mut intern = |t: &str, tags: &mut IdArena| -> u32 {
+        match seen.get(t) {
+            Some(&at) => at,
+            None => {
+                tags.push(t);
+                let at = tags.len() as u32 - 1;
+                seen.insert(t.to_string(), at);
+                at
+            }
+        }
+    };
     for batch in table {
         let batch = batch?;
         let tag = strings(&batch, "tag");
+        if survivor_tag {
+            let survivor = strings(&batch, "survivor");
+            for i in 0..batch.num_rows() {
+                v.survivor
+                    .push(if arrow_array::Array::is_null(survivor, i) {
+                        u32::MAX
+                    } else {
+                        intern(survivor.value(i), &mut v.tags)
+                    });
+            }
+        }
         let survives = arrow_array::cast::AsArray::as_boolean(
             batch
                 .column_by_name("survives")
@@ -105,16 +141,7 @@ pub fn apply(
                 v.tag.push(u32::MAX);
                 continue;
             }
-            let t = tag.value(i);
-            let at = match seen.get(t) {
-                Some(&at) => at,
-                None => {
-                    v.tags.push(t);
-                    let at = v.tags.len() as u32 - 1;
-                    seen.insert(t.to_string(), at);
-                    at
-                }
-            };
+            let at = intern(tag.value(i), &mut v.tags);
             v.tag.push(at);
         }
     }
@@ -138,6 +165,7 @@ pub fn apply(
         fields: work.fields(),
         verdicts: &v,
         drop: work.config().drop,
+        survivor_tag,
         index_tag: false,
     };
     let mut snippets = HashMap::new();

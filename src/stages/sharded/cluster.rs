@@ -1,7 +1,8 @@
 //! Stage 5, over all partitions: union-find over every partition's confirmed pairs (and the
 //! exact duplicates) by rank, so each root is its cluster's smallest id; who survives under the
-//! keep policy. Per shard out: `tag` (the root's id, null for a document in no cluster) and
-//! `survives`; beside them the clusters and pairs files as `dedup --clusters/--pairs` write
+//! keep policy. Per shard out: `tag` (the root's id, null for a document in no cluster),
+//! `survives`, and where a `--tag-only` run's policy may keep another than the root, `survivor`
+//! (the id of the document that survives, null likewise); beside them the clusters and pairs files as `dedup --clusters/--pairs` write
 //! them, and the counts.
 //!
 //! It holds about 25 bytes a document (rank, place in id order, union-find parent, root, words,
@@ -282,10 +283,20 @@ pub fn cluster(
     }
 
     step.set_message("writing verdicts");
-    let columns = vec![
+    let mut columns = vec![
         Field::new("tag", DataType::Utf8, true),
         col("survives", DataType::Boolean),
     ];
+    // The survivor's id, where a tagging run's keep policy may choose another than the root.
+    let survivor_of_root: HashMap<u32, u32> = if cfg.tags_survivor() {
+        columns.push(Field::new("survivor", DataType::Utf8, true));
+        (0..n)
+            .filter(|&d| in_cluster[d] && survives[d])
+            .map(|d| (root[d], d as u32))
+            .collect()
+    } else {
+        HashMap::new()
+    };
     for s in 0..work.shards() {
         let mut w = work.create_table(&work.cluster_file(s), columns.clone(), &[])?;
         let (from, to) = (offsets[s], offsets[s + 1]);
@@ -293,10 +304,15 @@ pub fn cluster(
         loop {
             let end = (at + BATCH_ROWS).min(to);
             let tags = (at..end).map(|d| in_cluster[d].then(|| id(root[d])));
-            let cols: Vec<ArrayRef> = vec![
+            let mut cols: Vec<ArrayRef> = vec![
                 Arc::new(StringArray::from_iter(tags)),
                 Arc::new(BooleanArray::from(survives[at..end].to_vec())),
             ];
+            if cfg.tags_survivor() {
+                let survivor =
+                    (at..end).map(|d| in_cluster[d].then(|| id(survivor_of_root[&root[d]])));
+                cols.push(Arc::new(StringArray::from_iter(survivor)));
+            }
             if end == to {
                 w.write_then_finish(cols)?;
                 break;

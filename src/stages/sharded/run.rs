@@ -9,7 +9,7 @@ use super::{apply, bands, cluster, confirm, rank, sign, Manifest, WorkDir};
 use crate::engine::Engine;
 use crate::io::{Fields, Output};
 use crate::progress::ProgressFactory;
-use crate::stages::dedup::{DedupConfig, DedupOutputs, DedupSummary, CLUSTER_TAG};
+use crate::stages::dedup::{record_tags, DedupConfig, DedupOutputs, DedupSummary};
 use crate::stages::sink::RecordSink;
 use crate::Error;
 
@@ -46,7 +46,7 @@ pub fn run_sharded(
     let work = WorkDir::init(dir, manifest)?;
     // Every output first, so a bad path fails before the work.
     let all = work.inputs(&(0..work.shards()).collect::<Vec<_>>())?;
-    let mut out = RecordSink::create(&outs.output, &all, &[CLUSTER_TAG])?;
+    let mut out = RecordSink::create(&outs.output, &all, &record_tags(cfg, false))?;
     drop(all);
     let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
     let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;
