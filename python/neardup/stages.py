@@ -57,11 +57,14 @@ def init(
     id_field: str = "id",
     text_field: str = "text",
     numeric_ids: bool = False,
+    against: Sequence["str | os.PathLike[str]"] = (),
 ) -> Tuple[int, int]:
     """Make the work directory for ``inputs`` (JSONL or Parquet shards) and the options of
     ``neardup dedup`` (``keep`` as the command line spells it: ``field:NAME:max`` reads a
-    field). Reopening one made for the same run is fine; one made for other inputs or options
-    is refused, naming what differs. Returns ``(shards, partitions)``."""
+    field; ``against``: indexes of documents already kept, made by ``neardup index build``,
+    that ``apply`` checks every document against). Reopening one made for the same run is
+    fine; one made for other inputs or options is refused, naming what differs. Returns
+    ``(shards, partitions)``."""
     options = {
         "k": k,
         "num_perm": num_perm,
@@ -80,7 +83,11 @@ def init(
         "numeric_ids": numeric_ids,
     }
     return _neardup.stage_init(
-        os.fspath(work_dir), [os.fspath(p) for p in inputs], partitions, options
+        os.fspath(work_dir),
+        [os.fspath(p) for p in inputs],
+        partitions,
+        options,
+        [os.fspath(p) for p in against],
     )
 
 

@@ -403,16 +403,20 @@ fn open(dir: &std::path::Path) -> PyResult<WorkDir> {
 /// Make (or reopen, when made for the same run) the work directory; returns (shards,
 /// partitions).
 #[pyfunction]
+#[pyo3(signature = (work_dir, inputs, partitions, options, against))]
 fn stage_init(
     py: Python<'_>,
     work_dir: PathBuf,
     inputs: Vec<String>,
     partitions: usize,
     options: &Bound<'_, PyDict>,
+    against: Vec<PathBuf>,
 ) -> PyResult<(usize, usize)> {
     let (cfg, fields) = parse_options(options)?;
     py.detach(|| {
-        let m = Manifest::new(&inputs, cfg, fields, partitions).map_err(err)?;
+        let m = Manifest::new(&inputs, cfg, fields, partitions)
+            .and_then(|m| m.with_against(&against))
+            .map_err(err)?;
         let w = WorkDir::init(&work_dir, m).map_err(err)?;
         Ok((w.shards(), w.partitions()))
     })
@@ -504,7 +508,7 @@ fn stage_apply(
         let input = w.inputs(&[shard]).map_err(err)?;
         let ins = [("input", w.manifest.shards[shard].path.as_str())];
         neardup::io::check_output_paths(&ins, &[("output", output.as_str())]).map_err(err)?;
-        let tags = neardup::stages::dedup::record_tags(w.config(), false);
+        let tags = neardup::stages::dedup::record_tags(w.config(), !w.manifest.against.is_empty());
         let mut out =
             neardup::stages::sink::RecordSink::create(&output, &input, &tags).map_err(err)?;
         let s =

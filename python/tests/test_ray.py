@@ -81,6 +81,27 @@ def test_parquet_shards(ray_cluster, cli, example, tmp_path):
     assert got.equals(pq.read_table(want))
 
 
+def test_against_an_index(ray_cluster, cli, example, tmp_path):
+    """Checked against an index of half the corpus, the driver's outputs are the command
+    line's."""
+    nray = need("neardup.ray")
+    lines = example.read_bytes().splitlines(keepends=True)
+    old = tmp_path / "old.jsonl"
+    old.write_bytes(b"".join(lines[::2]))
+    index = tmp_path / "old.index"
+    run(cli, "index", "build", str(old), "-o", str(index))
+    paths = split_lines(example, tmp_path / "in", 3)
+    want = tmp_path / "want.jsonl"
+    run(cli, "dedup", *map(str, paths), "-o", str(want), "--against", str(index))
+    out_dir = tmp_path / "out"
+    s = nray.dedup(paths, out_dir, work_dir=tmp_path / "work", partitions=2, engine="cpu",
+                   verbose=False, against=[index])
+    assert outputs_of(paths, out_dir) == want.read_bytes()
+    report = json.loads((out_dir / "report.json").read_text())
+    assert report["against"]["matched"] > 100, report["against"]
+    assert s["documents_written"] == len(want.read_bytes().splitlines())
+
+
 def test_refusals(ray_cluster, example, tmp_path):
     nray = need("neardup.ray")
     a = tmp_path / "a" / "x.jsonl"

@@ -510,10 +510,10 @@ pub struct DedupArgs {
     /// build`): one with a near duplicate there is dropped (with --tag-only, tagged with that
     /// document's id in meta.minhash_index_match). Pairs with an indexed document are confirmed
     /// by their MinHash estimate. May be given more than once.
-    #[arg(long, value_name = "INDEX", conflicts_with = "work_dir")]
+    #[arg(long, value_name = "INDEX")]
     pub against: Vec<PathBuf>,
     /// Add the run's survivors to the index of --against (one index), once the outputs are
-    /// written.
+    /// written. In memory only: with --work-dir, `neardup index add INDEX OUT` afterwards.
     #[arg(long = "update-index", requires = "against")]
     pub update_index: bool,
     #[command(flatten)]
@@ -590,6 +590,10 @@ pub enum Stage {
         /// bounded by one.
         #[arg(long, value_name = "R", default_value_t = 8)]
         partitions: usize,
+        /// Check every document against this index in `apply`, as it is now (segments added
+        /// later are not seen). May be given more than once.
+        #[arg(long, value_name = "INDEX")]
+        against: Vec<PathBuf>,
     },
     /// Stage 1, per shard: ids, word counts and signatures.
     Sign {

@@ -26,10 +26,12 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             input,
             cluster,
             partitions,
+            against,
         } => {
             let cfg = cluster.config()?;
             let fields = cluster.fields(&input)?;
-            let m = Manifest::new(&input.inputs, cfg, fields, partitions)?;
+            let m =
+                Manifest::new(&input.inputs, cfg, fields, partitions)?.with_against(&against)?;
             let w = WorkDir::init(&dir, m)?;
             done(format!(
                 "init: {} shards, {} partitions in {}",
@@ -116,7 +118,8 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             let input = w.inputs(&[shard])?;
             let ins = [("input", w.manifest.shards[shard].path.as_str())];
             neardup::io::check_output_paths(&ins, &[("-o", output.as_str())])?;
-            let tags = neardup::stages::dedup::record_tags(w.config(), false);
+            let tags =
+                neardup::stages::dedup::record_tags(w.config(), !w.manifest.against.is_empty());
             let mut out = RecordSink::create(&output, &input, &tags)?;
             let s = apply::apply(&w, shard, &mut out, &progress)?;
             out.finish()?;

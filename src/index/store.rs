@@ -530,7 +530,27 @@ pub struct IndexDoc {
 impl Index {
     /// Open the index in `dir`.
     pub fn open(dir: &Path) -> Result<Index, Error> {
-        let manifest = read_manifest(dir)?;
+        Self::open_first(dir, None)
+    }
+
+    /// Open the index in `dir` as it was when it had its first `segments` segments (all of
+    /// them with `None`): what a run recorded once sees the same documents, whatever was added
+    /// since.
+    pub fn open_first(dir: &Path, segments: Option<usize>) -> Result<Index, Error> {
+        let mut manifest = read_manifest(dir)?;
+        if let Some(n) = segments {
+            if n > manifest.segments.len() {
+                return Err(index_error(
+                    dir,
+                    format!(
+                        "had {n} segments and has {} now: it is not the index this run was                          made for",
+                        manifest.segments.len()
+                    ),
+                ));
+            }
+            manifest.segments.truncate(n);
+            manifest.documents = manifest.segments.iter().map(|e| e.documents).sum();
+        }
         let segments = manifest
             .segments
             .iter()

@@ -490,8 +490,14 @@ fn bad_indexes_and_combinations_are_refused() {
     );
     call(&dedup(&["--update-index"]), "--against");
     call(
-        &dedup(&["--against", s(&p("ix")), "--work-dir", s(&p("w"))]),
-        "cannot be used with",
+        &dedup(&[
+            "--against",
+            s(&p("ix")),
+            "--update-index",
+            "--work-dir",
+            s(&p("w")),
+        ]),
+        "--update-index runs in memory only",
     );
     // An output onto the index's manifest is refused.
     refused(
@@ -576,4 +582,125 @@ fn bad_indexes_and_combinations_are_refused() {
         stderr(&o)
     );
     assert!(!out.exists());
+}
+
+/// Out of core, `--against` gives in-memory `--against`'s bytes, report counts included; the
+/// stages see the index as it was when the work directory was made, whatever is added to it
+/// meanwhile.
+#[test]
+fn out_of_core_runs_check_against_the_index_as_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let (a, b) = corpora();
+    write_jsonl(&p("a.jsonl"), &a);
+    let third = b.len().div_ceil(3);
+    let shards: Vec<String> = (0..3)
+        .map(|i| {
+            let path = p(&format!("b{i}.jsonl"));
+            write_jsonl(
+                &path,
+                &b[(i * third).min(b.len())..((i + 1) * third).min(b.len())],
+            );
+            s(&path).to_string()
+        })
+        .collect();
+    run_ok(&["index", "build", s(&p("a.jsonl")), "-o", s(&p("ix"))]);
+    for (v, flags) in [
+        &[][..],
+        &["--tag-only"][..],
+        &["--tag-only", "--keep", "longest", "--confirm", "estimate"][..],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let run = |out: &str, report: &str, work: Option<String>| {
+            let mut args: Vec<String> = vec!["dedup".into()];
+            args.extend(shards.iter().cloned());
+            args.extend(["-o".into(), s(&p(out)).into(), "--report".into()]);
+            args.extend([s(&p(report)).into(), "--against".into(), s(&p("ix")).into()]);
+            args.extend(flags.iter().map(|f| f.to_string()));
+            if let Some(w) = work {
+                args.extend(["--work-dir".into(), w, "--partitions".into(), "2".into()]);
+            }
+            run_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        };
+        run(&format!("mem-{v}.jsonl"), "mem.json", None);
+        run(
+            &format!("wd-{v}.jsonl"),
+            "wd.json",
+            Some(s(&p(&format!("w{v}"))).into()),
+        );
+        assert_eq!(
+            sha256(&p(&format!("mem-{v}.jsonl"))),
+            sha256(&p(&format!("wd-{v}.jsonl"))),
+            "{flags:?}"
+        );
+        let report = |n: &str| -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(p(n)).unwrap()).unwrap()
+        };
+        let (mem, wd) = (report("mem.json"), report("wd.json"));
+        assert_eq!(
+            mem["against"]["matched"], wd["against"]["matched"],
+            "{flags:?}"
+        );
+        assert_eq!(mem["against"]["candidates"], wd["against"]["candidates"]);
+        assert_eq!(
+            mem["counts"]["documents_written"],
+            wd["counts"]["documents_written"]
+        );
+        assert!(mem["against"]["matched"].as_u64().unwrap() >= 10);
+    }
+    // The stages one by one, with a segment added to the index between `init` and `apply`:
+    // `apply` still sees the index as recorded, so the output is the same.
+    let w = p("staged");
+    let stage = |args: &[&str]| {
+        let mut v = vec!["stage"];
+        v.extend_from_slice(args);
+        run_ok(&v);
+    };
+    let mut init = vec!["init", s(&w)];
+    init.extend(shards.iter().map(String::as_str));
+    let ix = p("ix");
+    init.extend_from_slice(&["--partitions", "2", "--against", s(&ix)]);
+    stage(&init);
+    for i in ["0", "1", "2"] {
+        stage(&["sign", s(&w), "--shard", i]);
+    }
+    stage(&["rank", s(&w)]);
+    for i in ["0", "1", "2"] {
+        stage(&["bands", s(&w), "--shard", i]);
+    }
+    for q in ["0", "1"] {
+        stage(&["confirm", s(&w), "--partition", q]);
+    }
+    stage(&["cluster", s(&w)]);
+    run_ok(&["index", "add", s(&p("ix")), &shards[0]]);
+    let mut joined = Vec::new();
+    for i in 0..3 {
+        let out = p(&format!("staged-{i}.jsonl"));
+        stage(&["apply", s(&w), "--shard", &i.to_string(), "-o", s(&out)]);
+        joined.extend(std::fs::read(&out).unwrap());
+    }
+    assert_eq!(joined, std::fs::read(p("mem-0.jsonl")).unwrap());
+    // A work directory made for the index as it was is refused for the index as it is now.
+    let o = neardup(&[
+        "dedup",
+        &shards[0],
+        &shards[1],
+        &shards[2],
+        "-o",
+        s(&p("again.jsonl")),
+        "--against",
+        s(&p("ix")),
+        "--work-dir",
+        s(&p("w0")),
+        "--partitions",
+        "2",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("segments: 1 there, 2 here"),
+        "{}",
+        stderr(&o)
+    );
 }

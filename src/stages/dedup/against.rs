@@ -61,7 +61,54 @@ pub struct Against {
     pub update: bool,
 }
 
+/// An index as a work directory records it: its path and how many segments it had, so every
+/// stage sees the same documents whatever is added to the index meanwhile.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecordedIndex {
+    pub path: String,
+    pub segments: usize,
+    pub documents: u64,
+}
+
 impl Against {
+    /// The indexes of `paths` as a work directory records them (checked for `cfg` as
+    /// [`Against::open`] checks them).
+    pub fn record(
+        paths: &[PathBuf],
+        cfg: &DedupConfig,
+        grouped: bool,
+    ) -> Result<Vec<RecordedIndex>, Error> {
+        Ok(match Self::open(paths, cfg, grouped, false)? {
+            None => Vec::new(),
+            Some(a) => a
+                .indexes
+                .iter()
+                .map(|ix| RecordedIndex {
+                    path: ix.dir.display().to_string(),
+                    segments: ix.segments.len(),
+                    documents: ix.manifest.documents,
+                })
+                .collect(),
+        })
+    }
+
+    /// Open the indexes a work directory recorded, as they were then.
+    pub fn open_recorded(recorded: &[RecordedIndex], cfg: &DedupConfig) -> Result<Against, Error> {
+        let indexes = recorded
+            .iter()
+            .map(|r| {
+                let dir = Path::new(&r.path);
+                let ix = Index::open_first(dir, Some(r.segments))?;
+                ix.manifest.check(dir, cfg.params, cfg.lsh)?;
+                Ok(ix)
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(Against {
+            indexes,
+            update: false,
+        })
+    }
+
     /// Open `paths` for a run of `cfg`; `grouped` runs are refused (an index has no groups),
     /// as is `update` with other than one index.
     pub fn open(
@@ -180,6 +227,15 @@ impl Against {
     }
 }
 
+/// How pairs of a new and an indexed document are confirmed under `confirm`: by the estimate,
+/// or with `none` not at all (an index holds no texts for exact Jaccard).
+pub fn index_confirmation(confirm: Confirm) -> Confirm {
+    match confirm {
+        Confirm::None => Confirm::None,
+        _ => Confirm::Estimate,
+    }
+}
+
 /// What `--against` adds to a run: the summary of [`Against::matches`] and the update.
 pub(crate) fn against_summary(
     against: &Against,
@@ -191,10 +247,7 @@ pub(crate) fn against_summary(
 ) -> AgainstSummary {
     AgainstSummary {
         indexes: against.counts(),
-        confirm: match cfg.confirm {
-            Confirm::None => Confirm::None,
-            _ => Confirm::Estimate,
-        },
+        confirm: index_confirmation(cfg.confirm),
         candidates,
         matched,
         added,

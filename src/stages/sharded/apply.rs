@@ -10,7 +10,7 @@ use super::table::strings;
 use super::WorkDir;
 use crate::ids::IdArena;
 use crate::progress::ProgressFactory;
-use crate::stages::dedup::{write_pass, PassTwo, Verdicts};
+use crate::stages::dedup::{write_pass, Against, IndexMatch, PassTwo, Verdicts};
 use crate::stages::sink::RecordSink;
 use crate::Error;
 
@@ -18,6 +18,12 @@ use crate::Error;
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ApplySummary {
     pub written: u64,
+    /// With `--against`: pairs of a document and an indexed one sharing a band, and the
+    /// documents with a confirmed match.
+    #[serde(default)]
+    pub index_candidates: u64,
+    #[serde(default)]
+    pub index_matched: u64,
     /// The beginnings of the texts of the report's largest clusters' members in this shard,
     /// by row.
     pub snippets: Vec<(u64, String)>,
@@ -33,6 +39,8 @@ struct ShardVerdicts {
     survives: Vec<bool>,
     /// Per document, an index into `tags` of its cluster's survivor (`u32::MAX`: none read).
     survivor: Vec<u32>,
+    /// With `--against`: each document's match in the indexes (else empty).
+    matches: Vec<Option<IndexMatch>>,
 }
 
 impl Verdicts for ShardVerdicts {
@@ -49,7 +57,10 @@ impl Verdicts for ShardVerdicts {
         self.tag[d] != u32::MAX
     }
     fn keeps(&self, d: usize) -> bool {
-        self.survives[d]
+        self.survives[d] && self.index_match(d).is_none()
+    }
+    fn index_match(&self, d: usize) -> Option<&str> {
+        self.matches.get(d)?.as_ref().map(|m| m.id.as_str())
     }
     fn survivor(&self, d: usize) -> &str {
         match self.survivor.get(d) {
@@ -88,6 +99,7 @@ pub fn apply(
         tags: IdArena::default(),
         survives: Vec::new(),
         survivor: Vec::new(),
+        matches: Vec::new(),
     };
     let survivor_tag = work.config().tags_survivor();
     let mut columns = vec!["tag", "survives"];
@@ -152,6 +164,29 @@ pub fn apply(
             v.tag.len()
         )));
     }
+    // `--against`: the shard's signatures checked against the indexes as recorded.
+    let (mut index_candidates, mut index_matched) = (0, 0);
+    if !work.manifest.against.is_empty() {
+        let against = Against::open_recorded(&work.manifest.against, work.config())?;
+        let path = work.sig_rows_file(shard);
+        let name = path.display().to_string();
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&name, e))?;
+        let sigs: Vec<u32> = bytes
+            .chunks_exact(4)
+            .map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")))
+            .collect();
+        if sigs.len() != v.ids.len() * work.config().params.num_perm {
+            return Err(work.refuse(format!(
+                "{name} holds {} signature entries for {} documents",
+                sigs.len(),
+                v.ids.len()
+            )));
+        }
+        let (matches, candidates) = against.matches(&sigs, work.config())?;
+        index_candidates = candidates;
+        index_matched = matches.iter().filter(|m| m.is_some()).count() as u64;
+        v.matches = matches;
+    }
     let wanted: HashSet<u32> = summary
         .largest
         .iter()
@@ -166,7 +201,7 @@ pub fn apply(
         verdicts: &v,
         drop: work.config().drop,
         survivor_tag,
-        index_tag: false,
+        index_tag: !work.manifest.against.is_empty() && !work.config().drop,
     };
     let mut snippets = HashMap::new();
     let written = write_pass(&pass, out, progress, &wanted, &mut snippets)?;
@@ -175,6 +210,8 @@ pub fn apply(
     snippets.sort();
     let s = ApplySummary {
         written,
+        index_candidates,
+        index_matched,
         snippets,
         seconds: t0.elapsed().as_secs_f64(),
     };

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::io::{Fields, InputSpec, Inputs};
-use crate::stages::dedup::DedupConfig;
+use crate::stages::dedup::{Against, DedupConfig, RecordedIndex};
 use crate::Error;
 
 pub use run::*;
@@ -51,6 +51,10 @@ pub struct Manifest {
     /// Partitions of the band rows (`confirm` runs once per partition).
     pub partitions: usize,
     pub shards: Vec<ShardEntry>,
+    /// `--against`: the indexes `apply` checks each shard's documents against, as they were
+    /// when the directory was made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub against: Vec<RecordedIndex>,
 }
 
 /// One input shard as the manifest knows it.
@@ -115,7 +119,15 @@ impl Manifest {
                 .iter()
                 .map(|s| ShardEntry::of(s))
                 .collect::<Result<_, _>>()?,
+            against: Vec::new(),
         })
+    }
+
+    /// The manifest with the indexes of `paths` to check every document against (refused with
+    /// a group field, as in memory).
+    pub fn with_against(mut self, paths: &[PathBuf]) -> Result<Self, Error> {
+        self.against = Against::record(paths, &self.config, self.fields.group.is_some())?;
+        Ok(self)
     }
 
     /// The first differences from `other`, as `key: this vs other`, for a refusal.

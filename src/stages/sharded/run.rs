@@ -42,11 +42,20 @@ pub fn run_sharded(
     progress: &ProgressFactory,
 ) -> Result<DedupSummary, Error> {
     let t0 = Instant::now();
-    let manifest = Manifest::new(inputs, *cfg, fields.clone(), partitions)?;
+    if outs.update_index {
+        return Err(Error::Param(
+            "--update-index runs in memory only; out of core, add the outputs to the index \
+             afterwards with `neardup index add INDEX OUT...`"
+                .into(),
+        ));
+    }
+    let manifest =
+        Manifest::new(inputs, *cfg, fields.clone(), partitions)?.with_against(&outs.against)?;
     let work = WorkDir::init(dir, manifest)?;
     // Every output first, so a bad path fails before the work.
     let all = work.inputs(&(0..work.shards()).collect::<Vec<_>>())?;
-    let mut out = RecordSink::create(&outs.output, &all, &record_tags(cfg, false))?;
+    let tags = record_tags(cfg, !work.manifest.against.is_empty());
+    let mut out = RecordSink::create(&outs.output, &all, &tags)?;
     drop(all);
     let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
     let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;

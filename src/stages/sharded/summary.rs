@@ -4,7 +4,9 @@
 use super::{apply, cluster, sign, WorkDir};
 use crate::engine::EngineInfo;
 use crate::pipeline::ScanStats;
-use crate::stages::dedup::{ClusterExample, DedupSummary};
+use crate::stages::dedup::{
+    index_confirmation, AgainstSummary, ClusterExample, DedupSummary, IndexCounts,
+};
 use crate::Error;
 
 /// Sum the pass-1 counts of the shards.
@@ -31,11 +33,14 @@ pub fn dedup_summary(work: &WorkDir, seconds: f64) -> Result<DedupSummary, Error
     let c = cluster::summary(work)?;
     let mut written = 0;
     let mut write_seconds = 0.0;
+    let (mut candidates, mut matched) = (0, 0);
     let mut snippets: Vec<(usize, u64, String)> = Vec::new();
     for s in 0..work.shards() {
         let a = apply::apply_summary(work, s)?;
         written += a.written;
         write_seconds += a.seconds;
+        candidates += a.index_candidates;
+        matched += a.index_matched;
         snippets.extend(a.snippets.into_iter().map(|(row, text)| (s, row, text)));
     }
     let snippet = |s: usize, row: u64| {
@@ -58,8 +63,26 @@ pub fn dedup_summary(work: &WorkDir, seconds: f64) -> Result<DedupSummary, Error
                 .collect(),
         })
         .collect();
+    let cfg = work.config();
+    let against = (!work.manifest.against.is_empty()).then(|| AgainstSummary {
+        indexes: work
+            .manifest
+            .against
+            .iter()
+            .map(|r| IndexCounts {
+                path: r.path.clone(),
+                documents: r.documents,
+                segments: r.segments,
+            })
+            .collect(),
+        confirm: index_confirmation(cfg.confirm),
+        candidates,
+        matched,
+        added: 0,
+        seconds: 0.0,
+    });
     Ok(DedupSummary {
-        against: None,
+        against,
         scan,
         cluster: c.stats,
         similarity_buckets: Vec::new(),
