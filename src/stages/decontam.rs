@@ -66,6 +66,9 @@ pub struct DecontamOptions {
 /// Keys a JSONL protected file never protects (ids and scorer plumbing, not eval text).
 pub const UNPROTECTED_KEYS: [&str; 4] = ["case_id", "id", "tags", "scorer_args"];
 
+/// The `meta` key (JSONL) or column (Parquet) of `--mode tag`: what caught a document.
+pub const DECONTAM_TAG: &str = "decontam";
+
 /// One protected file's contribution.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ProtectedFile {
@@ -679,14 +682,11 @@ pub fn run_decontam(
             return Err(Error::Param(format!("--min-score {s} is outside (0, 1]")));
         }
     }
-    if opts.tag && crate::io::parquet::is_parquet_name(output) {
-        return Err(Error::Param(
-            "--mode tag writes its tags into JSONL records (meta.decontam); give a JSONL output"
-                .into(),
-        ));
-    }
     let scored = opts.min_score.is_some() || opts.tag;
-    let mut out = RecordSink::create(output, inputs, &[])?;
+    // With `--mode tag`, a Parquet output gets the tag as a column: the JSON object a JSONL
+    // record gets under `meta.decontam`, null for a clean row.
+    let tag_columns: &[&str] = if opts.tag { &[DECONTAM_TAG] } else { &[] };
+    let mut out = RecordSink::create(output, inputs, tag_columns)?;
     let plan = ReadPlan {
         fields,
         columns: out.columns(),
@@ -756,11 +756,10 @@ pub fn run_decontam(
             // A Parquet output's rows are cut out here, beside the other chunks' work.
             let rows = match &table_schema {
                 Some(schema) => {
-                    let clean: Vec<usize> = (0..chunk.len())
-                        .filter(|&i| verdicts[i].1.is_empty())
+                    let kept: Vec<usize> = (0..chunk.len())
+                        .filter(|&i| opts.tag || verdicts[i].1.is_empty())
                         .collect();
-                    debug_assert!(!opts.tag, "tag mode writes JSONL");
-                    Some(table_rows(schema, &chunk, &clean, name)?)
+                    Some(table_rows(schema, &chunk, &kept, name)?)
                 }
                 None => None,
             };
@@ -768,43 +767,48 @@ pub fn run_decontam(
         },
         |(chunk, verdicts, rows)| {
             let mut buf = Vec::new();
+            // With `--mode tag` and a Parquet output, each row's tag column value.
+            let mut column: Vec<Option<String>> = Vec::new();
             for (i, (id, hits, score)) in verdicts.into_iter().enumerate() {
                 documents += 1;
                 if hits.is_empty() || opts.tag {
-                    if rows.is_none() {
-                        if hits.is_empty() {
+                    let tag = (!hits.is_empty()).then(|| {
+                        let (s, matched) = score.unwrap_or_default();
+                        let mut sources: Vec<&str> = Vec::new();
+                        for h in &hits {
+                            let p = files[file_of(h.0) as usize].path.as_str();
+                            if !sources.contains(&p) {
+                                sources.push(p);
+                            }
+                        }
+                        let mut tag = serde_json::json!({
+                            "score": s,
+                            "matched": matched,
+                            "sources": sources,
+                        });
+                        if !tasks.is_empty() {
+                            let names: Vec<Option<&str>> = hits
+                                .iter()
+                                .map(|h| grams.sources()[h.0 as usize].task.as_deref())
+                                .collect();
+                            tag["tasks"] = serde_json::json!(names);
+                        }
+                        tag.to_string()
+                    });
+                    match (&rows, tag) {
+                        (Some(_), tag) => column.push(tag),
+                        (None, None) => {
                             buf.extend_from_slice(chunk.line(i));
                             buf.push(b'\n');
-                        } else {
-                            let (s, matched) = score.unwrap_or_default();
-                            let mut sources: Vec<&str> = Vec::new();
-                            for h in &hits {
-                                let p = files[file_of(h.0) as usize].path.as_str();
-                                if !sources.contains(&p) {
-                                    sources.push(p);
-                                }
-                            }
-                            let mut tag = serde_json::json!({
-                                "score": s,
-                                "matched": matched,
-                                "sources": sources,
-                            });
-                            if !tasks.is_empty() {
-                                let names: Vec<Option<&str>> = hits
-                                    .iter()
-                                    .map(|h| grams.sources()[h.0 as usize].task.as_deref())
-                                    .collect();
-                                tag["tasks"] = serde_json::json!(names);
-                            }
-                            crate::jsonl::write_tagged_json(
-                                &mut buf,
-                                chunk.line(i),
-                                "decontam",
-                                &tag.to_string(),
-                                inputs.name(chunk.file_index),
-                                chunk.line_no(i),
-                            )?;
                         }
+                        (None, Some(tag)) => crate::jsonl::write_tagged_json(
+                            &mut buf,
+                            chunk.line(i),
+                            DECONTAM_TAG,
+                            &tag,
+                            inputs.name(chunk.file_index),
+                            chunk.line_no(i),
+                        )?,
                     }
                     written += 1;
                     if hits.is_empty() {
@@ -841,6 +845,10 @@ pub fn run_decontam(
             }
             bar.add_docs(chunk.len() as u64);
             match rows {
+                Some(rows) if opts.tag => {
+                    let values: Vec<Option<&str>> = column.iter().map(Option::as_deref).collect();
+                    out.write_rows(&rows, &[&values])
+                }
                 Some(rows) => out.write_rows(&rows, &[]),
                 None => out.write_all(&buf),
             }

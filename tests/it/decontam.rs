@@ -318,12 +318,41 @@ fn scores_decide_and_tags_record_what_was_found() {
             .unwrap(),
         clean_line
     );
-    // Out of range, and tags into Parquet: refused before any work.
+    // Tags into Parquet: a `decontam` column holding the object JSONL records get, null for a
+    // clean row.
     let pq = dir.path().join("x.parquet");
-    for (args, target, needle) in [
-        (vec!["--min-score", "0"], &out, "outside (0, 1]"),
-        (vec!["--mode", "tag"], &pq, "give a JSONL output"),
-    ] {
+    ok(&neardup(&[
+        "decontam",
+        s(&corpus),
+        "--protected",
+        s(&eval),
+        "-o",
+        s(&pq),
+        "--mode",
+        "tag",
+    ]));
+    let f = std::fs::File::open(&pq).unwrap();
+    let rows: Vec<arrow_array::RecordBatch> =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+    let column = arrow_array::cast::AsArray::as_string::<i32>(
+        rows[0].column_by_name("decontam").unwrap().as_ref(),
+    );
+    let got: Vec<Option<serde_json::Value>> = (0..3)
+        .map(|i| {
+            (!arrow_array::Array::is_null(column, i))
+                .then(|| serde_json::from_str(column.value(i)).unwrap())
+        })
+        .collect();
+    assert_eq!(got[0].as_ref(), Some(t));
+    assert_eq!(got[1].as_ref(), Some(c));
+    assert_eq!(got[2], None);
+    // Out of range: refused before any work.
+    for (args, target, needle) in [(vec!["--min-score", "0"], &out, "outside (0, 1]")] {
         std::fs::remove_file(&out).ok();
         let mut a = vec![
             "decontam",
