@@ -4,7 +4,7 @@
 //! document's words are stored once, each followed by one space (see [`crate::text`]), and a
 //! shingle is a byte range computed from word offsets.
 
-use crate::text::{push_words, shingle_layout};
+use crate::text::{shingle_layout, TextRule};
 
 /// A batch of tokenized documents.
 ///
@@ -17,6 +17,8 @@ pub struct PackedBatch {
     pub bytes: Vec<u8>,
     pub word_start: Vec<u32>,
     pub doc_word_start: Vec<u32>,
+    /// How texts become units ("words" here: characters under `--shingle char`).
+    pub rule: TextRule,
 }
 
 impl Default for PackedBatch {
@@ -31,12 +33,26 @@ impl PackedBatch {
             bytes: Vec::new(),
             word_start: vec![0],
             doc_word_start: vec![0],
+            rule: TextRule::default(),
+        }
+    }
+
+    /// An empty batch that packs texts under `rule`.
+    pub fn with_rule(rule: TextRule) -> Self {
+        PackedBatch {
+            rule,
+            ..Self::new()
         }
     }
 
     /// A batch of the given texts.
     pub fn from_texts<S: AsRef<str>>(texts: &[S]) -> Self {
-        let mut b = Self::new();
+        Self::from_texts_with(texts, TextRule::default())
+    }
+
+    /// A batch of the given texts, packed under `rule`.
+    pub fn from_texts_with<S: AsRef<str>>(texts: &[S], rule: TextRule) -> Self {
+        let mut b = Self::with_rule(rule);
         for t in texts {
             b.push_text(t.as_ref());
         }
@@ -57,7 +73,7 @@ impl PackedBatch {
     /// batch builders flush long before that.
     pub fn push_text(&mut self, text: &str) -> usize {
         self.word_start.pop();
-        let n = push_words(text, &mut self.bytes, &mut self.word_start);
+        let n = self.rule.push(text, &mut self.bytes, &mut self.word_start);
         assert!(
             self.bytes.len() <= u32::MAX as usize,
             "a packed batch is limited to 4 GiB of word bytes"

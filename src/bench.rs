@@ -86,6 +86,7 @@ pub fn verify(
 ) -> Result<VerifyReport, Error> {
     let np = cpu.params().num_perm;
     let k = cpu.params().k;
+    let rule = cpu.params().rule();
     let mut r = VerifyReport::default();
     let bar = progress.pass("verify", inputs.total_bytes());
     crate::pipeline::pipelined(
@@ -93,7 +94,7 @@ pub fn verify(
         crate::io::ReadPlan::needed(fields),
         gpu.preferred_chunk_bytes(),
         &bar,
-        |chunk, name| crate::corpus::parse_chunk(&chunk, fields, name),
+        |chunk, name| crate::corpus::parse_chunk(&chunk, fields, name, rule),
         |p| {
             let b = &p.batch;
             let t = Instant::now();
@@ -271,9 +272,12 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
                 .len()
                 .div_ceil(rayon::current_num_threads() * 4)
                 .max(1);
-            let parts: Vec<PackedBatch> =
-                texts.par_chunks(per).map(PackedBatch::from_texts).collect();
-            let mut b = PackedBatch::new();
+            let rule = params.rule();
+            let parts: Vec<PackedBatch> = texts
+                .par_chunks(per)
+                .map(|t| PackedBatch::from_texts_with(t, rule))
+                .collect();
+            let mut b = PackedBatch::with_rule(rule);
             for p in &parts {
                 b.append(p);
             }

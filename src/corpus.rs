@@ -10,6 +10,7 @@ use crate::batch::PackedBatch;
 use crate::ids::IdArena;
 use crate::io::Chunk;
 use crate::jsonl::{parse_record, Fields, Record};
+use crate::text::TextRule;
 use crate::Error;
 
 /// Raw bytes per chunk handed to the parser (the CPU engine's; a GPU engine asks for larger
@@ -145,9 +146,14 @@ pub struct ParsedChunk {
     pub parse_seconds: f64,
 }
 
-/// Parse and tokenize every line of `chunk` (in parallel; order kept). The first bad line (by
-/// line number) is the error.
-pub fn parse_chunk(chunk: &Chunk, fields: &Fields, file_name: &str) -> Result<ParsedChunk, Error> {
+/// Parse and tokenize every line of `chunk` under `rule` (in parallel; order kept). The first
+/// bad line (by line number) is the error.
+pub fn parse_chunk(
+    chunk: &Chunk,
+    fields: &Fields,
+    file_name: &str,
+    rule: TextRule,
+) -> Result<ParsedChunk, Error> {
     let t0 = Instant::now();
     let n = chunk.len();
     let pieces = (rayon::current_num_threads() * 4).clamp(1, n.max(1));
@@ -157,7 +163,10 @@ pub fn parse_chunk(chunk: &Chunk, fields: &Fields, file_name: &str) -> Result<Pa
         .collect::<Vec<_>>()
         .into_par_iter()
         .map(|start| {
-            let mut part = ParsedChunk::default();
+            let mut part = ParsedChunk {
+                batch: PackedBatch::with_rule(rule),
+                ..Default::default()
+            };
             for i in start..(start + per).min(n) {
                 let rec = record(chunk, i, fields, file_name)?;
                 if fields.keep.is_some() || fields.group.is_some() {
@@ -175,6 +184,7 @@ pub fn parse_chunk(chunk: &Chunk, fields: &Fields, file_name: &str) -> Result<Pa
     let mut out = ParsedChunk {
         file_index: chunk.file_index,
         raw_bytes: chunk.raw_bytes(),
+        batch: PackedBatch::with_rule(rule),
         ..Default::default()
     };
     for p in parts {

@@ -233,6 +233,7 @@ pub fn scan(
     let t0 = Instant::now();
     let num_perm = engine.params().num_perm;
     let k = engine.params().k;
+    let rule = engine.params().rule();
     let chunk_bytes = engine.preferred_chunk_bytes();
     let mut stats = ScanStats::default();
     let parse_total = std::sync::Mutex::new(0f64);
@@ -277,7 +278,7 @@ pub fn scan(
             progress,
             |chunk, name| {
                 let t = Instant::now();
-                let parsed = parse_chunk(&chunk, fields, name)?;
+                let parsed = parse_chunk(&chunk, fields, name, rule)?;
                 *parse_total.lock().expect("not poisoned") += t.elapsed().as_secs_f64();
                 Ok(parsed)
             },

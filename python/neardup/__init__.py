@@ -44,6 +44,8 @@ def signatures(
     k: int = 5,
     num_perm: int = 128,
     seed: int = 0,
+    shingle: str = "word",
+    normalize: str = "none",
     engine: str = "auto",
     threads: int = 0,
     column: str = "text",
@@ -54,7 +56,9 @@ def signatures(
     PyCapsule interface (a pyarrow ``Array``, ``ChunkedArray`` or ``Table``, a polars
     ``Series`` or ``DataFrame``, a Hugging Face ``datasets.Dataset``); a table's column
     ``column`` is read. Arrow strings are read in place, without a copy. Row ``i`` equals the
-    ``neardup signatures`` row of the same text with the same ``k``, ``num_perm`` and ``seed``.
+    ``neardup signatures`` row of the same text with the same ``k``, ``num_perm`` and ``seed``
+    (and ``shingle``, ``"word"`` or ``"char"``, and ``normalize``, ``"none"``, ``"nfc"`` or
+    ``"nfkc"``: the contract's text options).
 
     ``engine`` is ``"auto"`` (a hardware GPU when there is one, else the CPU), ``"cpu"`` or
     ``"gpu"``; ``threads`` sizes the CPU engine (0: all cores).
@@ -64,6 +68,8 @@ def signatures(
         k=k,
         num_perm=num_perm,
         seed=seed,
+        shingle=shingle,
+        normalize=normalize,
         engine=engine,
         threads=threads,
         column=column,
@@ -103,6 +109,8 @@ def dedup(
     k: int = 5,
     num_perm: int = 128,
     seed: int = 0,
+    shingle: str = "word",
+    normalize: str = "none",
     bands: int = 16,
     rows: int = 8,
     threshold: float = 0.8,
@@ -129,6 +137,8 @@ def dedup(
         k=k,
         num_perm=num_perm,
         seed=seed,
+        shingle=shingle,
+        normalize=normalize,
         bands=bands,
         rows=rows,
         threshold=threshold,

@@ -9,7 +9,16 @@ class NeardupError(Exception):
     """An error of neardup's, with the message its command line prints."""
 
 def signatures(
-    texts: Any, *, k: int, num_perm: int, seed: int, engine: str, threads: int, column: str
+    texts: Any,
+    *,
+    k: int,
+    num_perm: int,
+    seed: int,
+    shingle: str,
+    normalize: str,
+    engine: str,
+    threads: int,
+    column: str,
 ) -> Tuple[bytearray, int, str]: ...
 def dedup(
     ids: Any,

@@ -216,6 +216,17 @@ fn make_engine(engine: &str, params: MinHashParams, threads: usize) -> PyResult<
     .map_err(err)
 }
 
+/// The text options (SPEC §1.4) as Python spells them.
+fn text_rule(shingle: &str, normalize: &str) -> PyResult<neardup::text::TextRule> {
+    Ok(neardup::text::TextRule {
+        shingle: neardup::text::ShingleUnit::parse(shingle)
+            .ok_or_else(|| PyValueError::new_err(format!("shingle {shingle:?}: word or char")))?,
+        normalize: neardup::text::Normalize::parse(normalize).ok_or_else(|| {
+            PyValueError::new_err(format!("normalize {normalize:?}: none, nfc or nfkc"))
+        })?,
+    })
+}
+
 /// The dedup options the Python side passes as a dict (its keyword arguments, defaults
 /// filled in): the configuration and the fields records are read by.
 fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
@@ -223,6 +234,8 @@ fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
         "k",
         "num_perm",
         "seed",
+        "shingle",
+        "normalize",
         "bands",
         "rows",
         "threshold",
@@ -263,7 +276,11 @@ fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
         get(o, "num_perm", d.params.num_perm)?,
         get(o, "seed", d.params.seed)?,
     )
-    .map_err(err)?;
+    .map_err(err)?
+    .with_rule(text_rule(
+        &get(o, "shingle", "word".to_string())?,
+        &get(o, "normalize", "none".to_string())?,
+    )?);
     let lsh =
         LshParams::new(get(o, "bands", d.lsh.bands)?, get(o, "rows", d.lsh.rows)?).map_err(err)?;
     let confirm = match get(o, "confirm", "jaccard".to_string())?.as_str() {
@@ -318,7 +335,7 @@ fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
 /// Signatures of `texts` as native-endian u32 rows in a bytearray; with the row count and the
 /// engine's description.
 #[pyfunction]
-#[pyo3(signature = (texts, *, k, num_perm, seed, engine, threads, column))]
+#[pyo3(signature = (texts, *, k, num_perm, seed, shingle, normalize, engine, threads, column))]
 #[allow(clippy::too_many_arguments)]
 fn signatures<'py>(
     py: Python<'py>,
@@ -326,11 +343,15 @@ fn signatures<'py>(
     k: usize,
     num_perm: usize,
     seed: u64,
+    shingle: &str,
+    normalize: &str,
     engine: &str,
     threads: usize,
     column: &str,
 ) -> PyResult<(Bound<'py, PyByteArray>, usize, String)> {
-    let params = MinHashParams::new(k, num_perm, seed).map_err(err)?;
+    let params = MinHashParams::new(k, num_perm, seed)
+        .map_err(err)?
+        .with_rule(text_rule(shingle, normalize)?);
     let t = texts_of(texts, column, "texts")?;
     let strs = t.strs("texts")?;
     let n = strs.len();

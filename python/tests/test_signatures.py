@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -38,6 +39,20 @@ def test_lists_equal_the_command_line(cli, example, synthetic, tmp_path, params)
         assert got.dtype == np.uint32
         assert got.shape == (len(texts), num_perm)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shingle,normalize", [("char", "none"), ("char", "nfkc"), ("word", "nfc")])
+def test_text_options_equal_the_command_line(cli, tmp_path, shingle, normalize):
+    texts = ["中华人民共和国成立于一九四九年", "cafe\u0301 ｃａｆé", "Ｈello ｗorld", "", "  a  "]
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts)))
+    want, _ = cli_signatures(cli, path, tmp_path, "--k", "3", "--shingle", shingle,
+                             "--normalize", normalize)
+    got = neardup.signatures(texts, k=3, shingle=shingle, normalize=normalize, engine="cpu")
+    np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(got, neardup.signatures(texts, k=3, engine="cpu"))
+    with pytest.raises(ValueError, match='shingle "syllable": word or char'):
+        neardup.signatures(texts, shingle="syllable")
 
 
 def test_arrow_inputs_equal_the_command_line(cli, synthetic, tmp_path):

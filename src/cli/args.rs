@@ -82,6 +82,29 @@ value_enum!(
 );
 
 value_enum!(
+    /// What a shingle is made of.
+    ShingleUnit = neardup::text::ShingleUnit {
+        /// k consecutive words (the contract's default).
+        Word,
+        /// k consecutive characters of the lower-cased text, white space runs as one space
+        /// (for text without spaces between words: Chinese, Japanese, Thai).
+        Char,
+    }
+);
+
+value_enum!(
+    /// The Unicode normal form a text is put in first.
+    Normalize = neardup::text::Normalize {
+        /// The text as given (the contract's default).
+        None,
+        /// Canonical composition (NFC).
+        Nfc,
+        /// Compatibility composition (NFKC): also folds full-width forms and ligatures.
+        Nfkc,
+    }
+);
+
+value_enum!(
     /// What a document without the group field is.
     GroupMissing = neardup::stages::dedup::GroupMissing {
         Error,
@@ -243,11 +266,25 @@ pub struct HashArgs {
     /// Seed of the permutation parameters (PCG32).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// What a shingle is made of: words, or characters (then --k is the n-gram length in
+    /// characters; docs/SPEC.md §1.4).
+    #[arg(long, value_enum, default_value_t = ShingleUnit::Word)]
+    pub shingle: ShingleUnit,
+    /// The Unicode normal form texts are put in before anything else.
+    #[arg(long, value_enum, default_value_t = Normalize::None)]
+    pub normalize: Normalize,
 }
 
 impl HashArgs {
     pub fn params(&self) -> Result<MinHashParams, Error> {
-        MinHashParams::new(self.k, self.num_perm, self.seed)
+        Ok(
+            MinHashParams::new(self.k, self.num_perm, self.seed)?.with_rule(
+                neardup::text::TextRule {
+                    shingle: self.shingle.into(),
+                    normalize: self.normalize.into(),
+                },
+            ),
+        )
     }
 }
 
@@ -982,6 +1019,12 @@ pub struct CompareArgs {
     /// Require this seed.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Require this shingle unit.
+    #[arg(long, value_enum)]
+    pub shingle: Option<ShingleUnit>,
+    /// Require this normal form.
+    #[arg(long, value_enum)]
+    pub normalize: Option<Normalize>,
     /// Mismatches to print in full.
     #[arg(long, default_value_t = 5)]
     pub show: usize,

@@ -9,6 +9,8 @@ pub(super) fn run(a: CompareArgs) -> Result<ExitCode> {
         k: a.k.unwrap_or(fa.meta.k),
         num_perm: a.num_perm.unwrap_or(fa.meta.num_perm),
         seed: a.seed.unwrap_or(fa.meta.seed),
+        shingle: a.shingle.map_or(fa.meta.shingle, Into::into),
+        normalize: a.normalize.map_or(fa.meta.normalize, Into::into),
     };
     fa.expect_params(&want, &a.a)?;
     fb.expect_params(&want, &a.b)?;

@@ -46,7 +46,11 @@ pub(super) fn run(a: InspectArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!("{:<22} {:>12} {:>12}", "", a.a, a.b);
-    outln!("{:<22} {:>12} {:>12}", "words", r.words[0], r.words[1]);
+    let units = match cfg.params.shingle {
+        neardup::text::ShingleUnit::Word => "words",
+        neardup::text::ShingleUnit::Char => "characters",
+    };
+    outln!("{:<22} {:>12} {:>12}", units, r.words[0], r.words[1]);
     outln!(
         "{:<22} {:>12} {:>12}",
         format!("shingles (k={})", cfg.params.k),

@@ -117,7 +117,7 @@ impl CpuEngine {
     /// in place.
     fn sign_text_pieces(&self, texts: &[&str], out: &mut [u32]) {
         let (k, np) = (self.params.k, self.params.num_perm);
-        let perms = &self.perms;
+        let (perms, rule) = (&self.perms, self.params.rule());
         self.install(|| {
             let ranges = split_lens(texts, rayon::current_num_threads() * 8);
             let mut slots: Vec<(usize, usize, &mut [u32])> = Vec::with_capacity(ranges.len());
@@ -131,6 +131,7 @@ impl CpuEngine {
                 // Taken out of the cell, not borrowed: see `sign_chunk`.
                 let (mut batch, mut xs) = SCRATCH.take();
                 batch.clear();
+                batch.rule = rule;
                 for t in &texts[start..end] {
                     batch.push_text(t);
                 }
@@ -173,7 +174,7 @@ impl RecordSigner for CpuEngine {
         want_exact_keys: bool,
     ) -> Result<ScannedChunk, crate::Error> {
         let (k, np) = (self.params.k, self.params.num_perm);
-        let perms = &self.perms;
+        let (perms, rule) = (&self.perms, self.params.rule());
         let n = chunk.len();
         // Every line is one record, so the signature matrix can be laid out before parsing and
         // each piece writes its rows in place. Tokenizer and hash scratch live per thread and
@@ -206,6 +207,7 @@ impl RecordSigner for CpuEngine {
                     let r = (|| {
                         let (batch, xs) = (&mut batch, &mut xs);
                         batch.clear();
+                        batch.rule = rule;
                         let mut part = ScannedChunk::default();
                         for i in start..end {
                             let rec = crate::corpus::record(chunk, i, fields, name)?;

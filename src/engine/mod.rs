@@ -61,7 +61,7 @@ pub trait Engine: Send {
         let np = self.params().num_perm;
         check_rows(texts.len(), np, out)?;
         let limit = self.preferred_chunk_bytes().max(1);
-        let mut batch = PackedBatch::new();
+        let mut batch = PackedBatch::with_rule(self.params().rule());
         let mut first = 0;
         for (i, t) in texts.iter().enumerate() {
             batch.push_text(t);

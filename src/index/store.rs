@@ -13,7 +13,7 @@
 //!
 //! | bytes | what |
 //! |---|---|
-//! | 96 | header: magic `NDXSEG01`, version, k, num_perm, bands, rows (u32 each, one spare), seed, documents, banded documents, id bytes (u64 each), the contract version (32 bytes, zero-padded) |
+//! | 96 | header: magic `NDXSEG01`, version, k, num_perm, bands, rows, the text options (u32 each), seed, documents, banded documents, id bytes (u64 each), the contract version (32 bytes, zero-padded) |
 //! | 8 (n + 1) | id offsets: id `i` is bytes `off[i] .. off[i+1]` of the id bytes |
 //! | id bytes | the ids, UTF-8, one after another |
 //! | 4 n num_perm | the signatures, row `i` document `i` |
@@ -28,6 +28,7 @@ use super::lsh::{band_digest, LshParams};
 use crate::ids::IdArena;
 use crate::io::Output;
 use crate::sign::minhash::{is_empty_signature, MinHashParams, CONTRACT_VERSION};
+use crate::text::{Normalize, ShingleUnit};
 use crate::Error;
 
 /// The manifest's `format`.
@@ -48,6 +49,11 @@ pub struct IndexManifest {
     pub k: usize,
     pub num_perm: usize,
     pub seed: u64,
+    /// The text options (SPEC §1.4), written only when not the default.
+    #[serde(default, skip_serializing_if = "ShingleUnit::is_default")]
+    pub shingle: ShingleUnit,
+    #[serde(default, skip_serializing_if = "Normalize::is_default")]
+    pub normalize: Normalize,
     pub bands: usize,
     pub rows: usize,
     /// Documents in all segments.
@@ -73,6 +79,8 @@ impl IndexManifest {
             k: params.k,
             num_perm: params.num_perm,
             seed: params.seed,
+            shingle: params.shingle,
+            normalize: params.normalize,
             bands: lsh.bands,
             rows: lsh.rows,
             documents: 0,
@@ -85,6 +93,8 @@ impl IndexManifest {
             k: self.k,
             num_perm: self.num_perm,
             seed: self.seed,
+            shingle: self.shingle,
+            normalize: self.normalize,
         }
     }
 
@@ -114,6 +124,20 @@ impl IndexManifest {
             if have != want {
                 diff.push(format!("{name} {have} (this run: {want})"));
             }
+        }
+        if self.shingle != params.shingle {
+            diff.push(format!(
+                "shingle {} (this run: {})",
+                self.shingle.name(),
+                params.shingle.name()
+            ));
+        }
+        if self.normalize != params.normalize {
+            diff.push(format!(
+                "normalize {} (this run: {})",
+                self.normalize.name(),
+                params.normalize.name()
+            ));
         }
         if diff.is_empty() {
             Ok(())
@@ -233,7 +257,7 @@ pub fn write_segment(
         num_perm as u32,
         lsh.bands as u32,
         lsh.rows as u32,
-        0,
+        rule_code(params),
     ] {
         header.extend_from_slice(&v.to_le_bytes());
     }
@@ -308,6 +332,21 @@ pub fn write_segment(
         Layout::new(n as u64, banded.len() as u64, id_bytes, num_perm, lsh.bands).total
     );
     Ok(written)
+}
+
+/// The text options in a segment's header: the shingle unit (0 word, 1 char) in the low byte,
+/// the normal form (0 none, 1 NFC, 2 NFKC) in the next; 0 for the default contract.
+fn rule_code(p: MinHashParams) -> u32 {
+    let shingle = match p.shingle {
+        ShingleUnit::Word => 0,
+        ShingleUnit::Char => 1,
+    };
+    let normalize = match p.normalize {
+        Normalize::None => 0,
+        Normalize::Nfc => 1,
+        Normalize::Nfkc => 2,
+    };
+    shingle | normalize << 8
 }
 
 fn pad8(buf: &mut Vec<u8>, len: u64) {
@@ -398,6 +437,7 @@ impl Segment {
             || bands as usize != m.bands
             || rows as usize != m.rows
             || seed != m.seed
+            || u32_at(28) != rule_code(m.params())
             || docs != entry.documents
         {
             return Err(bad(format!(

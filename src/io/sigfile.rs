@@ -18,6 +18,7 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use crate::sign::minhash::{MinHashParams, CONTRACT_VERSION};
+use crate::text::{Normalize, ShingleUnit};
 use crate::Error;
 
 /// The on-disk formats.
@@ -36,6 +37,11 @@ pub struct SigMeta {
     pub k: usize,
     pub num_perm: usize,
     pub seed: u64,
+    /// The text options (SPEC §1.4), written only when not the default.
+    #[serde(default, skip_serializing_if = "ShingleUnit::is_default")]
+    pub shingle: ShingleUnit,
+    #[serde(default, skip_serializing_if = "Normalize::is_default")]
+    pub normalize: Normalize,
     pub documents: u64,
     /// The engine that computed them (informational).
     #[serde(default)]
@@ -50,6 +56,8 @@ impl SigMeta {
             k: params.k,
             num_perm: params.num_perm,
             seed: params.seed,
+            shingle: params.shingle,
+            normalize: params.normalize,
             documents: 0,
             engine: engine.to_string(),
         }
@@ -60,6 +68,8 @@ impl SigMeta {
             k: self.k,
             num_perm: self.num_perm,
             seed: self.seed,
+            shingle: self.shingle,
+            normalize: self.normalize,
         }
     }
 }
@@ -161,7 +171,8 @@ impl SigWriter {
 /// Rows gathered before they go to a Parquet signature file as one batch.
 const TABLE_BATCH_ROWS: usize = 16 << 10;
 
-/// Keys of a Parquet signature file's key-value metadata.
+/// Keys of a Parquet signature file's key-value metadata (and, when not the default, the text
+/// options under `neardup.shingle` and `neardup.normalize`).
 const META_KEYS: [&str; 5] = [
     "neardup.contract",
     "neardup.k",
@@ -188,11 +199,17 @@ fn signature_schema(meta: &SigMeta) -> arrow_schema::Schema {
         meta.seed.to_string(),
         meta.engine.clone(),
     ];
-    let md: std::collections::HashMap<String, String> = META_KEYS
+    let mut md: std::collections::HashMap<String, String> = META_KEYS
         .iter()
         .map(|k| k.to_string())
         .zip(values)
         .collect();
+    if !meta.shingle.is_default() {
+        md.insert("neardup.shingle".into(), meta.shingle.name().into());
+    }
+    if !meta.normalize.is_default() {
+        md.insert("neardup.normalize".into(), meta.normalize.name().into());
+    }
     arrow_schema::Schema::new_with_metadata(
         vec![
             Field::new("id", DataType::Utf8, false),
@@ -298,6 +315,19 @@ fn read_table_signatures(path: &str) -> Result<SigFile, Error> {
         k: num(META_KEYS[1])? as usize,
         num_perm: num(META_KEYS[2])? as usize,
         seed: num(META_KEYS[3])?,
+        shingle: match md.get("neardup.shingle") {
+            None => ShingleUnit::Word,
+            Some(v) => ShingleUnit::parse(v)
+                .ok_or_else(|| err(format!("`neardup.shingle` {v:?} is not word or char")))?,
+        },
+        normalize: match md.get("neardup.normalize") {
+            None => Normalize::None,
+            Some(v) => Normalize::parse(v).ok_or_else(|| {
+                err(format!(
+                    "`neardup.normalize` {v:?} is not none, nfc or nfkc"
+                ))
+            })?,
+        },
         documents: 0,
         engine: md.get(META_KEYS[4]).cloned().unwrap_or_default(),
     };
@@ -378,11 +408,12 @@ impl FlatWriter {
             SigFormat::Tsv => {
                 writeln!(
                     main.file_mut(),
-                    "#neardup-signatures contract={} k={} num_perm={} seed={}",
+                    "#neardup-signatures contract={} k={} num_perm={} seed={}{}",
                     CONTRACT_VERSION,
                     params.k,
                     params.num_perm,
-                    params.seed
+                    params.seed,
+                    params.rule_words()
                 )
                 .map_err(|e| Error::io(path, e))?;
                 None
@@ -587,14 +618,16 @@ impl SigFile {
             return Err(Error::SignatureFile {
                 path: path.to_string(),
                 msg: format!(
-                    "made with k={} num_perm={} seed={}, but k={} num_perm={} seed={} were asked \
-                     for; signatures made with other parameters are not comparable",
+                    "made with k={} num_perm={} seed={}{}, but k={} num_perm={} seed={}{} were \
+                     asked for; signatures made with other parameters are not comparable",
                     self.meta.k,
                     self.meta.num_perm,
                     self.meta.seed,
+                    self.meta.params().rule_words(),
                     params.k,
                     params.num_perm,
-                    params.seed
+                    params.seed,
+                    params.rule_words()
                 ),
             });
         }
@@ -735,6 +768,8 @@ fn parse_tsv_header(line: &str) -> Option<SigMeta> {
         k: 0,
         num_perm: 0,
         seed: 0,
+        shingle: ShingleUnit::Word,
+        normalize: Normalize::None,
         documents: 0,
         engine: String::new(),
     };
@@ -745,6 +780,8 @@ fn parse_tsv_header(line: &str) -> Option<SigMeta> {
             "k" => meta.k = v.parse().ok()?,
             "num_perm" => meta.num_perm = v.parse().ok()?,
             "seed" => meta.seed = v.parse().ok()?,
+            "shingle" => meta.shingle = ShingleUnit::parse(v)?,
+            "normalize" => meta.normalize = Normalize::parse(v)?,
             _ => {}
         }
     }

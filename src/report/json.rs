@@ -11,6 +11,7 @@ use crate::stages::dedup::{
     Keep, SimilarityBucket,
 };
 use crate::sys::peak_rss_bytes;
+use crate::text::{Normalize, ShingleUnit};
 use crate::CONTRACT_VERSION;
 
 use super::per_second;
@@ -46,6 +47,9 @@ pub struct DedupParameters<'a> {
     pub k: usize,
     pub num_perm: usize,
     pub seed: u64,
+    /// The text options (SPEC §1.4).
+    pub shingle: ShingleUnit,
+    pub normalize: Normalize,
     pub bands: usize,
     pub rows: usize,
     pub threshold: f64,
@@ -151,6 +155,8 @@ impl<'a> DedupReport<'a> {
                 k: cfg.params.k,
                 num_perm: cfg.params.num_perm,
                 seed: cfg.params.seed,
+                shingle: cfg.params.shingle,
+                normalize: cfg.params.normalize,
                 bands: cfg.lsh.bands,
                 rows: cfg.lsh.rows,
                 threshold: cfg.threshold,

@@ -2,6 +2,7 @@
 //! parameter set that says which signatures are comparable.
 
 use crate::hash::{perm_params, permute, shingle_hash, PermParams, P};
+use crate::text::{Normalize, ShingleUnit, TextRule};
 use crate::Error;
 
 /// The version of the signature contract these signatures follow. It is written into every
@@ -10,13 +11,19 @@ use crate::Error;
 pub const CONTRACT_VERSION: &str = "neardup-minhash-v1";
 
 /// The parameters that decide a signature's bits: shingle width `k`, the number of permutations
-/// and the seed of their parameters. Signatures made with different `MinHashParams` are not
-/// comparable.
+/// and the seed of their parameters, and the text options (SPEC §1.4: what a shingle is made
+/// of, and the normal form). Signatures made with different `MinHashParams` are not
+/// comparable. The text options are written only where they are not the default, so files
+/// of the default contract are what they always were.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MinHashParams {
     pub k: usize,
     pub num_perm: usize,
     pub seed: u64,
+    #[serde(default, skip_serializing_if = "ShingleUnit::is_default")]
+    pub shingle: ShingleUnit,
+    #[serde(default, skip_serializing_if = "Normalize::is_default")]
+    pub normalize: Normalize,
 }
 
 impl Default for MinHashParams {
@@ -25,16 +32,53 @@ impl Default for MinHashParams {
             k: 5,
             num_perm: 128,
             seed: 0,
+            shingle: ShingleUnit::Word,
+            normalize: Normalize::None,
         }
     }
 }
 
 impl MinHashParams {
-    /// Checked constructor: `k` and `num_perm` must be at least 1.
+    /// Checked constructor: `k` and `num_perm` must be at least 1. Words of the text as given.
     pub fn new(k: usize, num_perm: usize, seed: u64) -> Result<Self, Error> {
-        let p = MinHashParams { k, num_perm, seed };
+        let p = MinHashParams {
+            k,
+            num_perm,
+            seed,
+            ..Default::default()
+        };
         p.validate()?;
         Ok(p)
+    }
+
+    /// These parameters under the text rule `rule`.
+    pub fn with_rule(self, rule: TextRule) -> Self {
+        MinHashParams {
+            shingle: rule.shingle,
+            normalize: rule.normalize,
+            ..self
+        }
+    }
+
+    /// How texts become the units of shingles.
+    pub fn rule(&self) -> TextRule {
+        TextRule {
+            shingle: self.shingle,
+            normalize: self.normalize,
+        }
+    }
+
+    /// The text options as `key=value` words after the others (`shingle=char normalize=nfkc`),
+    /// empty for the default: for headers and messages.
+    pub fn rule_words(&self) -> String {
+        let mut s = String::new();
+        if !self.shingle.is_default() {
+            s.push_str(&format!(" shingle={}", self.shingle.name()));
+        }
+        if !self.normalize.is_default() {
+            s.push_str(&format!(" normalize={}", self.normalize.name()));
+        }
+        s
     }
 
     pub fn validate(&self) -> Result<(), Error> {

@@ -10,8 +10,10 @@
 use std::collections::HashSet;
 use std::hash::Hash;
 
+pub mod rule;
 pub mod tokenize;
 
+pub use rule::{Normalize, ShingleUnit, TextRule};
 pub use tokenize::{is_word_char, push_words};
 
 /// One document's words in the packed layout (see the module docs), with a final sentinel in
@@ -30,11 +32,23 @@ impl Words {
         w
     }
 
+    /// `text`'s units under `rule` (characters under `--shingle char`), in the same layout.
+    pub fn with_rule(text: &str, rule: TextRule) -> Self {
+        let mut w = Words::default();
+        w.reset_with(text, rule);
+        w
+    }
+
     /// Tokenize `text` into this buffer, reusing its allocations.
     pub fn reset(&mut self, text: &str) {
+        self.reset_with(text, TextRule::default());
+    }
+
+    /// [`Words::reset`] under `rule`.
+    pub fn reset_with(&mut self, text: &str, rule: TextRule) {
         self.bytes.clear();
         self.starts.clear();
-        push_words(text, &mut self.bytes, &mut self.starts);
+        rule.push(text, &mut self.bytes, &mut self.starts);
         self.starts.push(self.bytes.len() as u32);
     }
 
@@ -97,7 +111,13 @@ pub fn words(text: &str) -> Vec<String> {
 /// SPEC `shingles(text, k)`: the set of `k`-word windows joined by one space; one shingle of all
 /// words when there are fewer than `k`; none when there are no words.
 pub fn shingles(text: &str, k: usize) -> HashSet<String> {
-    let w = Words::new(text);
+    shingles_with(text, k, TextRule::default())
+}
+
+/// [`shingles`] under the text options `rule` (SPEC §1.4): under `char`, the `k`-character
+/// windows, their characters joined by one space as they are hashed.
+pub fn shingles_with(text: &str, k: usize, rule: TextRule) -> HashSet<String> {
+    let w = Words::with_rule(text, rule);
     w.shingle_slices(k)
         .map(|s| String::from_utf8(s.to_vec()).expect("shingles are UTF-8"))
         .collect()

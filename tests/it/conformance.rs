@@ -17,6 +17,7 @@ use neardup::engine::gpu::{GpuEngine, GpuOptions};
 use neardup::engine::{CpuEngine, Engine};
 use neardup::hash::Pcg32;
 use neardup::sign::docs::{split_parts, SPLIT_DOC_SHINGLES, SPLIT_PART_SHINGLES};
+use neardup::text::{shingles_with, Normalize, ShingleUnit, TextRule};
 use neardup::{minhash, perm_params, shingles, MinHashParams};
 
 struct Case {
@@ -29,6 +30,24 @@ struct Case {
 
 fn p(k: usize, num_perm: usize, seed: u64) -> MinHashParams {
     MinHashParams::new(k, num_perm, seed).unwrap()
+}
+
+/// Every combination of the text options (SPEC §1.4) but the default.
+fn text_options() -> Vec<TextRule> {
+    let mut v = Vec::new();
+    for shingle in [ShingleUnit::Word, ShingleUnit::Char] {
+        for normalize in [Normalize::None, Normalize::Nfc, Normalize::Nfkc] {
+            let r = TextRule { shingle, normalize };
+            if !r.is_default() {
+                v.push(r);
+            }
+        }
+    }
+    v
+}
+
+fn rule_name(r: TextRule) -> String {
+    format!("{}/{}", r.shingle.name(), r.normalize.name())
 }
 
 fn n_words(n: usize, salt: usize) -> String {
@@ -123,6 +142,61 @@ fn cases() -> Vec<Case> {
         .iter()
         .map(|s| s.to_string())
         .collect(),
+        expect: None,
+    });
+    // The text options: mixed scripts, CJK and Thai without spaces, combining marks, emoji,
+    // full-width forms, white space of every kind, and character counts around k.
+    let scripts: Vec<String> = [
+        "Héllo, WORLD! naïve_café 42 — ÉTÉ ΣΊΣΥΦΟΣ",
+        "cafe\u{301} café CAFE\u{301} ｃａｆé",
+        "日本語のテキスト、漢字。ひらがな カタカナ",
+        "中华人民共和国成立于一九四九年十月一日，首都北京。",
+        "ภาษาไทยไม่มีการเว้นวรรคระหว่างคำ",
+        "🙂🙂 emoji 👩‍👩‍👧 family 𝒜𝒷𝒸 𝟘𝟙𝟚",
+        "ﬁ ligatures ﬀ Ǆ ǅ ǆ ① ² ½",
+        "  tabs\tand\n\nnewlines\u{a0}nbsp\u{3000}ideographic  ",
+        "",
+        "   ",
+        "a",
+        "ab",
+        "abcd",
+        "abcde",
+        "abcdef",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for rule in text_options() {
+        for k in [1, 3, 5] {
+            v.push(Case {
+                name: format!("text options {}, k = {k}", rule_name(rule)),
+                params: p(k, 64, 5).with_rule(rule),
+                texts: scripts.clone(),
+                expect: None,
+            });
+        }
+    }
+    let mut rng = Pcg32::new(random_seed() ^ 0x5eed);
+    v.push(Case {
+        name: "randomized texts, character shingles of NFKC".into(),
+        params: p(4, 128, 9).with_rule(TextRule {
+            shingle: ShingleUnit::Char,
+            normalize: Normalize::Nfkc,
+        }),
+        texts: (0..200).map(|_| random_text(&mut rng)).collect(),
+        expect: None,
+    });
+    // Character shingles of long texts: fragments on the GPU, parts on the CPU.
+    let chars: String = (0..70_000)
+        .map(|i| char::from_u32(0x4e00 + (i * 7919 % 20_000) as u32).unwrap())
+        .collect();
+    v.push(Case {
+        name: "character shingles of long texts".into(),
+        params: p(5, 128, 0).with_rule(TextRule {
+            shingle: ShingleUnit::Char,
+            normalize: Normalize::None,
+        }),
+        texts: vec![chars.clone(), n_words(3000, 2), format!("{chars} {chars}")],
         expect: None,
     });
     // Word-count sweep around k, and shingle-count sweeps around the GPU's chunk of 256.
@@ -235,17 +309,22 @@ fn oracle(c: &Case) -> Vec<u32> {
     let perms = perm_params(c.params.num_perm, c.params.seed);
     c.texts
         .iter()
-        .flat_map(|t| minhash(shingles(t, c.params.k), &perms))
+        .flat_map(|t| minhash(shingles_with(t, c.params.k, c.params.rule()), &perms))
         .collect()
 }
 
 /// Run every case against the engines `make` builds (one per parameter set).
 fn run_suite(label: &str, make: &mut dyn FnMut(MinHashParams) -> Box<dyn Engine>) {
-    let mut engines: HashMap<(usize, usize, u64), Box<dyn Engine>> = HashMap::new();
+    let mut engines: HashMap<(usize, usize, u64, TextRule), Box<dyn Engine>> = HashMap::new();
     for c in cases() {
-        let key = (c.params.k, c.params.num_perm, c.params.seed);
+        let key = (
+            c.params.k,
+            c.params.num_perm,
+            c.params.seed,
+            c.params.rule(),
+        );
         let e = engines.entry(key).or_insert_with(|| make(c.params));
-        let batch = PackedBatch::from_texts(&c.texts);
+        let batch = PackedBatch::from_texts_with(&c.texts, c.params.rule());
         let got = e
             .sign_vec(&batch)
             .unwrap_or_else(|err| panic!("{label}: {}: {err}", c.name));

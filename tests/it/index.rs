@@ -561,6 +561,25 @@ fn bad_indexes_and_combinations_are_refused() {
     std::fs::write(&seg, &bytes[..bytes.len() - 8]).unwrap();
     call(&dedup(&["--against", s(&p("ix"))]), "truncated or damaged");
     std::fs::write(&seg, &bytes).unwrap();
+    // A manifest of another contract version is refused, naming both.
+    let text = String::from_utf8(manifest.clone()).unwrap();
+    std::fs::write(
+        p("ix/index.json"),
+        text.replace("neardup-minhash-v1", "neardup-minhash-v0"),
+    )
+    .unwrap();
+    let o = neardup(
+        &dedup(&["--against", s(&p("ix"))])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("contract neardup-minhash-v0 (this neardup: neardup-minhash-v1)"),
+        "{}",
+        stderr(&o)
+    );
     // A manifest of another format is refused.
     std::fs::write(
         p("ix/index.json"),

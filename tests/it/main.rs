@@ -25,3 +25,4 @@ mod sharded;
 mod spec_vectors;
 mod statistics;
 mod text;
+mod text_options;

@@ -6,6 +6,7 @@
 use approx::assert_abs_diff_eq;
 use neardup::hash::{fnv1a64, shingle_hash, Pcg32, P};
 use neardup::index::lsh::LshParams;
+use neardup::text::{shingles_with, Normalize, ShingleUnit, TextRule};
 use neardup::{estimate, minhash, perm_params, shingles, words, MinHashParams};
 use serde_json::Value;
 
@@ -33,9 +34,23 @@ fn u32s(v: &Value) -> Vec<u32> {
         .collect()
 }
 
+/// The text options of a vector (SPEC §1.4): the default when it names none.
+fn rule_of(v: &Value) -> TextRule {
+    TextRule {
+        shingle: v["shingle"]
+            .as_str()
+            .map_or(ShingleUnit::Word, |s| ShingleUnit::parse(s).unwrap()),
+        normalize: v["normalize"]
+            .as_str()
+            .map_or(Normalize::None, |s| Normalize::parse(s).unwrap()),
+    }
+}
+
 fn params_of(v: &Value) -> MinHashParams {
     let n = |k: &str| v[k].as_u64().unwrap();
-    MinHashParams::new(n("k") as usize, n("num_perm") as usize, n("seed")).unwrap()
+    MinHashParams::new(n("k") as usize, n("num_perm") as usize, n("seed"))
+        .unwrap()
+        .with_rule(rule_of(v))
 }
 
 /// Each signature vector: a name, its parameters, its text and the signature it must have.
@@ -47,7 +62,12 @@ pub(crate) fn signature_cases() -> Vec<(String, MinHashParams, String, Vec<u32>)
         .map(|s| {
             let text = s["text"].as_str().unwrap().to_string();
             let p = params_of(s);
-            let name = format!("SPEC vector {text:?} (k={}, num_perm={})", p.k, p.num_perm);
+            let name = format!(
+                "SPEC vector {text:?} (k={}, num_perm={}{})",
+                p.k,
+                p.num_perm,
+                p.rule_words()
+            );
             (name, p, text, u32s(&s["signature"]))
         })
         .collect()
@@ -128,9 +148,10 @@ fn words_and_shingles_vectors() {
         assert_eq!(words(s["text"].as_str().unwrap()), want);
     }
     for s in vectors()["shingles"].as_array().unwrap() {
-        let got = shingles(
+        let got = shingles_with(
             s["text"].as_str().unwrap(),
             s["k"].as_u64().unwrap() as usize,
+            rule_of(s),
         );
         let want: std::collections::HashSet<String> = s["shingles"]
             .as_array()
@@ -146,7 +167,11 @@ fn words_and_shingles_vectors() {
 fn the_oracle_gives_the_signature_vectors() {
     // The same vectors run on every engine in the conformance suite.
     for (name, p, text, want) in signature_cases() {
-        assert_eq!(minhash(shingles(&text, p.k), &p.perms()), want, "{name}");
+        assert_eq!(
+            minhash(shingles_with(&text, p.k, p.rule()), &p.perms()),
+            want,
+            "{name}"
+        );
     }
     for s in vectors()["signature_sums"].as_array().unwrap() {
         let p = params_of(s);

@@ -98,9 +98,8 @@ impl Against {
             .iter()
             .map(|r| {
                 let dir = Path::new(&r.path);
-                let ix = Index::open_first(dir, Some(r.segments))?;
-                ix.manifest.check(dir, cfg.params, cfg.lsh)?;
-                Ok(ix)
+                store::read_manifest(dir)?.check(dir, cfg.params, cfg.lsh)?;
+                Index::open_first(dir, Some(r.segments))
             })
             .collect::<Result<Vec<_>, Error>>()?;
         Ok(Against {
@@ -141,9 +140,10 @@ impl Against {
         let indexes = paths
             .iter()
             .map(|p| {
-                let ix = Index::open(p)?;
-                ix.manifest.check(p, cfg.params, cfg.lsh)?;
-                Ok(ix)
+                // The manifest first: an index of another contract or other parameters is
+                // refused for that, before its segments are opened.
+                store::read_manifest(p)?.check(p, cfg.params, cfg.lsh)?;
+                Index::open(p)
             })
             .collect::<Result<Vec<_>, Error>>()?;
         Ok(Some(Against { indexes, update }))

@@ -29,7 +29,7 @@ pub fn sign_texts_with<I: AsRef<str>, T: AsRef<str>>(
     engine: &mut dyn Engine,
 ) -> Result<(SignedCorpus, PackedBatch), Error> {
     let texts: Vec<&str> = docs.iter().map(|(_, t)| t.as_ref()).collect();
-    let batch = PackedBatch::from_texts(&texts);
+    let batch = PackedBatch::from_texts_with(&texts, cfg.params.rule());
     let sigs = engine.sign_vec(&batch)?;
     let mut corpus = SignedCorpus {
         num_perm: cfg.params.num_perm,
@@ -135,7 +135,7 @@ pub fn cluster_docs(
         .texts
         .par_chunks(256)
         .flat_map_iter(|chunk| {
-            let b = PackedBatch::from_texts(chunk);
+            let b = PackedBatch::from_texts_with(chunk, cfg.params.rule());
             (0..chunk.len())
                 .map(|d| {
                     let key = if cfg.exact {
@@ -194,7 +194,7 @@ pub fn cluster_docs(
             corpus.groups.push(gi);
         }
     }
-    let k = cfg.params.k;
+    let (k, rule) = (cfg.params.k, cfg.params.rule());
     let texts = docs.texts;
     cluster_corpus(
         &corpus,
@@ -205,7 +205,7 @@ pub fn cluster_docs(
                 .into_par_iter()
                 .filter(|&d| needed[d])
                 .map(|d| {
-                    let b = PackedBatch::from_texts(&texts[d..d + 1]);
+                    let b = PackedBatch::from_texts_with(&texts[d..d + 1], rule);
                     (d as u32, batch_shingle_set(&b, 0, k))
                 })
                 .collect())

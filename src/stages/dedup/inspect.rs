@@ -6,6 +6,7 @@ use crate::Error;
 /// Everything `neardup inspect` says about a pair of documents.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PairReport {
+    /// Words, or characters under `--shingle char` (the units shingles are made of).
     pub words: [usize; 2],
     /// Distinct shingles of each.
     pub shingles: [usize; 2],
@@ -25,7 +26,11 @@ pub struct PairReport {
 pub fn inspect_pair(a: &str, b: &str, cfg: &DedupConfig, show: usize) -> Result<PairReport, Error> {
     cfg.validate()?;
     let k = cfg.params.k;
-    let (sa, sb) = (crate::text::shingles(a, k), crate::text::shingles(b, k));
+    let rule = cfg.params.rule();
+    let (sa, sb) = (
+        crate::text::shingles_with(a, k, rule),
+        crate::text::shingles_with(b, k, rule),
+    );
     let mut shared: Vec<String> = sa.intersection(&sb).cloned().collect();
     shared.sort();
     let perms = cfg.params.perms();
@@ -43,7 +48,10 @@ pub fn inspect_pair(a: &str, b: &str, cfg: &DedupConfig, show: usize) -> Result<
             .collect()
     };
     Ok(PairReport {
-        words: [crate::text::words(a).len(), crate::text::words(b).len()],
+        words: [
+            crate::text::Words::with_rule(a, rule).len(),
+            crate::text::Words::with_rule(b, rule).len(),
+        ],
         shingles: [sa.len(), sb.len()],
         shared_shingles: shared.len(),
         jaccard: crate::text::jaccard(&sa, &sb),

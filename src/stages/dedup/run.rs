@@ -183,13 +183,12 @@ pub fn run_dedup(
             .err()
             .unwrap_or(e)
     })?;
-    let k = cfg.params.k;
     let sets_budget = memory_limit.map(|l| l.saturating_sub(corpus.heap_bytes() as u64));
     let clustering = cluster_corpus(
         &corpus,
         cfg,
         &place_of,
-        |needed| load_shingle_sets(inputs, fields, k, needed, progress, sets_budget),
+        |needed| load_shingle_sets(inputs, fields, &cfg.params, needed, progress, sets_budget),
         progress,
         outs.measure,
     )?;
@@ -340,11 +339,12 @@ pub(crate) fn pair_line(a: &str, b: &str, estimate: f64, jaccard: Option<f64>) -
 pub(crate) fn load_shingle_sets(
     inputs: &Inputs,
     fields: &Fields,
-    k: usize,
+    params: &crate::sign::minhash::MinHashParams,
     needed: &[bool],
     progress: &ProgressFactory,
     budget: Option<u64>,
 ) -> Result<ShingleSets, Error> {
+    let (k, rule) = (params.k, params.rule());
     let bar = progress.pass("shingle sets", inputs.total_bytes());
     let next_doc = std::sync::atomic::AtomicUsize::new(0);
     let mut sets = ShingleSets::new();
@@ -363,7 +363,7 @@ pub(crate) fn load_shingle_sets(
                 .filter(|&i| needed.get(base + i).copied().unwrap_or(false))
                 .map(|i| {
                     let rec = record(&chunk, i, fields, name)?;
-                    let w = crate::text::Words::new(&rec.text);
+                    let w = crate::text::Words::with_rule(&rec.text, rule);
                     Ok(((base + i) as u32, crate::sign::fnv::shingle_fnv_set(&w, k)))
                 })
                 .collect();

@@ -149,7 +149,7 @@ pub fn confirm(
             }
             let inputs = work.inputs(&[s])?;
             let found =
-                load_shingle_sets(&inputs, work.fields(), cfg.params.k, &mask, progress, None)?;
+                load_shingle_sets(&inputs, work.fields(), &cfg.params, &mask, progress, None)?;
             for (r, set) in found {
                 let at = needed[s].binary_search(&(r as u64)).expect("a needed row");
                 sets.insert(base[s] + at as u32, set);
