@@ -89,6 +89,21 @@ fn oracle(old: &Docs, new: &Docs, threshold: f64, confirm_none: bool) -> Vec<Opt
         .collect()
 }
 
+/// The corpora in `dir` (`a.jsonl`, `b.jsonl`) and the index of A (`ix`).
+fn index_of_a(dir: &Path) -> (Docs, Docs) {
+    let (a, b) = corpora();
+    write_jsonl(&dir.join("a.jsonl"), &a);
+    write_jsonl(&dir.join("b.jsonl"), &b);
+    run_ok(&[
+        "index",
+        "build",
+        s(&dir.join("a.jsonl")),
+        "-o",
+        s(&dir.join("ix")),
+    ]);
+    (a, b)
+}
+
 fn run_ok(args: &[&str]) -> std::process::Output {
     let o = neardup(args);
     ok(&o);
@@ -285,10 +300,7 @@ fn against_an_index_equals_the_brute_force_oracle() {
 fn update_index_adds_the_survivors() {
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n);
-    let (a, b) = corpora();
-    write_jsonl(&p("a.jsonl"), &a);
-    write_jsonl(&p("b.jsonl"), &b);
-    run_ok(&["index", "build", s(&p("a.jsonl")), "-o", s(&p("ix"))]);
+    let (a, b) = index_of_a(dir.path());
     let o = run_ok(&[
         "dedup",
         s(&p("b.jsonl")),
@@ -374,14 +386,9 @@ fn update_index_adds_the_survivors() {
 /// `minhash_cluster`; dropping, the output has the inputs' columns and the cluster tag only.
 #[test]
 fn parquet_outputs_carry_the_index_match() {
-    use arrow_array::cast::AsArray;
-    use arrow_array::Array;
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n);
-    let (a, b) = corpora();
-    write_jsonl(&p("a.jsonl"), &a);
-    write_jsonl(&p("b.jsonl"), &b);
-    run_ok(&["index", "build", s(&p("a.jsonl")), "-o", s(&p("ix"))]);
+    let (a, b) = index_of_a(dir.path());
     run_ok(&[
         "dedup",
         s(&p("b.jsonl")),
@@ -397,16 +404,7 @@ fn parquet_outputs_carry_the_index_match() {
             args.push("--tag-only");
         }
         run_ok(&args);
-        let f = std::fs::File::open(p(out)).unwrap();
-        let rows: Vec<arrow_array::RecordBatch> =
-            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
-                .unwrap()
-                .build()
-                .unwrap()
-                .map(Result::unwrap)
-                .collect();
-        let schema = rows[0].schema();
-        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let (names, got) = parquet_string_column(&p(out), "minhash_index_match");
         if !tag_only {
             assert_eq!(names, ["id", "text", "minhash_cluster"]);
             continue;
@@ -415,14 +413,7 @@ fn parquet_outputs_carry_the_index_match() {
             names,
             ["id", "text", "minhash_cluster", "minhash_index_match"]
         );
-        let mut got = Vec::new();
-        for r in &rows {
-            let col = r.column(3).as_string::<i32>();
-            got.extend(
-                (0..r.num_rows()).map(|i| col.is_valid(i).then(|| col.value(i).to_string())),
-            );
-        }
-        assert_eq!(got, want);
+        assert_eq!(got.unwrap(), want);
     }
 }
 
@@ -432,10 +423,7 @@ fn parquet_outputs_carry_the_index_match() {
 fn bad_indexes_and_combinations_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n);
-    let (a, b) = corpora();
-    write_jsonl(&p("a.jsonl"), &a);
-    write_jsonl(&p("b.jsonl"), &b);
-    run_ok(&["index", "build", s(&p("a.jsonl")), "-o", s(&p("ix"))]);
+    index_of_a(dir.path());
     let manifest = std::fs::read(p("ix/index.json")).unwrap();
     let out = p("out.jsonl");
     let refused = |args: &[&str], why: &str| {

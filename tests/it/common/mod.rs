@@ -186,3 +186,32 @@ pub fn write_parquet(path: &Path, batch: &arrow_array::RecordBatch, rows_per_gro
     w.write(batch).unwrap();
     w.close().unwrap();
 }
+
+/// The column names of a Parquet file and, for the string column `name` when there is one,
+/// its values over all rows (null as `None`).
+pub fn parquet_string_column(
+    path: &Path,
+    name: &str,
+) -> (Vec<String>, Option<Vec<Option<String>>>) {
+    use arrow_array::Array;
+    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let builder =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f).unwrap();
+    let names: Vec<String> = builder
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let mut values: Option<Vec<Option<String>>> = names.iter().any(|n| n == name).then(Vec::new);
+    for batch in builder.build().unwrap() {
+        let batch = batch.unwrap();
+        if let Some(v) = values.as_mut() {
+            let col = arrow_array::cast::AsArray::as_string::<i32>(
+                batch.column_by_name(name).unwrap().as_ref(),
+            );
+            v.extend((0..col.len()).map(|i| col.is_valid(i).then(|| col.value(i).to_string())));
+        }
+    }
+    (names, values)
+}
