@@ -549,46 +549,30 @@ fn bad_indexes_and_combinations_are_refused() {
     std::fs::write(&seg, &bytes[..bytes.len() - 8]).unwrap();
     call(&dedup(&["--against", s(&p("ix"))]), "truncated or damaged");
     std::fs::write(&seg, &bytes).unwrap();
-    // A manifest of another contract version is refused, naming both.
+    // A manifest of another contract version, or of another format, is refused, naming both;
+    // the manifest is left as it is (edited here, so compared with the edit).
     let text = String::from_utf8(manifest.clone()).unwrap();
-    std::fs::write(
-        p("ix/index.json"),
-        text.replace("neardup-minhash-v1", "neardup-minhash-v0"),
-    )
-    .unwrap();
-    let o = neardup(
-        &dedup(&["--against", s(&p("ix"))])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("contract neardup-minhash-v0 (this neardup: neardup-minhash-v1)"),
-        "{}",
-        stderr(&o)
-    );
-    // A manifest of another format is refused.
-    std::fs::write(
-        p("ix/index.json"),
-        String::from_utf8(manifest.clone())
-            .unwrap()
-            .replace("neardup-index-1", "neardup-index-9"),
-    )
-    .unwrap();
-    let o = neardup(
-        &dedup(&["--against", s(&p("ix"))])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("this neardup reads \"neardup-index-1\""),
-        "{}",
-        stderr(&o)
-    );
-    assert!(!out.exists());
+    for (from, to, why) in [
+        (
+            "neardup-minhash-v1",
+            "neardup-minhash-v0",
+            "contract neardup-minhash-v0 (this neardup: neardup-minhash-v1)",
+        ),
+        (
+            "neardup-index-1",
+            "neardup-index-9",
+            "this neardup reads \"neardup-index-1\"",
+        ),
+    ] {
+        let edited = text.replace(from, to);
+        std::fs::write(p("ix/index.json"), &edited).unwrap();
+        let args = dedup(&["--against", s(&p("ix"))]);
+        let o = neardup(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains(why), "{}", stderr(&o));
+        assert!(!out.exists());
+        assert_eq!(std::fs::read_to_string(p("ix/index.json")).unwrap(), edited);
+    }
 }
 
 /// Out of core, `--against` gives in-memory `--against`'s bytes, report counts included; the
