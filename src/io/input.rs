@@ -188,6 +188,54 @@ impl Inputs {
         }
     }
 
+    /// A [`LineCursor`] over input `i`, when it is a plain JSONL file that can be mapped;
+    /// `None` for any other (compressed, Parquet, standard input, `--no-mmap`).
+    pub(crate) fn line_cursor(&self, i: usize) -> Result<Option<LineCursor>, Error> {
+        let (name, path) = &self.files[i];
+        if !self.mmap || self.is_parquet(i) || path.as_os_str() == "-" {
+            return Ok(None);
+        }
+        let file = File::open(path).map_err(|e| Error::io(name, e))?;
+        Ok(map_plain_file(&file).map(|map| LineCursor {
+            map,
+            name: name.clone(),
+            line_no: 0,
+            pos: 0,
+            faulted: 0,
+        }))
+    }
+
+    /// The lines at `spans` (each a byte range of input `i`, a plain JSONL file, that starts a
+    /// line, and the line's number) as one chunk in that order: each line ends at the first
+    /// newline of its span. Only those bytes are read; the kernel is told of them all first,
+    /// so that the reads overlap.
+    pub(crate) fn read_spans(&self, i: usize, spans: &[(u64, u64, u64)]) -> Result<Chunk, Error> {
+        let (name, path) = &self.files[i];
+        let io = |e| Error::io(name, e);
+        let file = File::open(path).map_err(io)?;
+        super::ranges::prefetch(&file, spans.iter().map(|&(s, e, _)| (s, e - s)));
+        let total: u64 = spans.iter().map(|&(s, e, _)| e - s).sum();
+        let mut data = vec![0u8; total as usize];
+        let mut lines = Vec::with_capacity(spans.len());
+        let mut at = 0;
+        for &(s, e, line) in spans {
+            let buf = &mut data[at..at + (e - s) as usize];
+            super::ranges::read_exact_at(&file, buf, s).map_err(io)?;
+            let mut end = memchr::memchr(b'\n', buf).unwrap_or(buf.len());
+            if end > 0 && buf[end - 1] == b'\r' {
+                end -= 1;
+            }
+            lines.push((at, at + end, line));
+            at += buf.len();
+        }
+        Ok(Chunk {
+            file_index: i,
+            data: data.into(),
+            lines,
+            rows: None,
+        })
+    }
+
     /// A line reader over input `i`, decompressing by content (a JSONL input; see
     /// [`Inputs::reader`] for any).
     pub fn open(&self, i: usize) -> Result<LineReader, Error> {
@@ -360,5 +408,60 @@ pub(super) fn decompress<R: Read + Send + 'static>(
         Ok(Box::new(BufReader::with_capacity(1 << 20, dec)))
     } else {
         Ok(Box::new(buffered))
+    }
+}
+
+/// Finds where lines start in a plain JSONL file, in one forward scan: for a stage that keeps
+/// where each record is, so that a later one reads only the records it needs.
+pub(crate) struct LineCursor {
+    map: std::sync::Arc<memmap2::Mmap>,
+    name: String,
+    /// Lines passed so far: `pos` is where line `line_no + 1` starts.
+    line_no: u64,
+    pos: usize,
+    /// Bytes prefaulted so far.
+    faulted: usize,
+}
+
+impl LineCursor {
+    /// The byte offset where line `line` (1-based) starts; lines must be asked for in
+    /// ascending order.
+    pub(crate) fn offset_of(&mut self, line: u64) -> Result<u64, Error> {
+        while self.line_no + 1 < line {
+            self.pos = self.next_newline()? + 1;
+            self.line_no += 1;
+        }
+        if self.line_no + 1 != line || self.pos >= self.map.len() {
+            return Err(Error::io(
+                &self.name,
+                io::Error::other(format!(
+                    "line {line} is not where it was when the file was read (was it changed?)"
+                )),
+            ));
+        }
+        Ok(self.pos as u64)
+    }
+
+    /// The next newline at or after `pos`, prefaulting a block at a time (so that a file
+    /// truncated since it was mapped is an error, not `SIGBUS`).
+    fn next_newline(&mut self) -> Result<usize, Error> {
+        let mut from = self.pos;
+        loop {
+            if from >= self.map.len() {
+                return Err(Error::io(
+                    &self.name,
+                    io::Error::other("it ends before a line it had (was it changed?)"),
+                ));
+            }
+            if from >= self.faulted {
+                let to = (from + super::chunk::READ_BLOCK).min(self.map.len());
+                super::chunk::prefault(&self.map, from, to, &self.name)?;
+                self.faulted = to;
+            }
+            if let Some(p) = memchr::memchr(b'\n', &self.map[from..self.faulted]) {
+                return Ok(from + p);
+            }
+            from = self.faulted;
+        }
     }
 }

@@ -9,6 +9,7 @@ pub mod output;
 pub mod parquet;
 pub mod paths;
 pub mod pool;
+pub mod ranges;
 pub mod sigfile;
 
 pub use chunk::{Chunk, ChunkBytes, LineReader};

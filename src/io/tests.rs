@@ -101,6 +101,52 @@ fn mapped_lines(input: &[u8], target: usize) -> Vec<(Vec<u8>, u64)> {
     drain_checked(&mut r, input, target)
 }
 
+/// The lines of `input` that `keep` picks (cycled over the non-blank lines), found by a
+/// [`LineCursor`] and read back by [`Inputs::read_spans`], each span running to the next
+/// picked line's start (or the end), so that it holds other lines too.
+fn spans_lines(input: &[u8], keep: &[bool]) -> Vec<(Vec<u8>, u64)> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("in.jsonl");
+    std::fs::write(&path, input).expect("writes");
+    let inputs = Inputs::new(&[InputSpec::Path(path)], false).expect("exists");
+    let Some(mut cursor) = inputs.line_cursor(0).expect("opens") else {
+        // An empty file cannot be mapped.
+        assert!(input.is_empty());
+        return Vec::new();
+    };
+    let want: Vec<u64> = naive_lines(input)
+        .iter()
+        .zip(keep.iter().cycle())
+        .filter(|(_, &k)| k)
+        .map(|((_, n), _)| *n)
+        .collect();
+    let starts: Vec<u64> = want.iter().map(|&l| cursor.offset_of(l).unwrap()).collect();
+    let spans: Vec<(u64, u64, u64)> = (0..want.len())
+        .map(|i| {
+            let end = starts.get(i + 1).copied().unwrap_or(input.len() as u64);
+            (starts[i], end, want[i])
+        })
+        .collect();
+    let c = inputs.read_spans(0, &spans).expect("reads");
+    (0..c.len())
+        .map(|l| (c.line(l).to_vec(), c.line_no(l)))
+        .collect()
+}
+
+/// A line a file does not have (it was changed since its lines were numbered) is an error,
+/// not a wrong offset.
+#[test]
+fn a_line_the_file_does_not_have_is_an_error() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("in.jsonl");
+    std::fs::write(&path, b"a\n\nb\n").expect("writes");
+    let inputs = Inputs::new(&[InputSpec::Path(path)], false).expect("exists");
+    let mut cursor = inputs.line_cursor(0).unwrap().expect("a plain file");
+    assert_eq!(cursor.offset_of(3).unwrap(), 3);
+    let e = cursor.offset_of(4).unwrap_err().to_string();
+    assert!(e.contains("in.jsonl") && e.contains("changed"), "{e}");
+}
+
 /// Lines of a few shapes: empty, blank, CRLF, short, and longer than most chunk targets.
 fn input_strategy() -> impl Strategy<Value = Vec<u8>> {
     let line = prop_oneof![
@@ -132,6 +178,21 @@ proptest! {
             .prop_map(|mut s| { s.push(0); s }),
     ) {
         prop_assert_eq!(chunked_lines(&input, target, sizes), naive_lines(&input));
+    }
+
+    /// Any of the lines, found where they start and read alone, are the naive split's.
+    #[test]
+    fn lines_found_by_their_numbers_read_back_alone(
+        input in input_strategy(),
+        keep in prop::collection::vec(any::<bool>(), 1..7),
+    ) {
+        let want: Vec<(Vec<u8>, u64)> = naive_lines(&input)
+            .into_iter()
+            .zip(keep.iter().cycle())
+            .filter(|(_, &k)| k)
+            .map(|(l, _)| l)
+            .collect();
+        prop_assert_eq!(spans_lines(&input, &keep), want);
     }
 
     /// And so does a mapped file, whatever the chunk size.

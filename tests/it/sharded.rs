@@ -4,6 +4,7 @@
 //! directory of other inputs or parameters, a changed shard and a stage run too early are
 //! refused.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::common::*;
@@ -227,9 +228,35 @@ fn stage_commands_in_shuffled_orders_equal_in_memory_dedup() {
                 .unwrap()
                 .remove("shingle_sets_loaded");
         }
-        for key in ["counts", "parameters", "largest_clusters", "contract"] {
-            assert_eq!(a[key], b[key], "{n} shards: the reports' {key}");
+        // `dedup --work-dir` reports the same.
+        let wd_report = dir.path().join(format!("wd-{n}.report.json"));
+        let wd = dir.path().join(format!("wd-{n}"));
+        let mut wd_args = args.clone();
+        *wd_args.last_mut().unwrap() = wd_report.display().to_string();
+        wd_args.extend(["--work-dir".into(), wd.display().to_string()]);
+        ok(&neardup(
+            &wd_args.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        ));
+        let mut c = read(&wd_report);
+        c["counts"]
+            .as_object_mut()
+            .unwrap()
+            .remove("shingle_sets_loaded");
+        let keys = [
+            "counts",
+            "parameters",
+            "largest_clusters",
+            "contract",
+            "similarity_buckets",
+        ];
+        for key in keys {
+            assert_eq!(a[key], b[key], "{n} shards: the stage report's {key}");
+            assert_eq!(a[key], c[key], "{n} shards: the --work-dir report's {key}");
         }
+        // The measured S-curve: sampled pairs, the near copies among them candidates.
+        let curve = a["similarity_buckets"].as_array().unwrap();
+        let sum = |k: &str| curve.iter().map(|x| x[k].as_u64().unwrap()).sum::<u64>();
+        assert!(sum("pairs") > 0 && sum("candidates") > 0, "{curve:?}");
         assert_eq!(b["seconds"], 2.5);
         assert_eq!(b["engine"]["kind"], "cpu");
         // Every stage again: each is skipped, and the bytes stay.
@@ -439,6 +466,46 @@ fn a_million_documents_out_of_core_take_well_under_the_memory_in_memory() {
         out_of_core * 3 < in_memory * 2,
         "peak RSS {out_of_core} out of core against {in_memory} in memory"
     );
+}
+
+/// A plain shard with CRLF line ends, blank lines and no final newline, beside a gzipped one:
+/// `confirm` reads just the needed lines of the plain shards (where `sign` kept them) and
+/// parses the gzipped one whole, and the bytes are in-memory `dedup`'s.
+#[test]
+fn crlf_blank_lines_and_gzip_shards_give_the_same_bytes_out_of_core() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = corpus_lines();
+    let third = lines.len() / 3;
+    let crlf = dir.path().join("a.jsonl");
+    let mut body = String::from("\r\n");
+    for l in &lines[..third] {
+        body.push_str(l);
+        body.push_str("\r\n  \r\n");
+    }
+    body.truncate(body.trim_end().len());
+    std::fs::write(&crlf, body).unwrap();
+    let gz = dir.path().join("b.jsonl.gz");
+    let mut e = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::default(),
+    );
+    for l in &lines[third..2 * third] {
+        writeln!(e, "{l}").unwrap();
+    }
+    e.finish().unwrap();
+    let plain = dir.path().join("c.jsonl");
+    std::fs::write(&plain, lines[2 * third..].join("\n")).unwrap();
+    let inputs = [crlf, gz, plain];
+    for flags in [&[][..], &["--confirm", "estimate"][..]] {
+        let want = dedup_hashes(dir.path(), "mem", &inputs, flags, None);
+        let work = dir.path().join(format!("work-{}", flags.len()));
+        let got = dedup_hashes(dir.path(), "wd", &inputs, flags, Some((&work, 3)));
+        assert_eq!(got, want, "{flags:?}");
+        let kept: Vec<bool> = (0..3)
+            .map(|s| work.join(format!("sign/{s:05}.lines")).exists())
+            .collect();
+        assert_eq!(kept, [true, false, true]);
+    }
 }
 
 /// A Parquet shard in, Parquet out: `--work-dir` writes the bytes in-memory `dedup` writes; an id

@@ -19,6 +19,20 @@ pub struct SimilarityBucket {
 const SIM_SAMPLE_DOCS: usize = 2000;
 const SIM_SAMPLE_PAIRS: usize = 200_000;
 
+/// The documents the measured S-curve looks at: of `docs` (those in some LSH bucket, by
+/// document index), a seeded choice of at most [`SIM_SAMPLE_DOCS`], ascending. Deterministic
+/// for a set of documents, however they were found.
+pub(crate) fn sample_docs(mut docs: Vec<u64>) -> Vec<u64> {
+    docs.sort_unstable();
+    if docs.len() > SIM_SAMPLE_DOCS {
+        let mut rng = crate::hash::Pcg32::new(0x5eed_5c0e);
+        crate::synth::shuffle(&mut docs, &mut rng);
+        docs.truncate(SIM_SAMPLE_DOCS);
+        docs.sort_unstable();
+    }
+    docs
+}
+
 /// The measured S-curve: over a seeded sample of the documents whose shingle sets were loaded
 /// (those in some LSH bucket), every pair sharing a shingle, bucketed by exact Jaccard, with
 /// whether some band of their signatures is equal (an LSH candidate). Deterministic for an
@@ -28,17 +42,21 @@ pub(super) fn similarity_sample(
     lsh: LshParams,
     sets: &ShingleSets,
 ) -> Vec<SimilarityBucket> {
-    let mut docs: Vec<u32> = sets.keys().copied().collect();
-    docs.sort_unstable();
-    if docs.len() > SIM_SAMPLE_DOCS {
-        let mut rng = crate::hash::Pcg32::new(0x5eed_5c0e);
-        crate::synth::shuffle(&mut docs, &mut rng);
-        docs.truncate(SIM_SAMPLE_DOCS);
-        docs.sort_unstable();
-    }
+    let docs = sample_docs(sets.keys().map(|&d| d as u64).collect());
+    let sampled: Vec<&[u64]> = docs.iter().map(|&d| sets[&(d as u32)].as_slice()).collect();
+    similarity_curve(&sampled, |i| corpus.sig(docs[i] as usize), lsh)
+}
+
+/// The S-curve over sampled documents: `sets[i]` and `sig(i)` are sample `i`'s shingle set
+/// and signature.
+pub(crate) fn similarity_curve<'a>(
+    sets: &[&[u64]],
+    sig: impl Fn(usize) -> &'a [u32],
+    lsh: LshParams,
+) -> Vec<SimilarityBucket> {
     let mut index: HashMap<u64, Vec<u32>> = HashMap::new();
-    for (i, d) in docs.iter().enumerate() {
-        for &h in &sets[d] {
+    for (i, set) in sets.iter().enumerate() {
+        for &h in set.iter() {
             index.entry(h).or_default().push(i as u32);
         }
     }
@@ -72,10 +90,10 @@ pub(super) fn similarity_sample(
         })
         .collect();
     for (a, b) in pairs {
-        let (da, db) = (docs[a as usize] as usize, docs[b as usize] as usize);
-        let j = jaccard_sorted(&sets[&(da as u32)], &sets[&(db as u32)]);
+        let (a, b) = (a as usize, b as usize);
+        let j = jaccard_sorted(sets[a], sets[b]);
         let bi = ((j * 20.0) as usize).min(19);
-        let (sa, sb) = (corpus.sig(da), corpus.sig(db));
+        let (sa, sb) = (sig(a), sig(b));
         let cand = (0..lsh.bands).any(|band| {
             let r = band * lsh.rows..(band + 1) * lsh.rows;
             sa[r.clone()] == sb[r]

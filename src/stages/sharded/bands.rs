@@ -9,7 +9,8 @@ use arrow_array::{ArrayRef, UInt32Array, UInt64Array};
 use arrow_schema::DataType;
 
 use super::rank::NO_REP;
-use super::table::{col, u32_list_values, u32s, u64s, BATCH_ROWS};
+use super::raw::{le_u32s, RawRows};
+use super::table::{col, u32s, u64s, BATCH_ROWS};
 use super::WorkDir;
 use crate::index::lsh::band_digest;
 use crate::Error;
@@ -71,7 +72,9 @@ pub fn bands(work: &WorkDir, shard: usize) -> Result<bool, Error> {
         .map(|p| work.create_table(&work.bands_file(shard, p), columns.clone(), &[]))
         .collect::<Result<Vec<_>, _>>()?;
     let mut rows: Vec<Rows> = (0..parts).map(|_| Rows::default()).collect();
-    let table = work.open_table(&work.sign_file(shard), "sign", &["words", "signature"])?;
+    let table = work.open_table(&work.sign_file(shard), "sign", &["words"])?;
+    let mut raw = RawRows::sigs(work, shard, Some(table.rows))?;
+    let mut sigs: Vec<u32> = Vec::new();
     if table.rows != rank.len() as u64 {
         return Err(work.refuse(format!(
             "shard {shard} has {} signed documents and {} ranked ones: run `neardup stage rank` \
@@ -84,7 +87,8 @@ pub fn bands(work: &WorkDir, shard: usize) -> Result<bool, Error> {
     for batch in table {
         let batch = batch?;
         let words = u32s(&batch, "words");
-        let sigs = u32_list_values(&batch, "signature");
+        sigs.clear();
+        sigs.extend(le_u32s(raw.read_next(words.len())?));
         for (i, &w) in words.iter().enumerate() {
             let d = row + i;
             if w == 0 || exact_rep.get(d).is_some_and(|&r| r != NO_REP) {

@@ -26,6 +26,7 @@ pub mod bands;
 pub mod cluster;
 pub mod confirm;
 pub mod rank;
+mod raw;
 pub mod run;
 pub mod sign;
 pub mod summary;
@@ -314,6 +315,12 @@ impl WorkDir {
         self.file("sign", format!("{shard:05}.sig"))
     }
 
+    /// Of a plain JSONL shard, where each document's line is (`sign` writes it beside its
+    /// table).
+    pub fn lines_file(&self, shard: usize) -> PathBuf {
+        self.file("sign", format!("{shard:05}.lines"))
+    }
+
     pub fn rank_file(&self, shard: usize) -> PathBuf {
         self.file("rank", format!("{shard:05}.parquet"))
     }
@@ -324,6 +331,12 @@ impl WorkDir {
 
     pub fn pairs_file(&self, partition: usize) -> PathBuf {
         self.file("pairs", format!("{partition:04}.parquet"))
+    }
+
+    /// The documents in some bucket of partition `partition` (`--confirm jaccard` only), for
+    /// the measured S-curve of reports.
+    pub fn bucketed_file(&self, partition: usize) -> PathBuf {
+        self.file("pairs", format!("{partition:04}-docs.parquet"))
     }
 
     pub fn cluster_file(&self, shard: usize) -> PathBuf {

@@ -89,7 +89,8 @@ pub fn run_sharded(
     if let Some(o) = pairs_out {
         o.finish()?;
     }
-    let mut summary = super::summary::dedup_summary(&work, t0.elapsed().as_secs_f64())?;
+    let mut summary =
+        super::summary::dedup_summary(&work, t0.elapsed().as_secs_f64(), outs.measure, progress)?;
     summary.cluster.lsh_seconds = bands_seconds;
     Ok(summary)
 }

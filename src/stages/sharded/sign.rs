@@ -1,17 +1,17 @@
 //! Stage 1, per shard: what clustering needs of each document, and no text. One row per
 //! document in input order: `id`, `line` (the line, or the Parquet row, that errors name),
-//! `words`, `signature`; `exact_lo`/`exact_hi` with `--exact`; `keep` with a keep field;
-//! `group` with a group field. Beside it, `S.sig` holds the signatures again as raw rows
-//! (`num_perm` u32 each, in the byte order of the machine that signed), so `confirm` reads the few it needs at their offsets.
+//! `words`; `exact_lo`/`exact_hi` with `--exact`; `keep` with a keep field; `group` with a
+//! group field. Beside it, as raw rows (`raw.rs`): `S.sig`, the signatures, which
+//! `bands` reads in order and `confirm` a few at their offsets; of a plain JSONL shard,
+//! `S.lines`, where each document's line is, so that `confirm` reads only the lines it needs.
 
 use std::sync::Arc;
 
-use arrow_array::{
-    ArrayRef, FixedSizeListArray, Float64Array, StringArray, UInt32Array, UInt64Array,
-};
+use arrow_array::{ArrayRef, Float64Array, StringArray, UInt32Array, UInt64Array};
 use arrow_schema::{DataType, Field};
 
-use super::table::{col, u32_lists};
+use super::raw::RawWriter;
+use super::table::col;
 use super::WorkDir;
 use crate::engine::Engine;
 use crate::pipeline::{scan, ScanStats};
@@ -45,7 +45,6 @@ pub fn sign(
         col("id", DataType::Utf8),
         col("line", DataType::UInt64),
         col("words", DataType::UInt32),
-        col("signature", u32_lists(num_perm)),
     ];
     if cfg.exact {
         columns.push(col("exact_lo", DataType::UInt64));
@@ -60,24 +59,27 @@ pub fn sign(
     // The pass's counts are known only at the end, after the table's metadata: they go to a
     // JSON file beside it, written before the table appears, so a finished table has them.
     let mut out = work.create_table(&path, columns, &[])?;
-    // The signatures again, as raw rows, for `confirm` to read a few of them at their offsets.
-    let mut raw = crate::io::Output::create(&work.sig_rows_file(shard).display().to_string())?;
+    let mut raw = RawWriter::create(&work.sig_rows_file(shard))?;
+    let mut lines = match inputs.line_cursor(0)? {
+        Some(cursor) => Some((cursor, RawWriter::create(&work.lines_file(shard))?)),
+        None => None,
+    };
+    let mut at: Vec<u64> = Vec::new();
     let bar = progress.pass(&format!("signatures, shard {shard}"), inputs.total_bytes());
     let stats = scan(&inputs, fields, engine, cfg.exact, &bar, |sc| {
         let n = sc.len();
-        let item = Arc::new(Field::new("item", DataType::UInt32, false));
-        let sigs = FixedSizeListArray::new(
-            item,
-            num_perm as i32,
-            Arc::new(UInt32Array::from(sc.sigs[..n * num_perm].to_vec())),
-            None,
-        );
-        raw.write_all(bytemuck::cast_slice(&sc.sigs[..n * num_perm]))?;
+        raw.values(&sc.sigs[..n * num_perm])?;
+        if let Some((cursor, file)) = lines.as_mut() {
+            at.clear();
+            for &line in &sc.lines {
+                at.extend([cursor.offset_of(line)?, line]);
+            }
+            file.values(&at)?;
+        }
         let mut cols: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from_iter_values((0..n).map(|i| sc.ids.get(i)))),
             Arc::new(UInt64Array::from(sc.lines.clone())),
             Arc::new(UInt32Array::from(sc.words.clone())),
-            Arc::new(sigs),
         ];
         if cfg.exact {
             let lo = sc.exact_keys.iter().map(|&k| k as u64);
@@ -112,6 +114,9 @@ pub fn sign(
     };
     work.write_json(&scan_file(work, shard), &summary)?;
     raw.finish()?;
+    if let Some((_, file)) = lines {
+        file.finish()?;
+    }
     out.finish()?;
     Ok(Some(stats))
 }

@@ -1,11 +1,14 @@
 //! The whole run's summary, read back from the stages' files: what in-memory `dedup` returns,
 //! for the reports of a run whose stages ran as separate jobs.
 
-use super::{apply, cluster, sign, WorkDir};
+use super::raw::{le_u32s, RawRows};
+use super::{apply, cluster, confirm, sign, WorkDir};
 use crate::engine::EngineInfo;
 use crate::pipeline::ScanStats;
+use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    index_confirmation, AgainstSummary, ClusterExample, DedupSummary, IndexCounts,
+    index_confirmation, sample_docs, similarity_curve, AgainstSummary, ClusterExample, Confirm,
+    DedupSummary, IndexCounts, SimilarityBucket,
 };
 use crate::Error;
 
@@ -24,11 +27,20 @@ fn add_scan(total: &mut ScanStats, s: &ScanStats) {
 
 /// The summary of a run whose every stage is done (`apply` for every shard included), as
 /// in-memory `dedup` would return it; `seconds` is the run's wall time, which only its driver
-/// knows. The stages' own times are summed, so on a cluster they are CPU time, not wall.
-pub fn dedup_summary(work: &WorkDir, seconds: f64) -> Result<DedupSummary, Error> {
+/// knows. The stages' own times are summed, so on a cluster they are CPU time, not wall. With
+/// `measure` (a report will be written), the S-curve is measured as in memory.
+pub fn dedup_summary(
+    work: &WorkDir,
+    seconds: f64,
+    measure: bool,
+    progress: &ProgressFactory,
+) -> Result<DedupSummary, Error> {
     let mut scan = ScanStats::default();
+    let mut base = vec![0u64];
     for s in 0..work.shards() {
-        add_scan(&mut scan, &sign::scan_stats(work, s)?);
+        let x = sign::scan_stats(work, s)?;
+        add_scan(&mut scan, &x);
+        base.push(base[s] + x.documents);
     }
     let c = cluster::summary(work)?;
     let mut written = 0;
@@ -85,7 +97,11 @@ pub fn dedup_summary(work: &WorkDir, seconds: f64) -> Result<DedupSummary, Error
         against,
         scan,
         cluster: c.stats,
-        similarity_buckets: Vec::new(),
+        similarity_buckets: if measure && cfg.confirm == Confirm::Jaccard {
+            similarity_buckets(work, &base, progress)?
+        } else {
+            Vec::new()
+        },
         examples,
         documents_written: written,
         write_seconds,
@@ -93,6 +109,47 @@ pub fn dedup_summary(work: &WorkDir, seconds: f64) -> Result<DedupSummary, Error
         table_bytes: c.table_bytes,
         groups: c.groups,
     })
+}
+
+/// The measured S-curve of reports, as in-memory `dedup` measures it: the same sample of the
+/// documents in some bucket (`base[s]`: shard `s`'s first document index), their signatures
+/// and shingle sets read back from the work directory and the shards.
+fn similarity_buckets(
+    work: &WorkDir,
+    base: &[u64],
+    progress: &ProgressFactory,
+) -> Result<Vec<SimilarityBucket>, Error> {
+    let docs = sample_docs(confirm::bucketed(work, base)?);
+    if docs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let cfg = work.config();
+    let num_perm = cfg.params.num_perm;
+    let mut sigs = vec![0u32; docs.len() * num_perm];
+    let mut sets: Vec<Vec<u64>> = Vec::with_capacity(docs.len());
+    let mut at = 0;
+    for s in 0..work.shards() {
+        let rows: Vec<u64> = docs[at..]
+            .iter()
+            .take_while(|&&d| d < base[s + 1])
+            .map(|&d| d - base[s])
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let mut got = RawRows::sigs(work, s, None)?;
+        for (o, v) in sigs[at * num_perm..]
+            .iter_mut()
+            .zip(le_u32s(got.read_at(&rows)?))
+        {
+            *o = v;
+        }
+        sets.extend(confirm::shard_sets(work, s, &rows, progress)?);
+        at += rows.len();
+    }
+    let sampled: Vec<&[u64]> = sets.iter().map(|v| v.as_slice()).collect();
+    let sig = |i: usize| &sigs[i * num_perm..(i + 1) * num_perm];
+    Ok(similarity_curve(&sampled, sig, cfg.lsh))
 }
 
 /// The engine that signed the shards, for reports: shard 0's (`cpu` or `gpu`, and its details);

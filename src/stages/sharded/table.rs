@@ -80,14 +80,6 @@ pub(crate) fn col(name: &str, ty: DataType) -> Field {
     Field::new(name, ty, false)
 }
 
-/// The type of a column of fixed-size lists of `n` u32 (signatures).
-pub(crate) fn u32_lists(n: usize) -> DataType {
-    DataType::FixedSizeList(
-        Arc::new(Field::new("item", DataType::UInt32, false)),
-        n as i32,
-    )
-}
-
 impl WorkDir {
     /// Start writing the stage file `path` with these columns and metadata; nothing appears at
     /// `path` until [`StageWriter::finish`].
@@ -224,18 +216,6 @@ pub(crate) fn f64s<'a>(batch: &'a RecordBatch, name: &str) -> &'a [f64] {
         .expect("a projected column")
         .as_primitive::<Float64Type>()
         .values()
-}
-
-/// The u32 values of a column of fixed-size lists (row `i` is `values[i*n..(i+1)*n]`).
-pub(crate) fn u32_list_values<'a>(batch: &'a RecordBatch, name: &str) -> &'a [u32] {
-    let list = batch
-        .column_by_name(name)
-        .expect("a projected column")
-        .as_fixed_size_list();
-    let values = list.values().as_primitive::<UInt32Type>().values();
-    let n = list.value_length() as usize;
-    // A slice of the list slices its values too.
-    &values[..arrow_array::Array::len(list) * n]
 }
 
 /// A string column of `batch` (nulls as `None`).

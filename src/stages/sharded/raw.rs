@@ -1,0 +1,153 @@
+//! The raw row files `sign` writes beside its table, for the stages that read all of them in
+//! order or a few at their offsets, without decoding anything: `S.sig`, each document's
+//! signature (`num_perm` u32); `S.lines`, of a plain JSONL shard, each document's line (its
+//! byte offset and line number, u64 each). Little-endian whatever the machine, so a work
+//! directory on shared storage reads the same everywhere.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use super::WorkDir;
+use crate::io::ranges::{prefetch, read_exact_at};
+use crate::io::Output;
+use crate::Error;
+
+/// Bytes of a row of `S.lines`.
+pub(crate) const LINE_ROW_BYTES: usize = 16;
+
+/// A raw row file being written.
+pub(crate) struct RawWriter(Output);
+
+impl RawWriter {
+    pub fn create(path: &Path) -> Result<Self, Error> {
+        Output::create(&path.display().to_string()).map(RawWriter)
+    }
+
+    /// Append `values` (unsigned integers), little-endian.
+    pub fn values<T: bytemuck::Pod>(&mut self, values: &[T]) -> Result<(), Error> {
+        let bytes: &[u8] = bytemuck::cast_slice(values);
+        if cfg!(target_endian = "little") {
+            return self.0.write_all(bytes);
+        }
+        // Each value's bytes reversed: its little-endian form.
+        let mut le = bytes.to_vec();
+        for v in le.chunks_exact_mut(std::mem::size_of::<T>()) {
+            v.reverse();
+        }
+        self.0.write_all(&le)
+    }
+
+    pub fn finish(self) -> Result<(), Error> {
+        self.0.finish()
+    }
+}
+
+/// A raw row file being read.
+pub(crate) struct RawRows {
+    file: File,
+    name: String,
+    row_bytes: usize,
+    /// Rows the file holds.
+    pub rows: u64,
+    buf: Vec<u8>,
+}
+
+impl RawRows {
+    /// Open `path`, which `sign` wrote with rows of `row_bytes`; `signed`, when known, is the
+    /// rows its table says it signed, which the file must hold exactly. `None` when there is
+    /// no such file and `optional`.
+    pub fn open(
+        work: &WorkDir,
+        path: &Path,
+        row_bytes: usize,
+        signed: Option<u64>,
+        optional: bool,
+    ) -> Result<Option<Self>, Error> {
+        let name = path.display().to_string();
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && optional => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(work.missing(path, "sign"))
+            }
+            Err(e) => return Err(Error::io(&name, e)),
+        };
+        let len = file.metadata().map_err(|e| Error::io(&name, e))?.len();
+        let width = row_bytes as u64;
+        if len % width != 0 || signed.is_some_and(|n| n * width != len) {
+            return Err(Error::Work {
+                path: name,
+                msg: format!(
+                    "holds {len} bytes, not whole rows of {row_bytes} for each of its shard's \
+                     signed documents: run `neardup stage sign` again in an empty work \
+                     directory"
+                ),
+            });
+        }
+        Ok(Some(RawRows {
+            file,
+            name,
+            row_bytes,
+            rows: len / width,
+            buf: Vec::new(),
+        }))
+    }
+
+    /// Shard `shard`'s signatures (`signed`: see [`RawRows::open`]).
+    pub fn sigs(work: &WorkDir, shard: usize, signed: Option<u64>) -> Result<Self, Error> {
+        let width = work.config().params.num_perm * 4;
+        let path = work.sig_rows_file(shard);
+        Ok(Self::open(work, &path, width, signed, false)?.expect("required"))
+    }
+
+    /// Shard `shard`'s lines, when it is a plain JSONL shard.
+    pub fn lines(work: &WorkDir, shard: usize) -> Result<Option<Self>, Error> {
+        Self::open(work, &work.lines_file(shard), LINE_ROW_BYTES, None, true)
+    }
+
+    /// The next `n` rows, in order.
+    pub fn read_next(&mut self, n: usize) -> Result<&[u8], Error> {
+        self.buf.resize(n * self.row_bytes, 0);
+        self.file
+            .read_exact(&mut self.buf)
+            .map_err(|e| Error::io(&self.name, e))?;
+        Ok(&self.buf)
+    }
+
+    /// The rows `rows` (ascending), one after the other. The kernel is first told of them
+    /// all, so the reads of rows not in memory overlap instead of waiting one by one.
+    pub fn read_at(&mut self, rows: &[u64]) -> Result<&[u8], Error> {
+        if let Some(&last) = rows.last().filter(|&&r| r >= self.rows) {
+            return Err(Error::Work {
+                path: self.name.clone(),
+                msg: format!(
+                    "holds {} rows, not row {last}: run `neardup stage sign` again in an empty \
+                     work directory",
+                    self.rows
+                ),
+            });
+        }
+        let width = self.row_bytes as u64;
+        prefetch(&self.file, rows.iter().map(|&r| (r * width, width)));
+        self.buf.resize(rows.len() * self.row_bytes, 0);
+        for (&r, out) in rows.iter().zip(self.buf.chunks_exact_mut(self.row_bytes)) {
+            read_exact_at(&self.file, out, r * width).map_err(|e| Error::io(&self.name, e))?;
+        }
+        Ok(&self.buf)
+    }
+}
+
+/// Little-endian u32s.
+pub(crate) fn le_u32s(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    bytes
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Little-endian u64s.
+pub(crate) fn le_u64s(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    bytes
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+}
