@@ -425,7 +425,7 @@ fn a_repeated_id_across_shards_names_both_places() {
 
 /// One million documents: in memory, `dedup` holds every signature (512 bytes each); through a
 /// work directory of 8 partitions it holds, at its peak, one shard's band rows being written
-/// (`bands`) or one partition's (`confirm`), well under in-memory's peak (0.44-0.47 of it in
+/// (`bands`) or one partition's (`confirm`), well under in-memory's peak (0.3 of it in
 /// docs/BENCHMARKS.md).
 #[test]
 fn a_million_documents_out_of_core_take_well_under_the_memory_in_memory() {
