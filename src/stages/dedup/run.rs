@@ -335,6 +335,20 @@ pub(crate) fn pair_line(a: &str, b: &str, estimate: f64, jaccard: Option<f64>) -
     format!("{line}\n")
 }
 
+/// Record `i` of `chunk`'s shingle set (sorted 64-bit FNV-1a values), for `jaccard`
+/// confirmation.
+pub(crate) fn shingle_set(
+    chunk: &crate::io::Chunk,
+    i: usize,
+    fields: &Fields,
+    name: &str,
+    params: &crate::sign::minhash::MinHashParams,
+) -> Result<Vec<u64>, Error> {
+    let rec = record(chunk, i, fields, name)?;
+    let words = crate::text::Words::with_rule(&rec.text, params.rule());
+    Ok(crate::sign::fnv::shingle_fnv_set(&words, params.k))
+}
+
 /// The extra pass for `jaccard` confirmation: shingle sets of the marked documents only.
 pub(crate) fn load_shingle_sets(
     inputs: &Inputs,
@@ -344,7 +358,6 @@ pub(crate) fn load_shingle_sets(
     progress: &ProgressFactory,
     budget: Option<u64>,
 ) -> Result<ShingleSets, Error> {
-    let (k, rule) = (params.k, params.rule());
     let bar = progress.pass("shingle sets", inputs.total_bytes());
     let next_doc = std::sync::atomic::AtomicUsize::new(0);
     let mut sets = ShingleSets::new();
@@ -362,9 +375,10 @@ pub(crate) fn load_shingle_sets(
                 .into_par_iter()
                 .filter(|&i| needed.get(base + i).copied().unwrap_or(false))
                 .map(|i| {
-                    let rec = record(&chunk, i, fields, name)?;
-                    let w = crate::text::Words::with_rule(&rec.text, rule);
-                    Ok(((base + i) as u32, crate::sign::fnv::shingle_fnv_set(&w, k)))
+                    Ok((
+                        (base + i) as u32,
+                        shingle_set(&chunk, i, fields, name, params)?,
+                    ))
                 })
                 .collect();
             found

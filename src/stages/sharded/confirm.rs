@@ -16,17 +16,14 @@ use arrow_schema::{DataType, Field};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::raw::{le_u32s, le_u64s, RawRows};
+use super::raw::{le_u64s, RawRows};
 use super::table::{col, u32s, u64s};
 use super::WorkDir;
-use crate::corpus::record;
 use crate::progress::ProgressFactory;
-use crate::sign::fnv::shingle_fnv_set;
 use crate::stages::dedup::{
-    confirm_bucket, fill_estimates, load_shingle_sets, BucketCounts, BucketTables, Confirm,
-    JaccardCache, ShingleSets,
+    confirm_bucket, fill_estimates, load_shingle_sets, shingle_set, BucketCounts, BucketTables,
+    Confirm, JaccardCache, ShingleSets,
 };
-use crate::text::Words;
 use crate::Error;
 
 /// The metadata key of a partition's counts (JSON).
@@ -184,11 +181,8 @@ pub fn confirm(
             continue;
         }
         step.set_message(format!("gathering signatures, shard {s}"));
-        let mut raw = RawRows::sigs(work, s, None)?;
-        let got = le_u32s(raw.read_at(&needed[s])?);
-        for (o, v) in sigs[base[s] as usize * num_perm..].iter_mut().zip(got) {
-            *o = v;
-        }
+        RawRows::sigs(work, s, None)?
+            .read_u32s_at(&needed[s], &mut sigs[base[s] as usize * num_perm..])?;
         if work.fields().group.is_some() {
             let file = work.rank_file(s);
             for batch in work.open_rows(&file, "rank", &["group"], Some(&needed[s]))? {
@@ -308,8 +302,8 @@ pub fn confirm(
 }
 
 /// The shingle sets of shard `shard`'s rows `rows` (ascending), in that order. Of a plain JSONL
-/// shard, only those lines are read (found by their line numbers, which `sign` kept); of any
-/// other, one pass over the shard parses only them.
+/// shard, only those lines are read (where `sign` recorded that they start); of any other,
+/// one pass over the shard parses only them.
 pub(super) fn shard_sets(
     work: &WorkDir,
     shard: usize,
@@ -344,14 +338,9 @@ pub(super) fn shard_sets(
         }
         let chunk = inputs.read_spans(0, &spans)?;
         let name = inputs.name(0);
-        let (k, rule) = (params.k, params.rule());
         return (0..chunk.len())
             .into_par_iter()
-            .map(|i| {
-                let rec = record(&chunk, i, fields, name)?;
-                let words = Words::with_rule(&rec.text, rule);
-                Ok(shingle_fnv_set(&words, k))
-            })
+            .map(|i| shingle_set(&chunk, i, fields, name, params))
             .collect();
     }
     let mut mask = vec![false; rows.last().map_or(0, |&r| r as usize + 1)];

@@ -136,6 +136,14 @@ impl RawRows {
         }
         Ok(&self.buf)
     }
+
+    /// [`RawRows::read_at`] of a file of u32s, into the front of `out`.
+    pub fn read_u32s_at(&mut self, rows: &[u64], out: &mut [u32]) -> Result<(), Error> {
+        for (o, v) in out.iter_mut().zip(le_u32s(self.read_at(rows)?)) {
+            *o = v;
+        }
+        Ok(())
+    }
 }
 
 /// Little-endian u32s.

@@ -1,7 +1,7 @@
 //! The whole run's summary, read back from the stages' files: what in-memory `dedup` returns,
 //! for the reports of a run whose stages ran as separate jobs.
 
-use super::raw::{le_u32s, RawRows};
+use super::raw::RawRows;
 use super::{apply, cluster, confirm, sign, WorkDir};
 use crate::engine::EngineInfo;
 use crate::pipeline::ScanStats;
@@ -137,13 +137,7 @@ fn similarity_buckets(
         if rows.is_empty() {
             continue;
         }
-        let mut got = RawRows::sigs(work, s, None)?;
-        for (o, v) in sigs[at * num_perm..]
-            .iter_mut()
-            .zip(le_u32s(got.read_at(&rows)?))
-        {
-            *o = v;
-        }
+        RawRows::sigs(work, s, None)?.read_u32s_at(&rows, &mut sigs[at * num_perm..])?;
         sets.extend(confirm::shard_sets(work, s, &rows, progress)?);
         at += rows.len();
     }
