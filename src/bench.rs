@@ -96,14 +96,16 @@ pub fn verify(
         &bar,
         |chunk, name| crate::corpus::parse_chunk(&chunk, fields, name, rule),
         |p| {
-            let b = &p.batch;
+            let docs: usize = p.parts.iter().map(|b| b.num_docs()).sum();
+            let mut a = vec![0u32; docs * np];
+            let mut g = vec![0u32; docs * np];
             let t = Instant::now();
-            let a = cpu.sign_vec(b)?;
+            cpu.sign_parts(&p.parts, &mut a)?;
             r.cpu_seconds += t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let g = gpu.sign_vec(b)?;
+            gpu.sign_parts(&p.parts, &mut g)?;
             r.gpu_seconds += t.elapsed().as_secs_f64();
-            for d in 0..b.num_docs() {
+            for d in 0..docs {
                 let (ra, rg) = (&a[d * np..(d + 1) * np], &g[d * np..(d + 1) * np]);
                 if ra != rg {
                     r.mismatched_documents += 1;
@@ -122,9 +124,13 @@ pub fn verify(
                     }
                 }
             }
-            r.documents += b.num_docs() as u64;
-            r.shingles += b.total_shingles(k) as u64;
-            bar.add_docs(b.num_docs() as u64);
+            r.documents += docs as u64;
+            r.shingles += p
+                .parts
+                .iter()
+                .map(|b| b.total_shingles(k) as u64)
+                .sum::<u64>();
+            bar.add_docs(docs as u64);
             Ok(())
         },
     )?;
@@ -168,6 +174,8 @@ pub struct BenchReport {
     pub engines_skipped: Vec<String>,
     /// What the reader must know to read the figures (a software GPU adapter).
     pub notes: Vec<String>,
+    /// Each engine's pass as a run makes it, with the CPU time of neardup's own threads.
+    pub host_cpu: Vec<HostCpu>,
     pub peak_rss_bytes: Option<u64>,
 }
 
@@ -195,11 +203,22 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
     let fields = a.fields.clone();
     // Raw chunks in memory: generated, or read from the inputs.
     let step = progress.step("loading");
-    let (chunks, source) = match (a.synthetic, a.inputs.is_empty()) {
-        (Some(n), true) => (
-            synthetic_chunks(n, a.synthetic_words),
-            format!("synthetic {n} docs"),
-        ),
+    let (chunks, source, files) = match (a.synthetic, a.inputs.is_empty()) {
+        (Some(n), true) => {
+            // The end-to-end rows read files, as a run does: the corpus goes to one, untimed.
+            let chunks = synthetic_chunks(n, a.synthetic_words);
+            let io = |e| Error::io("a temporary file for the synthetic corpus", e);
+            let mut file = tempfile::Builder::new()
+                .prefix("neardup-bench")
+                .suffix(".jsonl")
+                .tempfile()
+                .map_err(io)?;
+            for (_, c) in &chunks {
+                std::io::Write::write_all(&mut file, &c.data).map_err(io)?;
+            }
+            let inputs = Inputs::new(&[InputSpec::Path(file.path().to_path_buf())], false)?;
+            (chunks, format!("synthetic {n} docs"), (inputs, Some(file)))
+        }
         (None, false) => {
             let specs: Vec<InputSpec> = a.inputs.iter().map(|s| InputSpec::parse(s)).collect();
             let inputs = Inputs::new(&specs, false)?;
@@ -215,7 +234,7 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
                     v.push((inputs.name(i).to_string(), c));
                 }
             }
-            (v, a.inputs.join(" "))
+            (v, a.inputs.join(" "), (inputs, None))
         }
         _ => {
             return Err(Error::Param(
@@ -295,6 +314,7 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
 
     let mut skipped = Vec::new();
     let mut notes = Vec::new();
+    let mut host_cpu = Vec::new();
     let mut sigs: Vec<u32> = Vec::new();
     let want_cpu = matches!(
         a.engines,
@@ -384,6 +404,7 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
             &facts,
         );
         sigs = s;
+        host_cpu.push(end_to_end(&mut cpu, &files.0, &fields, a.repeat, |_| None)?);
     }
     if want_gpu {
         let opts = GpuOptions {
@@ -407,15 +428,24 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
                 let (secs, s) = time_engine(&mut gpu, &batches, a.repeat)?;
                 let name = gpu.info().to_string();
                 push(&mut stages, "sign (hash+permute+min)", &name, secs, &facts);
+                // A first pass faults in the staging and readback buffers (wgpu zeroes each
+                // range the first time it is mapped); the figures are of the passes after it.
+                let host = |g: &GpuEngine| Some(g.host_seconds());
+                end_to_end(&mut gpu, &files.0, &fields, 1, host)?;
+                let mut e2e = end_to_end(&mut gpu, &files.0, &fields, a.repeat, host)?;
+                let read = read_seconds(&files.0, &fields)? * 1e9 / e2e.shingles.max(1) as f64;
+                e2e.host_stages
+                    .insert(0, ("read (reader thread)".into(), read));
+                host_cpu.push(e2e);
                 if can_profile {
                     // GPU timestamps: the kernels alone, without uploads, readback or the host;
                     // each kernel's best run of `--repeat`, like the sign row.
                     gpu.set_profiling(true);
                     let mut best = [f64::INFINITY; 3];
                     for _ in 0..a.repeat.max(1) {
-                        gpu.kernel_seconds = [0.0; 3];
+                        gpu.reset_kernel_seconds();
                         time_engine(&mut gpu, &batches, 1)?;
-                        for (b, k) in best.iter_mut().zip(gpu.kernel_seconds) {
+                        for (b, k) in best.iter_mut().zip(gpu.kernel_seconds()) {
                             *b = b.min(k);
                         }
                     }
@@ -522,8 +552,140 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
         stages,
         engines_skipped: skipped,
         notes,
+        host_cpu,
         peak_rss_bytes: crate::sys::peak_rss_bytes(),
     })
+}
+
+/// One engine's pass as `signatures` makes it: read, parse, tokenize, sign, over the files.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HostCpu {
+    pub engine: String,
+    pub shingles: u64,
+    /// Wall seconds of the pass (the run of `--repeat` with the least own CPU).
+    pub wall_seconds: f64,
+    /// CPU time of neardup's own threads, nanoseconds a shingle.
+    pub own_cpu_ns_per_shingle: Option<f64>,
+    /// CPU time of the process's other threads (a software adapter's), nanoseconds a shingle.
+    pub other_cpu_ns_per_shingle: Option<f64>,
+    /// GPU engine: of `own_cpu_ns_per_shingle`, the part inside the calls that run the driver
+    /// (`queue.submit`, `device.poll`), where a software adapter copies buffers on the calling
+    /// thread.
+    pub driver_cpu_ns_per_shingle: Option<f64>,
+    /// GPU engine: the single-threaded host stages, nanoseconds a shingle each (the reader's
+    /// pass over the files alone; then plan, fill, submit, wait, readback and host documents on
+    /// the thread that drives the engine, the fill's pieces running on the pool).
+    pub host_stages: Vec<(String, f64)>,
+}
+
+/// The GPU engine's host seconds between two readings, in nanoseconds a shingle.
+fn host_stages(
+    a: &crate::engine::gpu::ring::HostSeconds,
+    b: &crate::engine::gpu::ring::HostSeconds,
+    shingles: u64,
+) -> Vec<(String, f64)> {
+    let per = 1e9 / shingles.max(1) as f64;
+    [
+        ("plan", b.plan - a.plan),
+        ("map staging", b.map - a.map),
+        ("fill (on the pool)", b.fill - a.fill),
+        ("submit", b.submit - a.submit),
+        ("wait for the GPU", b.wait - a.wait),
+        ("readback", b.readback - a.readback),
+        ("host documents", b.host_docs - a.host_docs),
+        ("driver calls (CPU)", b.driver_cpu - a.driver_cpu),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v * per))
+    .collect()
+}
+
+/// Seconds of one thread reading every input into chunks, as the pipeline's reader does.
+fn read_seconds(inputs: &Inputs, fields: &Fields) -> Result<f64, Error> {
+    let t = Instant::now();
+    let plan = crate::io::ReadPlan::needed(fields);
+    let mut lines = 0usize;
+    for i in 0..inputs.len() {
+        let mut r = inputs.reader(i, plan, DEFAULT_CHUNK_BYTES)?;
+        while let Some(c) = r.next_chunk(DEFAULT_CHUNK_BYTES)? {
+            lines += c.len();
+        }
+    }
+    std::hint::black_box(lines);
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Run `pipeline::scan` over `inputs` with `engine`, `repeat` times; the run with the least CPU
+/// in neardup's own threads is kept, with its host stages when `host` reads them.
+fn end_to_end<E: Engine>(
+    engine: &mut E,
+    inputs: &Inputs,
+    fields: &Fields,
+    repeat: usize,
+    host: impl Fn(&E) -> Option<crate::engine::gpu::ring::HostSeconds>,
+) -> Result<HostCpu, Error> {
+    use crate::sys::threads::{own_cpu_seconds, process_cpu_seconds};
+    let mut best: Option<HostCpu> = None;
+    for _ in 0..repeat.max(1) {
+        let h0 = host(engine);
+        let (own0, all0) = (own_cpu_seconds(), process_cpu_seconds());
+        let t = Instant::now();
+        let stats = crate::pipeline::scan(
+            inputs,
+            fields,
+            engine,
+            false,
+            &crate::progress::Progress::hidden(),
+            |sc| {
+                std::hint::black_box(sc.sigs.len());
+                Ok(())
+            },
+        )?;
+        let wall = t.elapsed().as_secs_f64();
+        let (own1, all1) = (own_cpu_seconds(), process_cpu_seconds());
+        let mut stages = h0
+            .zip(host(engine))
+            .map(|(a, b)| host_stages(&a, &b, stats.shingles))
+            .unwrap_or_default();
+        if !stages.is_empty() {
+            let per = 1e9 / stats.shingles.max(1) as f64;
+            let driver = stages.last().map_or(0.0, |d| d.1);
+            stages.extend([
+                (
+                    "preparer thread (CPU)".to_string(),
+                    stats.prepare_thread_cpu * per,
+                ),
+                (
+                    "engine thread (CPU, driver calls out)".to_string(),
+                    stats.drive_thread_cpu * per - driver,
+                ),
+            ]);
+        }
+        let per = |x: f64| x * 1e9 / stats.shingles.max(1) as f64;
+        let own = own0.zip(own1).map(|(a, b)| per(b - a));
+        let all = all0.zip(all1).map(|(a, b)| per(b - a));
+        let run = HostCpu {
+            engine: engine.info().to_string(),
+            shingles: stats.shingles,
+            wall_seconds: wall,
+            own_cpu_ns_per_shingle: own,
+            other_cpu_ns_per_shingle: own.zip(all).map(|(o, a)| (a - o).max(0.0)),
+            driver_cpu_ns_per_shingle: stages
+                .iter()
+                .find(|d| d.0.starts_with("driver"))
+                .map(|d| d.1),
+            host_stages: stages,
+        };
+        let better = match (&best, run.own_cpu_ns_per_shingle) {
+            (None, _) => true,
+            (Some(b), Some(o)) => b.own_cpu_ns_per_shingle.is_some_and(|x| o < x),
+            (Some(b), None) => run.wall_seconds < b.wall_seconds,
+        };
+        if better {
+            best = Some(run);
+        }
+    }
+    Ok(best.expect("at least one run"))
 }
 
 /// Best wall time of `repeat` runs of the engine over every batch, and the signatures.
@@ -616,6 +778,29 @@ pub fn render(r: &BenchReport) -> String {
             crate::report::human_count(st.shingles_per_second),
             st.text_mb_per_second
         );
+    }
+    if !r.host_cpu.is_empty() {
+        let _ = writeln!(
+            s,
+            "end to end (read, parse, tokenize, sign), CPU a shingle: {:<32} {:>9} {:>10} {:>12} {:>10}",
+            "engine", "seconds", "neardup", "(in driver)", "other"
+        );
+        let ns = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2} ns"));
+        for h in &r.host_cpu {
+            let _ = writeln!(
+                s,
+                "{:<58} {:<32} {:>9.4} {:>10} {:>12} {:>10}",
+                "",
+                truncate(&h.engine, 32),
+                h.wall_seconds,
+                ns(h.own_cpu_ns_per_shingle),
+                ns(h.driver_cpu_ns_per_shingle),
+                ns(h.other_cpu_ns_per_shingle)
+            );
+            for (stage, v) in &h.host_stages {
+                let _ = writeln!(s, "  host stage {stage:<30} {v:>8.3} ns a shingle");
+            }
+        }
     }
     for e in &r.engines_skipped {
         let _ = writeln!(s, "skipped {e}");

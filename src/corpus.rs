@@ -129,11 +129,12 @@ pub fn value_extras(
     Ok(out)
 }
 
-/// One chunk parsed: its documents tokenized into a batch, with ids and line numbers.
+/// One chunk parsed: its documents tokenized into batches (the parts the workers packed side by
+/// side, in order; never joined), with ids and line numbers.
 #[derive(Debug, Default)]
 pub struct ParsedChunk {
     pub file_index: usize,
-    pub batch: PackedBatch,
+    pub parts: Vec<PackedBatch>,
     pub ids: IdArena,
     pub lines: Vec<u64>,
     /// Per document, with a keep or group field: what the policies read (else empty).
@@ -164,7 +165,7 @@ pub fn parse_chunk(
         .into_par_iter()
         .map(|start| {
             let mut part = ParsedChunk {
-                batch: PackedBatch::with_rule(rule),
+                parts: vec![PackedBatch::with_rule(rule)],
                 ..Default::default()
             };
             for i in start..(start + per).min(n) {
@@ -173,7 +174,7 @@ pub fn parse_chunk(
                     part.extras
                         .push(record_extras(chunk, i, fields, file_name)?);
                 }
-                part.batch.push_text(&rec.text);
+                part.parts[0].push_text(&rec.text);
                 part.ids.push(&rec.id);
                 part.lines.push(chunk.line_no(i));
                 part.text_bytes += rec.text.len() as u64;
@@ -184,12 +185,11 @@ pub fn parse_chunk(
     let mut out = ParsedChunk {
         file_index: chunk.file_index,
         raw_bytes: chunk.raw_bytes(),
-        batch: PackedBatch::with_rule(rule),
         ..Default::default()
     };
     for p in parts {
         let p = p?;
-        out.batch.append(&p.batch);
+        out.parts.extend(p.parts);
         out.ids.extend_from(&p.ids);
         out.lines.extend_from_slice(&p.lines);
         out.extras.extend(p.extras);
@@ -246,31 +246,38 @@ impl ScannedChunk {
         self.ids.is_empty()
     }
 
-    /// Build from a parsed chunk and its signatures.
-    pub fn from_parsed(p: ParsedChunk, sigs: Vec<u32>, k: usize, want_exact_keys: bool) -> Self {
-        let b = &p.batch;
+    /// Build from a parsed chunk, without signatures yet; the parts come back for signing.
+    pub fn from_parsed(
+        p: ParsedChunk,
+        k: usize,
+        want_exact_keys: bool,
+    ) -> (Self, Vec<PackedBatch>) {
+        let docs = |b: &PackedBatch| 0..b.num_docs();
         let exact_keys = if want_exact_keys {
-            (0..b.num_docs())
-                .into_par_iter()
-                .map(|d| xxhash_rust::xxh3::xxh3_128(b.doc_bytes(d)))
+            p.parts
+                .par_iter()
+                .flat_map_iter(|b| docs(b).map(|d| xxhash_rust::xxh3::xxh3_128(b.doc_bytes(d))))
                 .collect()
         } else {
             Vec::new()
         };
-        ScannedChunk {
+        let sc = ScannedChunk {
             file_index: p.file_index,
-            words: (0..b.num_docs())
-                .map(|d| b.doc_words(d).len() as u32)
+            words: p
+                .parts
+                .iter()
+                .flat_map(|b| docs(b).map(|d| b.doc_words(d).len() as u32))
                 .collect(),
-            shingles: b.total_shingles(k) as u64,
+            shingles: p.parts.iter().map(|b| b.total_shingles(k) as u64).sum(),
             exact_keys,
-            sigs,
+            sigs: Vec::new(),
             text_bytes: p.text_bytes,
             raw_bytes: p.raw_bytes,
             ids: p.ids,
             lines: p.lines,
             extras: p.extras,
-        }
+        };
+        (sc, p.parts)
     }
 
     /// Append another chunk's documents (pieces of one chunk processed in parallel).

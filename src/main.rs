@@ -9,6 +9,7 @@ use clap::Parser;
 mod cli;
 
 fn main() -> ExitCode {
+    neardup::sys::threads::register_current_thread();
     // An interrupted run removes its unfinished outputs (they are hidden temporary files;
     // nothing ever appears under an output's name before the run succeeds).
     let _ = ctrlc::set_handler(|| {

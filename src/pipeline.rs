@@ -6,9 +6,11 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::{Duration, Instant};
 
 use crate::corpus::{parse_chunk, signature_rows, ScannedChunk, SPARE_SIGS};
+use crate::engine::SignJob;
 use crate::io::{Chunk, Inputs, ReadPlan};
 use crate::jsonl::Fields;
 use crate::progress::Progress;
+use crate::sys::threads::{register_current_thread, this_thread_cpu_seconds};
 use crate::Error;
 
 /// Read every input in order as chunks, apply `prepare` to each on a second thread (it may use
@@ -66,6 +68,7 @@ where
         // Preparer: parse, tokenize, whatever the caller needs.
         let prepare = &prepare;
         s.spawn(move || {
+            register_current_thread();
             for c in raw_rx {
                 let r = c.and_then(|c| {
                     let name = inputs.name(c.file_index).to_string();
@@ -102,6 +105,7 @@ where
         let (token_tx, token_rx) = sync_channel::<()>(in_flight);
         s.spawn(move || read_chunks(inputs, plan, chunk_bytes, progress, raw_tx));
         s.spawn(move || {
+            register_current_thread();
             rayon::in_place_scope(|rs| {
                 for (seq, c) in raw_rx.into_iter().enumerate() {
                     if token_tx.send(()).is_err() {
@@ -144,6 +148,7 @@ fn read_chunks(
     progress: &Progress,
     tx: std::sync::mpsc::SyncSender<Result<Chunk, Error>>,
 ) {
+    register_current_thread();
     for i in 0..inputs.len() {
         let mut r = match inputs.reader(i, plan, chunk_bytes) {
             Ok(r) => r,
@@ -214,6 +219,14 @@ pub struct ScanStats {
     pub wait_seconds: f64,
     /// Wall seconds of the whole pass.
     pub seconds: f64,
+    /// CPU seconds of the thread that prepares chunks for an engine that does not parse as
+    /// it signs: the serial part of parsing (the parallel part runs on the pool meanwhile).
+    /// For `bench`; not in reports.
+    #[serde(skip)]
+    pub prepare_thread_cpu: f64,
+    /// CPU seconds of the calling thread, which drives such an engine. For `bench`.
+    #[serde(skip)]
+    pub drive_thread_cpu: f64,
 }
 
 /// Pass 1: read every input, tokenize, sign with `engine`, and hand each chunk to `on_chunk`
@@ -231,6 +244,7 @@ pub fn scan(
     mut on_chunk: impl FnMut(&ScannedChunk) -> Result<(), Error>,
 ) -> Result<ScanStats, Error> {
     let t0 = Instant::now();
+    let cpu0 = this_thread_cpu_seconds();
     let num_perm = engine.params().num_perm;
     let k = engine.params().k;
     let rule = engine.params().rule();
@@ -269,8 +283,23 @@ pub fn scan(
         stats.sign_seconds = sign_total.into_inner().expect("not poisoned");
         w
     } else {
-        let engine = std::sync::Mutex::new(engine);
+        // Chunks go to the engine as the parts the workers tokenized; a streaming engine (the
+        // GPU) hands them back signed a few chunks later, in order, so the scanned halves wait
+        // here meanwhile.
         let mut sign_seconds = 0.0;
+        let prepare_cpu = std::sync::Mutex::new(0f64);
+        let mut waiting: std::collections::VecDeque<ScannedChunk> = Default::default();
+        let mut hand_back = |jobs: Vec<SignJob>,
+                             waiting: &mut std::collections::VecDeque<ScannedChunk>,
+                             stats: &mut ScanStats|
+         -> Result<(), Error> {
+            for job in jobs {
+                let mut sc = waiting.pop_front().expect("a chunk for every job");
+                sc.sigs = job.sigs;
+                account(sc, stats)?;
+            }
+            Ok(())
+        };
         let w = pipelined(
             inputs,
             ReadPlan::needed(fields),
@@ -278,30 +307,48 @@ pub fn scan(
             progress,
             |chunk, name| {
                 let t = Instant::now();
+                let c = this_thread_cpu_seconds();
                 let parsed = parse_chunk(&chunk, fields, name, rule)?;
+                let (sc, parts) = ScannedChunk::from_parsed(parsed, k, want_exact_keys);
+                // The matrix is made here, off the thread that drives the engine.
+                let sigs = signature_rows(sc.len() * num_perm);
+                let out = (sc, parts, sigs);
                 *parse_total.lock().expect("not poisoned") += t.elapsed().as_secs_f64();
-                Ok(parsed)
+                if let (Some(a), Some(b)) = (c, this_thread_cpu_seconds()) {
+                    *prepare_cpu.lock().expect("not poisoned") += b - a;
+                }
+                Ok(out)
             },
-            |p| {
+            |(sc, parts, mut sigs)| {
                 let t = Instant::now();
-                let mut sigs = signature_rows(p.batch.num_docs() * num_perm);
-                engine
-                    .lock()
-                    .expect("not poisoned")
-                    .sign(&p.batch, &mut sigs)?;
+                waiting.push_back(sc);
+                let done = match engine.streamer() {
+                    Some(s) => s.submit(SignJob { parts, sigs })?,
+                    None => {
+                        engine.sign_parts(&parts, &mut sigs)?;
+                        vec![SignJob { parts, sigs }]
+                    }
+                };
                 sign_seconds += t.elapsed().as_secs_f64();
-                account(
-                    ScannedChunk::from_parsed(p, sigs, k, want_exact_keys),
-                    &mut stats,
-                )
+                hand_back(done, &mut waiting, &mut stats)
             },
         )?;
+        if let Some(s) = engine.streamer() {
+            let t = Instant::now();
+            let done = s.finish()?;
+            sign_seconds += t.elapsed().as_secs_f64();
+            hand_back(done, &mut waiting, &mut stats)?;
+        }
         stats.sign_seconds = sign_seconds;
+        stats.prepare_thread_cpu = prepare_cpu.into_inner().expect("not poisoned");
         w
     };
     stats.parse_seconds = parse_total.into_inner().expect("not poisoned");
     stats.wait_seconds = waited.as_secs_f64();
     stats.seconds = t0.elapsed().as_secs_f64();
+    if let (Some(a), Some(b)) = (cpu0, this_thread_cpu_seconds()) {
+        stats.drive_thread_cpu = b - a;
+    }
     Ok(stats)
 }
 

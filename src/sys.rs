@@ -1,5 +1,8 @@
 //! The machine's memory as a run sees it: this process's peak, what is available (the cgroup's
-//! limits included), the default `--max-memory`, and what a document costs.
+//! limits included), the default `--max-memory`, and what a document costs; and in
+//! [`threads`], the CPU time of neardup's own threads.
+
+pub mod threads;
 
 /// Peak resident set size of this process in bytes (Linux `VmHWM`), if known.
 pub fn peak_rss_bytes() -> Option<u64> {

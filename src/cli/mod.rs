@@ -54,6 +54,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 fn setup(run: &RunArgs) -> Result<ProgressFactory> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(run.threads)
+        .start_handler(|_| neardup::sys::threads::register_current_thread())
         .build_global()
         .context("starting the thread pool")?;
     Ok(ProgressFactory::new(run.progress.into(), run.quiet))

@@ -35,6 +35,7 @@ impl CpuEngine {
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
                     .thread_name(|i| format!("neardup-cpu-{i}"))
+                    .start_handler(|_| crate::sys::threads::register_current_thread())
                     .build()
                     .map_err(|e| {
                         crate::Error::Param(format!("cannot start {threads} threads: {e}"))

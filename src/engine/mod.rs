@@ -74,12 +74,50 @@ pub trait Engine: Send {
         Ok(())
     }
 
+    /// Signatures of the documents of `parts`, part after part, into `out` (`num_perm` u32 a
+    /// document). Parts are batches tokenized side by side; an engine that can, signs them
+    /// without joining them.
+    fn sign_parts(&mut self, parts: &[PackedBatch], out: &mut [u32]) -> Result<(), EngineError> {
+        let np = self.params().num_perm;
+        let docs: usize = parts.iter().map(|b| b.num_docs()).sum();
+        check_rows(docs, np, out)?;
+        let mut at = 0;
+        for b in parts {
+            let n = b.num_docs() * np;
+            self.sign(b, &mut out[at..at + n])?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// An engine that keeps several jobs in flight (the GPU) returns itself here.
+    fn streamer(&mut self) -> Option<&mut dyn StreamSigner> {
+        None
+    }
+
     /// Convenience: sign into a fresh matrix.
     fn sign_vec(&mut self, batch: &PackedBatch) -> Result<Vec<u32>, EngineError> {
         let mut out = vec![0u32; batch.num_docs() * self.params().num_perm];
         self.sign(batch, &mut out)?;
         Ok(out)
     }
+}
+
+/// A job for a [`StreamSigner`]: the parts of one chunk, and the matrix their signatures go
+/// into (`num_perm` u32 a document, part after part).
+#[derive(Debug, Default)]
+pub struct SignJob {
+    pub parts: Vec<PackedBatch>,
+    pub sigs: Vec<u32>,
+}
+
+/// Signs jobs handed in one after another, several in flight at once: each call hands back
+/// the jobs finished so far, always in the order they came in.
+pub trait StreamSigner {
+    /// Hand in the next job; returns the jobs now finished (possibly none).
+    fn submit(&mut self, job: SignJob) -> Result<Vec<SignJob>, EngineError>;
+    /// Finish every job handed in; returns them.
+    fn finish(&mut self) -> Result<Vec<SignJob>, EngineError>;
 }
 
 /// Parses, tokenizes and signs chunks of JSONL records; callable from many threads at once.

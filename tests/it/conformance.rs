@@ -457,22 +457,27 @@ fn gpu_engine_with_kernel_timestamps_conforms() {
     let want = e.sign_vec(&batch).unwrap();
     if e.profiling() {
         assert!(
-            e.kernel_seconds[1] > 0.0 && e.kernel_seconds[2] > 0.0,
+            e.kernel_seconds()[1] > 0.0 && e.kernel_seconds()[2] > 0.0,
             "{:?}",
-            e.kernel_seconds
+            e.kernel_seconds()
         );
         // Timing turned off (as `bench` times its sign row): no timestamps, same bits.
         e.set_profiling(false);
         assert!(!e.profiling());
-        let before = e.kernel_seconds;
+        let before = e.kernel_seconds();
         assert_eq!(e.sign_vec(&batch).unwrap(), want);
         assert_eq!(
-            e.kernel_seconds, before,
+            e.kernel_seconds(),
+            before,
             "no kernel time is taken with timing off"
         );
         e.set_profiling(true);
         assert_eq!(e.sign_vec(&batch).unwrap(), want);
-        assert!(e.kernel_seconds[2] > before[2], "{:?}", e.kernel_seconds);
+        assert!(
+            e.kernel_seconds()[2] > before[2],
+            "{:?}",
+            e.kernel_seconds()
+        );
     } else {
         let _ = writeln!(
             std::io::stderr(),
@@ -642,9 +647,9 @@ fn every_engine_agrees_around_the_documents_per_sub_batch_cap() {
     for n in [cap - 1, cap, cap + 1] {
         let texts: Vec<String> = (0..n).map(|i| format!("doc {i} w{}", i % 97)).collect();
         let want = cpu_signatures(params, &texts);
-        let before = g.sub_batches;
+        let before = g.sub_batches();
         boundary_suite("gpu", &mut g, &texts, &want);
-        let subs = g.sub_batches - before;
+        let subs = g.sub_batches() - before;
         assert_eq!(
             subs,
             if n > cap { 2 } else { 1 },
@@ -693,7 +698,7 @@ fn documents_cut_into_windows_with_words_near_and_past_a_window_conform() {
     if let Some(mut g) = gpu(params, &opts) {
         boundary_suite("gpu", &mut g, &texts, &want);
         assert!(
-            g.sub_batches > texts.len() as u64,
+            g.sub_batches() > texts.len() as u64,
             "the documents were cut into windows"
         );
     }

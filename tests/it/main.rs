@@ -9,6 +9,7 @@ mod conformance;
 mod decontam;
 mod dedup;
 mod fixtures;
+mod gpu_host;
 mod index;
 mod kernels;
 mod layers;

@@ -6,19 +6,25 @@
 //! `atomicMin`). Pipelines, the bind group and every buffer are made once, at their largest,
 //! and reused for every batch; a batch is cut into sub-batches that fit them ([`plan`]).
 //!
-//! The host keeps tokenizing the next chunk while the GPU signs this one (see
-//! [`crate::pipeline`]), so on a real GPU the pipeline is bound by host tokenization.
+//! The host side is built so that the GPU never waits for one thread: chunks arrive as the
+//! parts the workers tokenized (never joined), each sub-batch is laid out by several threads
+//! straight into a mapped staging buffer, up to [`ring::RING`] sub-batches are in flight (one
+//! filling, one signing, one reading back), and rows are read back straight into the signature
+//! matrix. [`crate::pipeline`] streams chunk after chunk through [`StreamSigner`].
 
 pub mod plan;
 pub mod ports;
+pub mod ring;
 pub mod shaders;
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use bytemuck::{Pod, Zeroable};
 
-use self::plan::{SubBatch, SubBatchLimits};
-use super::{check_output, Engine, EngineError, EngineInfo};
+use self::plan::{SubBatch, SubBatchLimits, SubPlan};
+use self::ring::{HostSeconds, Ring};
+use super::{Engine, EngineError, EngineInfo, SignJob, StreamSigner};
 use crate::batch::PackedBatch;
 use crate::hash::PermParams;
 use crate::sign::minhash::MinHashParams;
@@ -59,19 +65,63 @@ fn grid(groups: u32) -> (u32, u32) {
 }
 
 impl GpuConfig {
-    /// The configuration of one sub-batch.
-    pub fn for_sub_batch(sb: &SubBatch, k: usize, num_perm: usize) -> Self {
-        let num_docs = sb.num_docs() as u32;
+    /// The configuration of a sub-batch of `docs` documents, `shingles` shingles and `chunks`
+    /// chunks.
+    pub fn new(k: usize, num_perm: usize, docs: u32, shingles: u32, chunks: u32) -> Self {
         GpuConfig {
             k: k as u32,
-            num_docs,
-            num_shingles: sb.num_shingles,
+            num_docs: docs,
+            num_shingles: shingles,
             num_perm: num_perm as u32,
-            num_chunks: sb.chunks.len() as u32,
-            hash_groups_x: grid(sb.num_shingles.div_ceil(HASH_WG)).0,
-            min_groups_x: grid(sb.chunks.len() as u32).0,
-            init_groups_x: grid((num_docs * num_perm as u32).div_ceil(HASH_WG)).0,
+            num_chunks: chunks,
+            hash_groups_x: grid(shingles.div_ceil(HASH_WG)).0,
+            min_groups_x: grid(chunks).0,
+            init_groups_x: grid((docs * num_perm as u32).div_ceil(HASH_WG)).0,
         }
+    }
+
+    /// The configuration of one sub-batch laid out.
+    pub fn for_sub_batch(sb: &SubBatch, k: usize, num_perm: usize) -> Self {
+        Self::new(
+            k,
+            num_perm,
+            sb.num_docs() as u32,
+            sb.num_shingles,
+            sb.chunks.len() as u32,
+        )
+    }
+
+    /// The configuration of one planned sub-batch.
+    pub fn for_plan(sub: &SubPlan, k: usize, num_perm: usize) -> Self {
+        Self::new(
+            k,
+            num_perm,
+            sub.size.docs,
+            sub.size.shingles,
+            sub.size.chunks,
+        )
+    }
+
+    /// The workgroups of each dispatch: `init_signatures`, `hash_shingles`, `minhash`.
+    fn dispatches(&self) -> [(u32, u32, u32); 3] {
+        let init = grid((self.num_docs * self.num_perm).div_ceil(HASH_WG));
+        let hash = grid(self.num_shingles.div_ceil(HASH_WG));
+        let chunks = grid(self.num_chunks);
+        [
+            (init.0, init.1, 1),
+            (hash.0, hash.1, 1),
+            (chunks.0, chunks.1, self.num_perm.div_ceil(PERM_WG)),
+        ]
+    }
+
+    /// The block as the shaders read it (little-endian).
+    fn le_bytes(&self) -> [u8; 32] {
+        let words: [u32; 8] = bytemuck::cast(*self);
+        let mut out = [0u8; 32];
+        for (o, w) in out.chunks_exact_mut(4).zip(words) {
+            o.copy_from_slice(&w.to_le_bytes());
+        }
+        out
     }
 }
 
@@ -331,49 +381,36 @@ fn pick_named(
 }
 
 /// The GPU engine. Everything it allocates is made in [`GpuEngine::new`] and reused.
+///
+/// It signs a job's parts without joining them ([`plan`]), keeps up to [`ring::RING`]
+/// sub-batches in flight, and, through [`StreamSigner`], several jobs: a run hands in chunk
+/// after chunk and gets each back signed, in order, while the GPU works on the next ones.
 pub struct GpuEngine {
     params: MinHashParams,
     ref_perms: PermParams,
     adapter: AdapterSummary,
-    device: wgpu::Device,
-    queue: wgpu::Queue,
     limits: SubBatchLimits,
-    init_pipeline: wgpu::ComputePipeline,
-    hash_pipeline: wgpu::ComputePipeline,
-    min_pipeline: wgpu::ComputePipeline,
-    bind_group: wgpu::BindGroup,
-    config_buf: wgpu::Buffer,
-    bytes_buf: wgpu::Buffer,
-    word_start_buf: wgpu::Buffer,
-    docs_buf: wgpu::Buffer,
-    chunks_buf: wgpu::Buffer,
-    sigs_buf: wgpu::Buffer,
-    readback: wgpu::Buffer,
-    errors: Arc<Mutex<Option<String>>>,
-    timing: Option<Timing>,
-    /// Whether `timing` is used now (see [`GpuEngine::set_profiling`]).
-    timing_on: bool,
-    /// The longest wait for one sub-batch ([`GpuOptions::wait_timeout`]).
-    wait_timeout: std::time::Duration,
+    ring: Ring,
+    /// Jobs handed in through [`StreamSigner::submit`] and not handed back yet, oldest first.
+    stream: VecDeque<StreamJob>,
+    /// The number of the oldest job in `stream`.
+    stream_front: u64,
+    /// Set by the first error of a stream: the engine's state is then unknown, and it refuses
+    /// further work with this message.
+    broken: Option<String>,
     /// Documents signed on the host because one of their shingles outgrew a sub-batch or
     /// [`plan::MAX_SHINGLE_BYTES`].
     pub host_docs: u64,
-    /// Sub-batches dispatched.
-    pub sub_batches: u64,
-    /// With profiling: GPU seconds spent in `init_signatures`, `hash_shingles` and `minhash`.
-    pub kernel_seconds: [f64; 3],
 }
 
-/// GPU timestamps around each of the three passes.
-struct Timing {
-    queries: wgpu::QuerySet,
-    resolve: wgpu::Buffer,
-    readback: wgpu::Buffer,
-    /// Nanoseconds per timestamp tick.
-    period: f64,
+/// A job of the stream, with its plan and how far it has come.
+struct StreamJob {
+    job: SignJob,
+    plan: plan::Plan,
+    /// Sub-batches submitted, and of those, not read back yet.
+    submitted: usize,
+    outstanding: usize,
 }
-
-const TIMESTAMPS: u32 = 6;
 
 impl GpuEngine {
     /// Find an adapter, build the pipelines and buffers.
@@ -481,28 +518,24 @@ impl GpuEngine {
             })
         };
         let input = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
-        let config_buf = buffer(
-            "config",
-            std::mem::size_of::<GpuConfig>(),
-            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        );
-        let bytes_buf = buffer("bytes", limits.max_bytes, input);
-        let word_start_buf = buffer("word_start", (limits.max_words + 1) * 4, input);
-        let docs_buf = buffer("docs", (limits.max_docs + 1) * 8, input);
+        let shared = ring::Shared {
+            config: buffer(
+                "config",
+                std::mem::size_of::<GpuConfig>(),
+                wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            ),
+            bytes: buffer("bytes", limits.max_bytes, input),
+            word_start: buffer("word_start", (limits.max_words + 1) * 4, input),
+            docs: buffer("docs", (limits.max_docs + 1) * 8, input),
+            chunks: buffer("chunks", limits.max_chunks * 16, input),
+            sigs: buffer(
+                "sigs",
+                limits.max_docs * params.num_perm * 4,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            ),
+        };
         let xs_buf = buffer("xs", limits.max_shingles * 4, wgpu::BufferUsages::STORAGE);
-        let chunks_buf = buffer("chunks", limits.max_chunks * 16, input);
         let perms_buf = buffer("perms", params.num_perm * 8, input);
-        let sig_bytes = limits.max_docs * params.num_perm * 4;
-        let sigs_buf = buffer(
-            "sigs",
-            sig_bytes,
-            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-        );
-        let readback = buffer(
-            "readback",
-            sig_bytes,
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        );
         let ref_perms = params.perms();
         queue.write_buffer(
             &perms_buf,
@@ -513,38 +546,37 @@ impl GpuEngine {
             label: Some("neardup"),
             layout: &layout,
             entries: &[
-                (0, &config_buf),
-                (1, &bytes_buf),
-                (2, &word_start_buf),
-                (3, &docs_buf),
+                (0, &shared.config),
+                (1, &shared.bytes),
+                (2, &shared.word_start),
+                (3, &shared.docs),
                 (4, &xs_buf),
-                (5, &chunks_buf),
+                (5, &shared.chunks),
                 (6, &perms_buf),
-                (7, &sigs_buf),
+                (7, &shared.sigs),
             ]
             .map(|(binding, b)| wgpu::BindGroupEntry {
                 binding,
                 resource: b.as_entire_binding(),
             }),
         });
-        let timing = profile.then(|| Timing {
-            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("kernel timestamps"),
-                ty: wgpu::QueryType::Timestamp,
-                count: TIMESTAMPS,
-            }),
-            resolve: buffer(
-                "timestamps",
-                TIMESTAMPS as usize * 8,
-                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            ),
-            readback: buffer(
-                "timestamps readback",
-                TIMESTAMPS as usize * 8,
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            ),
-            period: queue.get_timestamp_period() as f64,
-        });
+        let ring = Ring::new(
+            ring::RingParts {
+                adapter: summary.name.clone(),
+                backend: summary.backend.clone(),
+                pipelines: [init_pipeline, hash_pipeline, min_pipeline],
+                bind_group,
+                shared,
+                errors,
+                wait_timeout: opts.wait_timeout,
+                k: params.k,
+                num_perm: params.num_perm,
+                device,
+                queue,
+            },
+            &limits,
+            profile,
+        );
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(EngineError::Gpu(format!(
                 "building the pipelines on {} failed: {e}",
@@ -556,27 +588,12 @@ impl GpuEngine {
             params,
             ref_perms,
             adapter: summary,
-            device,
-            queue,
             limits,
-            init_pipeline,
-            hash_pipeline,
-            min_pipeline,
-            bind_group,
-            config_buf,
-            bytes_buf,
-            word_start_buf,
-            docs_buf,
-            chunks_buf,
-            sigs_buf,
-            readback,
-            errors,
-            timing,
-            timing_on: true,
+            ring,
+            stream: VecDeque::new(),
+            stream_front: 0,
+            broken: None,
             host_docs: 0,
-            wait_timeout: opts.wait_timeout,
-            sub_batches: 0,
-            kernel_seconds: [0.0; 3],
         })
     }
 
@@ -587,14 +604,35 @@ impl GpuEngine {
 
     /// Whether kernel times are being measured (profiling asked for, supported, and on).
     pub fn profiling(&self) -> bool {
-        self.timing.is_some() && self.timing_on
+        self.ring.timing.is_some() && self.ring.timing_on
     }
 
     /// Turn kernel timing off and on again (an engine built with profiling starts with it on).
-    /// With it off, the three passes are one compute pass without timestamps, so a benchmark
-    /// can time the engine as a run uses it, then turn timing on for the per-kernel figures.
+    /// With it off, the three passes are one compute pass without timestamps and sub-batches
+    /// overlap, so a benchmark can time the engine as a run uses it, then turn timing on for
+    /// the per-kernel figures.
     pub fn set_profiling(&mut self, on: bool) {
-        self.timing_on = on;
+        self.ring.timing_on = on;
+    }
+
+    /// With profiling: GPU seconds spent in `init_signatures`, `hash_shingles` and `minhash`.
+    pub fn kernel_seconds(&self) -> [f64; 3] {
+        self.ring.kernel_seconds
+    }
+
+    /// Set the kernel seconds back to zero.
+    pub fn reset_kernel_seconds(&mut self) {
+        self.ring.kernel_seconds = [0.0; 3];
+    }
+
+    /// Wall seconds of the host's own stages so far (plan, fill, submit, wait, readback).
+    pub fn host_seconds(&self) -> HostSeconds {
+        self.ring.host
+    }
+
+    /// Sub-batches dispatched so far.
+    pub fn sub_batches(&self) -> u64 {
+        self.ring.sub_batches
     }
 
     /// The sub-batch limits derived from the device.
@@ -602,131 +640,116 @@ impl GpuEngine {
         &self.limits
     }
 
-    fn check_errors(&self) -> Result<(), EngineError> {
-        match self.errors.lock().expect("not poisoned").take() {
-            Some(e) => Err(EngineError::Gpu(e)),
+    fn check_usable(&self) -> Result<(), EngineError> {
+        match &self.broken {
+            Some(e) => Err(EngineError::Gpu(format!(
+                "the GPU engine stopped after an earlier error: {e}"
+            ))),
             None => Ok(()),
         }
     }
 
-    /// Run one sub-batch and return its signature rows.
-    fn run_sub_batch(&mut self, sb: &SubBatch, rows: &mut Vec<u32>) -> Result<(), EngineError> {
+    /// Plan `parts`, set the fragments' rows to `P` and sign the host's documents, into `out`.
+    fn prepare(&mut self, parts: &[PackedBatch], out: &mut [u32]) -> plan::Plan {
         let np = self.params.num_perm;
-        let cfg = GpuConfig::for_sub_batch(sb, self.params.k, np);
-        let q = &self.queue;
-        q.write_buffer(&self.config_buf, 0, bytemuck::bytes_of(&cfg));
-        if !sb.bytes.is_empty() {
-            q.write_buffer(&self.bytes_buf, 0, bytemuck::cast_slice(&sb.bytes));
+        let t = std::time::Instant::now();
+        let p = plan::plan(parts, self.params.k, &self.limits);
+        ports::init_fragment_rows(&p.subs, np, out);
+        self.ring.host.plan += t.elapsed().as_secs_f64();
+        p
+    }
+
+    fn sign_host_docs(&mut self, parts: &[PackedBatch], p: &plan::Plan, out: &mut [u32]) {
+        if p.host_docs.is_empty() {
+            return;
         }
-        q.write_buffer(
-            &self.word_start_buf,
-            0,
-            bytemuck::cast_slice(&sb.word_start),
-        );
-        q.write_buffer(&self.docs_buf, 0, bytemuck::cast_slice(&sb.docs));
-        if !sb.chunks.is_empty() {
-            q.write_buffer(&self.chunks_buf, 0, bytemuck::cast_slice(&sb.chunks));
-        }
-        let out_bytes = (sb.num_docs() * np * 4) as u64;
-        let mut enc = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        let init = grid((sb.num_docs() as u32 * np as u32).div_ceil(HASH_WG));
-        let hash = grid(sb.num_shingles.div_ceil(HASH_WG));
-        let chunks = grid(sb.chunks.len() as u32);
-        let dispatches = [
-            (&self.init_pipeline, (init.0, init.1, 1)),
-            (&self.hash_pipeline, (hash.0, hash.1, 1)),
-            (
-                &self.min_pipeline,
-                (chunks.0, chunks.1, (np as u32).div_ceil(PERM_WG)),
-            ),
-        ];
-        // One pass per stage when profiling (each with its own timestamps), else one for all.
-        let timing = self.timing.as_ref().filter(|_| self.timing_on);
-        if let Some(t) = timing {
-            for (i, (pipeline, (x, y, z))) in dispatches.iter().enumerate() {
-                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("neardup stage"),
-                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                        query_set: &t.queries,
-                        beginning_of_pass_write_index: Some(2 * i as u32),
-                        end_of_pass_write_index: Some(2 * i as u32 + 1),
-                    }),
-                });
-                pass.set_bind_group(0, &self.bind_group, &[]);
-                if *x > 0 {
-                    pass.set_pipeline(pipeline);
-                    pass.dispatch_workgroups(*x, *y, *z);
+        let t = std::time::Instant::now();
+        ports::sign_on_host(parts, &p.host_docs, self.params.k, &self.ref_perms, out);
+        self.host_docs += p.host_docs.len() as u64;
+        self.ring.host.host_docs += t.elapsed().as_secs_f64();
+    }
+
+    /// Submit every sub-batch of the stream's jobs not submitted yet, reading back the oldest
+    /// whenever the ring is full.
+    fn pump(&mut self) -> Result<(), EngineError> {
+        for j in 0..self.stream.len() {
+            while self.stream[j].submitted < self.stream[j].plan.subs.len() {
+                while self.ring.full() {
+                    self.collect_oldest_job()?;
                 }
-            }
-            enc.resolve_query_set(&t.queries, 0..TIMESTAMPS, &t.resolve, 0);
-            enc.copy_buffer_to_buffer(&t.resolve, 0, &t.readback, 0, TIMESTAMPS as u64 * 8);
-        } else {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("neardup signatures"),
-                timestamp_writes: None,
-            });
-            pass.set_bind_group(0, &self.bind_group, &[]);
-            for (pipeline, (x, y, z)) in dispatches {
-                if x > 0 {
-                    pass.set_pipeline(pipeline);
-                    pass.dispatch_workgroups(x, y, z);
-                }
+                let sj = &mut self.stream[j];
+                let job = self.stream_front + j as u64;
+                self.ring
+                    .submit(&sj.plan.subs[sj.submitted], &sj.job.parts, job)?;
+                sj.submitted += 1;
+                sj.outstanding += 1;
             }
         }
-        enc.copy_buffer_to_buffer(&self.sigs_buf, 0, &self.readback, 0, out_bytes);
-        q.submit([enc.finish()]);
-        if let Some(t) = timing {
-            t.readback.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        Ok(())
+    }
+
+    fn collect_oldest_job(&mut self) -> Result<(), EngineError> {
+        let Some(job) = self.ring.oldest_job() else {
+            return Ok(());
+        };
+        let sj = &mut self.stream[(job - self.stream_front) as usize];
+        self.ring.collect_oldest(&mut sj.job.sigs)?;
+        sj.outstanding -= 1;
+        Ok(())
+    }
+
+    /// The jobs at the front that are fully signed, in order.
+    fn pop_done(&mut self) -> Vec<SignJob> {
+        let mut out = Vec::new();
+        while let Some(f) = self.stream.front() {
+            if f.submitted < f.plan.subs.len() || f.outstanding > 0 {
+                break;
+            }
+            out.push(self.stream.pop_front().expect("a front").job);
+            self.stream_front += 1;
         }
-        let slice = self.readback.slice(..out_bytes);
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
+        out
+    }
+
+    /// Record the first error of a stream, and drop its jobs.
+    fn fail<T>(&mut self, e: EngineError) -> Result<T, EngineError> {
+        self.broken = Some(e.to_string());
+        self.stream.clear();
+        Err(e)
+    }
+}
+
+impl StreamSigner for GpuEngine {
+    fn submit(&mut self, mut job: SignJob) -> Result<Vec<SignJob>, EngineError> {
+        self.check_usable()?;
+        let docs: usize = job.parts.iter().map(|b| b.num_docs()).sum();
+        super::check_rows(docs, self.params.num_perm, &job.sigs)?;
+        let plan = self.prepare(&job.parts, &mut job.sigs);
+        self.sign_host_docs(&job.parts, &plan, &mut job.sigs);
+        self.stream.push_back(StreamJob {
+            job,
+            plan,
+            submitted: 0,
+            outstanding: 0,
         });
-        self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: None,
-                timeout: Some(self.wait_timeout),
-            })
-            .map_err(|e| match e {
-                wgpu::PollError::Timeout => EngineError::Gpu(format!(
-                    "the GPU {} ({}) did not finish a sub-batch within {:.1} s: it may have \
-                     stopped answering (a slower adapter needs a longer --gpu-timeout)",
-                    self.adapter.name,
-                    self.adapter.backend,
-                    self.wait_timeout.as_secs_f64()
-                )),
-                e => EngineError::Gpu(format!("waiting for the GPU {}: {e}", self.adapter.name)),
-            })?;
-        rx.recv()
-            .map_err(|_| EngineError::Gpu("the readback was dropped".into()))?
-            .map_err(|e| EngineError::Gpu(format!("reading signatures back: {e}")))?;
-        {
-            let view = slice
-                .get_mapped_range()
-                .map_err(|e| EngineError::Gpu(format!("reading signatures back: {e}")))?;
-            rows.clear();
-            rows.extend_from_slice(bytemuck::cast_slice(&view));
+        match self.pump() {
+            Ok(()) => Ok(self.pop_done()),
+            Err(e) => self.fail(e),
         }
-        self.readback.unmap();
-        if let Some(t) = timing {
-            {
-                let view = t
-                    .readback
-                    .slice(..)
-                    .get_mapped_range()
-                    .map_err(|e| EngineError::Gpu(format!("reading timestamps: {e}")))?;
-                let ts: &[u64] = bytemuck::cast_slice(&view);
-                for (i, k) in self.kernel_seconds.iter_mut().enumerate() {
-                    *k += ts[2 * i + 1].saturating_sub(ts[2 * i]) as f64 * t.period * 1e-9;
-                }
+    }
+
+    fn finish(&mut self) -> Result<Vec<SignJob>, EngineError> {
+        self.check_usable()?;
+        let r = self.pump().and_then(|()| {
+            while !self.ring.idle() {
+                self.collect_oldest_job()?;
             }
-            t.readback.unmap();
+            Ok(())
+        });
+        match r {
+            Ok(()) => Ok(self.pop_done()),
+            Err(e) => self.fail(e),
         }
-        self.sub_batches += 1;
-        self.check_errors()
     }
 }
 
@@ -757,21 +780,44 @@ impl Engine for GpuEngine {
     }
 
     fn sign(&mut self, batch: &PackedBatch, out: &mut [u32]) -> Result<(), EngineError> {
-        let np = self.params.num_perm;
-        check_output(batch, np, out)?;
-        if batch.is_empty() {
+        self.sign_parts(std::slice::from_ref(batch), out)
+    }
+
+    fn sign_parts(&mut self, parts: &[PackedBatch], out: &mut [u32]) -> Result<(), EngineError> {
+        self.check_usable()?;
+        let docs: usize = parts.iter().map(|b| b.num_docs()).sum();
+        super::check_rows(docs, self.params.num_perm, out)?;
+        if docs == 0 {
             return Ok(());
         }
-        let p = plan::plan(batch, self.params.k, &self.limits);
-        ports::init_fragment_rows(&p.subs, np, out);
-        let mut rows = Vec::new();
-        for sb in &p.subs {
-            self.run_sub_batch(sb, &mut rows)?;
-            ports::merge_rows(sb, &rows, np, out);
+        if !self.stream.is_empty() {
+            return Err(EngineError::Gpu(
+                "sign called while streamed jobs are in flight: finish the stream first".into(),
+            ));
         }
-        self.host_docs += p.host_docs.len() as u64;
-        ports::sign_on_host(batch, &p.host_docs, self.params.k, &self.ref_perms, out);
-        Ok(())
+        let p = self.prepare(parts, out);
+        let r = (|| {
+            for sub in &p.subs {
+                while self.ring.full() {
+                    self.ring.collect_oldest(out)?;
+                }
+                self.ring.submit(sub, parts, 0)?;
+            }
+            // The host's documents are signed while the GPU works.
+            self.sign_host_docs(parts, &p, out);
+            while !self.ring.idle() {
+                self.ring.collect_oldest(out)?;
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn streamer(&mut self) -> Option<&mut dyn StreamSigner> {
+        Some(self)
     }
 }
 

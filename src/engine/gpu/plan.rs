@@ -1,6 +1,10 @@
-//! Cutting a [`PackedBatch`] into GPU-sized pieces ("sub-batches") and laying each out as the
-//! shaders read it. Shared by the GPU engine and its CPU ports, so the ports test the very
-//! layout the GPU gets.
+//! Cutting batches into GPU-sized pieces ("sub-batches") and laying each out as the shaders read
+//! it. Shared by the GPU engine and its CPU ports, so the ports test the very layout the GPU gets.
+//!
+//! A job is a list of *parts* (batches tokenized side by side on different threads); a
+//! sub-batch may take documents from several parts, so the parts are never concatenated. The
+//! plan holds only offsets ([`SubPlan`]); [`fill`] then writes each sub-batch straight into the
+//! memory it is uploaded from, its pieces in parallel.
 //!
 //! A sub-batch is either a run of whole documents, or one *fragment* of a document too big for
 //! a sub-batch on its own: fragments are windows of words overlapping by `k - 1`, so every
@@ -76,7 +80,381 @@ impl SubBatchLimits {
     }
 }
 
-/// One sub-batch laid out for the shaders.
+/// Where a sub-batch's pieces start, and (for the whole sub-batch) how much it holds: bytes,
+/// words, documents, shingles and 256-shingle chunks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub bytes: u32,
+    pub words: u32,
+    pub docs: u32,
+    pub shingles: u32,
+    pub chunks: u32,
+}
+
+impl Counts {
+    fn plus(self, o: Counts) -> Counts {
+        Counts {
+            bytes: self.bytes + o.bytes,
+            words: self.words + o.words,
+            docs: self.docs + o.docs,
+            shingles: self.shingles + o.shingles,
+            chunks: self.chunks + o.chunks,
+        }
+    }
+
+    fn fits(&self, l: &SubBatchLimits) -> bool {
+        self.bytes as usize <= l.max_bytes
+            && self.words as usize <= l.max_words
+            && self.shingles as usize <= l.max_shingles
+            && self.chunks as usize <= l.max_chunks
+            && self.docs as usize <= l.max_docs
+    }
+}
+
+/// What document `d` of `b` adds to a sub-batch.
+fn doc_counts(b: &PackedBatch, k: usize, d: usize) -> Counts {
+    let r = b.doc_words(d);
+    let s = shingle_layout(r.len(), k).0;
+    Counts {
+        bytes: b.word_start[r.end] - b.word_start[r.start],
+        words: r.len() as u32,
+        docs: 1,
+        shingles: s as u32,
+        chunks: s.div_ceil(CHUNK) as u32,
+    }
+}
+
+/// One run of a part's words in a sub-batch: documents `d0 .. d1` of part `part`, whose words
+/// are `w0 .. w1` (a fragment's window of its one document), starting at `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece {
+    pub part: u32,
+    pub d0: u32,
+    pub d1: u32,
+    pub w0: u32,
+    pub w1: u32,
+    pub at: Counts,
+}
+
+/// One sub-batch, as offsets into the parts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubPlan {
+    pub pieces: Vec<Piece>,
+    /// What the whole sub-batch holds.
+    pub size: Counts,
+    /// The job's document (counted over all parts) whose signature is the first row.
+    pub first_target: u32,
+    /// Whether this is a fragment of one document (its row is min-merged, not copied).
+    pub fragment: bool,
+}
+
+impl SubPlan {
+    pub fn num_docs(&self) -> usize {
+        self.size.docs as usize
+    }
+
+    /// Bytes of each region of the upload: word bytes (padded to four), word starts (with the
+    /// sentinel), documents (with the sentinel), chunks.
+    pub fn region_bytes(&self) -> [usize; 4] {
+        let s = &self.size;
+        [
+            (s.bytes as usize).next_multiple_of(4),
+            (s.words as usize + 1) * 4,
+            (s.docs as usize + 1) * 8,
+            s.chunks as usize * 16,
+        ]
+    }
+}
+
+/// A document left to the host: document `doc` of part `part`, the job's document `target`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostDoc {
+    pub part: u32,
+    pub doc: u32,
+    pub target: u32,
+}
+
+/// How a job is cut: the sub-batches, and the documents left to the host.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    pub subs: Vec<SubPlan>,
+    /// Documents no sub-batch can hold (a single shingle beyond `max_bytes`, or beyond
+    /// [`MAX_SHINGLE_BYTES`]).
+    pub host_docs: Vec<HostDoc>,
+}
+
+/// Cut the documents of `parts` (in order, part after part) for shingle width `k` under
+/// `limits`. Documents keep their order; a run of whole documents may span parts. The work is
+/// a few operations a document: no byte is copied here.
+pub fn plan(parts: &[PackedBatch], k: usize, limits: &SubBatchLimits) -> Plan {
+    let mut out = Plan::default();
+    let mut cur = SubPlan::default();
+    let mut target = 0u32;
+    for (p, b) in parts.iter().enumerate() {
+        for d in 0..b.num_docs() {
+            let t = target;
+            target += 1;
+            if has_long_shingle(b, k, d) {
+                close(&mut cur, &mut out);
+                out.host_docs.push(HostDoc {
+                    part: p as u32,
+                    doc: d as u32,
+                    target: t,
+                });
+                continue;
+            }
+            let c = doc_counts(b, k, d);
+            if cur.size.docs > 0 && cur.size.plus(c).fits(limits) {
+                push_doc(&mut cur, b, p, d, c);
+                continue;
+            }
+            close(&mut cur, &mut out);
+            if c.fits(limits) {
+                cur.first_target = t;
+                push_doc(&mut cur, b, p, d, c);
+                continue;
+            }
+            // Too big alone: fragments, or the host when even one shingle does not fit.
+            match fragments(b, k, p, d, t, limits) {
+                Some(frags) => out.subs.extend(frags),
+                None => out.host_docs.push(HostDoc {
+                    part: p as u32,
+                    doc: d as u32,
+                    target: t,
+                }),
+            }
+        }
+    }
+    close(&mut cur, &mut out);
+    out
+}
+
+/// Add document `d` of part `p` (with counts `c`) to `cur`: to its last piece when that one
+/// ends just before it in the same part.
+fn push_doc(cur: &mut SubPlan, b: &PackedBatch, p: usize, d: usize, c: Counts) {
+    let r = b.doc_words(d);
+    match cur.pieces.last_mut() {
+        Some(last) if last.part == p as u32 && last.d1 == d as u32 => {
+            last.d1 += 1;
+            last.w1 = r.end as u32;
+        }
+        _ => cur.pieces.push(Piece {
+            part: p as u32,
+            d0: d as u32,
+            d1: d as u32 + 1,
+            w0: r.start as u32,
+            w1: r.end as u32,
+            at: cur.size,
+        }),
+    }
+    cur.size = cur.size.plus(c);
+}
+
+fn close(cur: &mut SubPlan, out: &mut Plan) {
+    if cur.size.docs > 0 {
+        out.subs.push(std::mem::take(cur));
+    }
+}
+
+/// The counts of words `s .. e` of one document as a fragment.
+fn window(b: &PackedBatch, k: usize, s: usize, e: usize) -> Counts {
+    let sh = (e - s + 1).saturating_sub(k).max(1) as u32;
+    Counts {
+        bytes: b.word_start[e] - b.word_start[s],
+        words: (e - s) as u32,
+        docs: 1,
+        shingles: sh,
+        chunks: sh.div_ceil(CHUNK as u32),
+    }
+}
+
+/// Fragments of document `d` of part `p` (the job's document `target`): word windows `[s, e)`
+/// with consecutive windows overlapping by `k - 1` words, each as large as the limits allow.
+/// `None` when even one shingle is too big (or the document has fewer than `k` words and
+/// still does not fit).
+fn fragments(
+    b: &PackedBatch,
+    k: usize,
+    p: usize,
+    d: usize,
+    target: u32,
+    l: &SubBatchLimits,
+) -> Option<Vec<SubPlan>> {
+    let r = b.doc_words(d);
+    if r.len() < k {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut s = r.start;
+    loop {
+        // The largest e with k <= e - s words that fits.
+        if !window(b, k, s, s + k).fits(l) {
+            return None;
+        }
+        let (mut lo, mut hi) = (s + k, r.end);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if window(b, k, s, mid).fits(l) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        let e = lo;
+        out.push(SubPlan {
+            pieces: vec![Piece {
+                part: p as u32,
+                d0: d as u32,
+                d1: d as u32 + 1,
+                w0: s as u32,
+                w1: e as u32,
+                at: Counts::default(),
+            }],
+            size: window(b, k, s, e),
+            first_target: target,
+            fragment: true,
+        });
+        if e == r.end {
+            break;
+        }
+        s = e - (k - 1);
+    }
+    Some(out)
+}
+
+/// Write-only memory that may be handed to another thread: a [`wgpu::WriteOnly`] of bytes is
+/// exclusive access like `&mut [u8]`, but the type's `Send` covers only sized targets.
+struct Region<'a>(wgpu::WriteOnly<'a, [u8]>);
+
+// SAFETY: `WriteOnly<'a, [u8]>` is an exclusive, write-only borrow of plain bytes for `'a`
+// (it stands for `&'a mut [u8]`, which is `Send`); sending it moves that exclusive access.
+unsafe impl Send for Region<'_> {}
+
+/// Split `r` at the given ends (increasing, the last at most `r.len()`): one region each, then
+/// what is left.
+fn split_at_ends<'a>(
+    mut r: wgpu::WriteOnly<'a, [u8]>,
+    lens: impl Iterator<Item = usize>,
+) -> (Vec<Region<'a>>, wgpu::WriteOnly<'a, [u8]>) {
+    let mut out = Vec::new();
+    for n in lens {
+        let (a, rest) = r.split_at(n);
+        out.push(Region(a));
+        r = rest;
+    }
+    (out, r)
+}
+
+/// Write u32 values, little-endian (as the GPU reads them), into `r` (exactly `4 * n` bytes).
+fn write_u32s(r: wgpu::WriteOnly<'_, [u8]>, values: impl Iterator<Item = u32>) {
+    let (words, rest) = r.into_chunks::<4>();
+    debug_assert!(rest.is_empty());
+    words.write_iter(values.map(u32::to_le_bytes));
+}
+
+/// Lay sub-batch `sub` of `parts` out for the shaders, into `regions` (each exactly
+/// [`SubPlan::region_bytes`] long): word bytes (zero padded), word starts rebased to the
+/// sub-batch plus the sentinel, per document `[first word, first shingle]` plus the sentinel,
+/// per chunk `[document, first shingle, end shingle, 0]`. The pieces are written in parallel.
+pub fn fill(
+    sub: &SubPlan,
+    parts: &[PackedBatch],
+    k: usize,
+    regions: [wgpu::WriteOnly<'_, [u8]>; 4],
+) {
+    let [bytes, words, docs, chunks] = regions;
+    let piece_counts = |i: usize| -> Counts {
+        let next = sub.pieces.get(i + 1).map_or(sub.size, |p| p.at);
+        let at = sub.pieces[i].at;
+        Counts {
+            bytes: next.bytes - at.bytes,
+            words: next.words - at.words,
+            docs: next.docs - at.docs,
+            shingles: next.shingles - at.shingles,
+            chunks: next.chunks - at.chunks,
+        }
+    };
+    let n = sub.pieces.len();
+    let (b_out, mut pad) = split_at_ends(bytes, (0..n).map(|i| piece_counts(i).bytes as usize));
+    pad.fill(0);
+    let (w_out, sentinel) =
+        split_at_ends(words, (0..n).map(|i| piece_counts(i).words as usize * 4));
+    write_u32s(sentinel, std::iter::once(sub.size.bytes));
+    let (d_out, sentinel) = split_at_ends(docs, (0..n).map(|i| piece_counts(i).docs as usize * 8));
+    write_u32s(sentinel, [sub.size.words, sub.size.shingles].into_iter());
+    let (c_out, _) = split_at_ends(chunks, (0..n).map(|i| piece_counts(i).chunks as usize * 16));
+    let work: Vec<_> = sub
+        .pieces
+        .iter()
+        .zip(b_out)
+        .zip(w_out)
+        .zip(d_out)
+        .zip(c_out)
+        .map(|((((p, b), w), d), c)| (p, b, w, d, c))
+        .collect();
+    let fragment = sub.fragment;
+    let one = move |(p, b, w, d, c): (&Piece, Region, Region, Region, Region)| {
+        fill_piece(
+            p,
+            &parts[p.part as usize],
+            k,
+            fragment,
+            [b.0, w.0, d.0, c.0],
+        );
+    };
+    if work.len() > 1 {
+        use rayon::prelude::*;
+        work.into_par_iter().for_each(one);
+    } else {
+        work.into_iter().for_each(one);
+    }
+}
+
+fn fill_piece(
+    p: &Piece,
+    b: &PackedBatch,
+    k: usize,
+    fragment: bool,
+    regions: [wgpu::WriteOnly<'_, [u8]>; 4],
+) {
+    let [mut bytes, words, docs, chunks] = regions;
+    let ws = &b.word_start;
+    let (w0, w1) = (p.w0 as usize, p.w1 as usize);
+    let base = ws[w0];
+    bytes.copy_from_slice(&b.bytes[base as usize..ws[w1] as usize]);
+    let shift = p.at.bytes.wrapping_sub(base);
+    write_u32s(words, ws[w0..w1].iter().map(|&s| s.wrapping_add(shift)));
+    let counts: Vec<u32> = if fragment {
+        vec![window(b, k, w0, w1).shingles]
+    } else {
+        (p.d0..p.d1)
+            .map(|d| shingle_layout(b.doc_words(d as usize).len(), k).0 as u32)
+            .collect()
+    };
+    let mut entries = Vec::with_capacity(counts.len() * 2);
+    let mut runs = Vec::new();
+    let mut s = p.at.shingles;
+    for (i, &n) in counts.iter().enumerate() {
+        let first_word = if fragment {
+            p.at.words
+        } else {
+            p.at.words + b.doc_word_start[p.d0 as usize + i] - p.w0
+        };
+        entries.extend([first_word, s]);
+        let doc = p.at.docs + i as u32;
+        let mut c = s;
+        while c < s + n {
+            let e = (c + CHUNK as u32).min(s + n);
+            runs.extend([doc, c, e, 0]);
+            c = e;
+        }
+        s += n;
+    }
+    write_u32s(docs, entries.into_iter());
+    write_u32s(chunks, runs.into_iter());
+}
+
+/// One sub-batch laid out in vectors, as [`fill`] writes it (for the CPU ports and tests).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SubBatch {
     /// Word bytes, four to a u32, little-endian, zero padded.
@@ -88,7 +466,7 @@ pub struct SubBatch {
     /// Per chunk: `[document, first shingle, end shingle, 0]`.
     pub chunks: Vec<[u32; 4]>,
     pub num_shingles: u32,
-    /// For each document of the sub-batch, the batch document its signature belongs to.
+    /// For each document of the sub-batch, the job's document its signature belongs to.
     pub targets: Vec<u32>,
     /// Whether this is a fragment (its signature is min-merged, not copied).
     pub fragment: bool,
@@ -98,166 +476,38 @@ impl SubBatch {
     pub fn num_docs(&self) -> usize {
         self.targets.len()
     }
-}
 
-/// How a batch is cut: the sub-batches, and the documents left to the host.
-#[derive(Debug, Clone, Default)]
-pub struct Plan {
-    pub subs: Vec<SubBatch>,
-    /// Documents no sub-batch can hold (a single shingle beyond `max_bytes`, or beyond
-    /// [`MAX_SHINGLE_BYTES`]).
-    pub host_docs: Vec<u32>,
-}
-
-/// The requirements of words `w0 .. w1` with `shingles` shingles.
-fn fits(
-    batch: &PackedBatch,
-    w0: usize,
-    w1: usize,
-    shingles: usize,
-    chunks: usize,
-    docs: usize,
-    l: &SubBatchLimits,
-) -> bool {
-    let bytes = (batch.word_start[w1] - batch.word_start[w0]) as usize;
-    bytes <= l.max_bytes
-        && w1 - w0 <= l.max_words
-        && shingles <= l.max_shingles
-        && chunks <= l.max_chunks
-        && docs <= l.max_docs
-}
-
-/// Cut `batch` for shingle width `k` under `limits`. Documents keep their order.
-pub fn plan(batch: &PackedBatch, k: usize, limits: &SubBatchLimits) -> Plan {
-    let mut out = Plan::default();
-    let n = batch.num_docs();
-    let mut d = 0;
-    while d < n {
-        // Grow a run of whole documents from d.
-        let w0 = batch.doc_word_start[d] as usize;
-        let (mut shingles, mut chunks) = (0usize, 0usize);
-        let mut e = d;
-        while e < n {
-            if has_long_shingle(batch, k, e) {
-                break;
-            }
-            let s = shingle_layout(batch.doc_words(e).len(), k).0;
-            let c = s.div_ceil(CHUNK);
-            let w1 = batch.doc_word_start[e + 1] as usize;
-            if !fits(batch, w0, w1, shingles + s, chunks + c, e - d + 1, limits) {
-                break;
-            }
-            shingles += s;
-            chunks += c;
-            e += 1;
+    /// `sub` of `parts` laid out by [`fill`].
+    pub fn layout(sub: &SubPlan, parts: &[PackedBatch], k: usize) -> SubBatch {
+        let mut mem: [Vec<u8>; 4] = sub.region_bytes().map(|n| vec![0xa5u8; n]);
+        {
+            let [a, b, c, d] = &mut mem;
+            fill(
+                sub,
+                parts,
+                k,
+                [a, b, c, d].map(|v| wgpu::WriteOnly::from_mut(v.as_mut_slice())),
+            );
         }
-        if e > d {
-            out.subs.push(layout_docs(batch, k, d, e));
-            d = e;
-            continue;
-        }
-        // Document d does not fit alone, or holds a shingle too long for one invocation:
-        // fragments, or the host.
-        if has_long_shingle(batch, k, d) {
-            out.host_docs.push(d as u32);
-            d += 1;
-            continue;
-        }
-        match fragments(batch, k, d, limits) {
-            Some(frags) => out.subs.extend(frags),
-            None => out.host_docs.push(d as u32),
-        }
-        d += 1;
-    }
-    out
-}
-
-/// Lay out whole documents `d0 .. d1`.
-fn layout_docs(batch: &PackedBatch, k: usize, d0: usize, d1: usize) -> SubBatch {
-    let w0 = batch.doc_word_start[d0] as usize;
-    let w1 = batch.doc_word_start[d1] as usize;
-    let mut sb = SubBatch::default();
-    lay_words(batch, w0, w1, &mut sb);
-    let mut shingle = 0u32;
-    for d in d0..d1 {
-        let local = d - d0;
-        let s = shingle_layout(batch.doc_words(d).len(), k).0 as u32;
-        sb.docs.push([batch.doc_word_start[d] - w0 as u32, shingle]);
-        push_chunks(&mut sb.chunks, local as u32, shingle, shingle + s);
-        shingle += s;
-        sb.targets.push(d as u32);
-    }
-    sb.docs.push([(w1 - w0) as u32, shingle]);
-    sb.num_shingles = shingle;
-    sb
-}
-
-/// Copy words `w0 .. w1` (bytes and rebased offsets, with sentinel) into `sb`.
-fn lay_words(batch: &PackedBatch, w0: usize, w1: usize, sb: &mut SubBatch) {
-    let b0 = batch.word_start[w0];
-    let b1 = batch.word_start[w1];
-    let src = &batch.bytes[b0 as usize..b1 as usize];
-    sb.bytes = vec![0u32; src.len().div_ceil(4)];
-    bytemuck::cast_slice_mut::<u32, u8>(&mut sb.bytes)[..src.len()].copy_from_slice(src);
-    // The GPU reads little-endian u32s; on a big-endian host the words would need swapping.
-    if cfg!(target_endian = "big") {
-        for w in &mut sb.bytes {
-            *w = w.swap_bytes();
+        let u32s = |v: &[u8]| -> Vec<u32> {
+            v.chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().expect("four bytes")))
+                .collect()
+        };
+        let [bytes, words, docs, chunks] = &mem;
+        SubBatch {
+            bytes: u32s(bytes),
+            word_start: u32s(words),
+            docs: u32s(docs).chunks_exact(2).map(|c| [c[0], c[1]]).collect(),
+            chunks: u32s(chunks)
+                .chunks_exact(4)
+                .map(|c| [c[0], c[1], c[2], c[3]])
+                .collect(),
+            num_shingles: sub.size.shingles,
+            targets: (sub.first_target..sub.first_target + sub.size.docs).collect(),
+            fragment: sub.fragment,
         }
     }
-    sb.word_start = batch.word_start[w0..=w1].iter().map(|&s| s - b0).collect();
-}
-
-fn push_chunks(chunks: &mut Vec<[u32; 4]>, doc: u32, s0: u32, s1: u32) {
-    let mut s = s0;
-    while s < s1 {
-        let e = (s + CHUNK as u32).min(s1);
-        chunks.push([doc, s, e, 0]);
-        s = e;
-    }
-}
-
-/// Fragments of document `d`: word windows `[s, e)` with consecutive windows overlapping by
-/// `k - 1` words, each as large as the limits allow. `None` when even one shingle is too big
-/// (or the document has fewer than `k` words and still does not fit).
-fn fragments(batch: &PackedBatch, k: usize, d: usize, l: &SubBatchLimits) -> Option<Vec<SubBatch>> {
-    let r = batch.doc_words(d);
-    if r.len() < k {
-        return None;
-    }
-    let mut out = Vec::new();
-    let mut s = r.start;
-    loop {
-        // The largest e with k <= e - s words that fits.
-        if !fits(batch, s, s + k, 1, 1, 1, l) {
-            return None;
-        }
-        let (mut lo, mut hi) = (s + k, r.end);
-        while lo < hi {
-            let mid = (lo + hi).div_ceil(2);
-            let sh = mid - s - k + 1;
-            if fits(batch, s, mid, sh, sh.div_ceil(CHUNK), 1, l) {
-                lo = mid;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        let e = lo;
-        let mut sb = SubBatch::default();
-        lay_words(batch, s, e, &mut sb);
-        let sh = (e - s - k + 1) as u32;
-        sb.docs = vec![[0, 0], [(e - s) as u32, sh]];
-        push_chunks(&mut sb.chunks, 0, 0, sh);
-        sb.num_shingles = sh;
-        sb.targets = vec![d as u32];
-        sb.fragment = true;
-        out.push(sb);
-        if e == r.end {
-            break;
-        }
-        s = e - (k - 1);
-    }
-    Some(out)
 }
 
 #[cfg(test)]
@@ -274,24 +524,94 @@ mod tests {
         }
     }
 
+    fn laid(parts: &[PackedBatch], k: usize, l: &SubBatchLimits) -> (Vec<SubBatch>, Vec<u32>) {
+        let p = plan(parts, k, l);
+        (
+            p.subs
+                .iter()
+                .map(|s| SubBatch::layout(s, parts, k))
+                .collect(),
+            p.host_docs.iter().map(|h| h.target).collect(),
+        )
+    }
+
     #[test]
     fn whole_documents_stay_whole_and_in_order() {
         let b = PackedBatch::from_texts(&["a b c", "", "d e f g h i"]);
-        let p = plan(&b, 3, &tiny(1 << 20));
-        assert_eq!(p.subs.len(), 1);
-        let sb = &p.subs[0];
+        let (subs, host) = laid(&[b], 3, &tiny(1 << 20));
+        assert!(host.is_empty());
+        assert_eq!(subs.len(), 1);
+        let sb = &subs[0];
         assert_eq!(sb.targets, [0, 1, 2]);
         assert_eq!(sb.docs, [[0, 0], [3, 1], [3, 1], [9, 5]]);
+        assert_eq!(sb.word_start, [0, 2, 4, 6, 8, 10, 12, 14, 16, 18]);
+        assert_eq!(sb.chunks, [[0, 0, 1, 0], [2, 1, 5, 0]]);
         assert_eq!(sb.num_shingles, 5);
+        // "a b c d e f g h i " little-endian, zero padded to a multiple of four.
+        let bytes: Vec<u8> = sb.bytes.iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(&bytes[..18], b"a b c d e f g h i ");
+        assert_eq!(&bytes[18..], [0, 0]);
+    }
+
+    /// Parts planned side by side give the very sub-batches (bytes, offsets, chunks, targets)
+    /// of the same documents packed into one batch, whatever the cut of the parts and the
+    /// limits (runs across parts, fragments, documents for the host).
+    #[test]
+    fn parts_lay_out_exactly_as_their_concatenation() {
+        let mut rng = crate::hash::Pcg32::new(7);
+        for round in 0..60 {
+            let n = rng.below(40) as usize;
+            let texts: Vec<String> = (0..n)
+                .map(|_| {
+                    let words = match rng.below(10) {
+                        0 => 0,
+                        1 => 200 + rng.below(300),
+                        _ => rng.below(30),
+                    };
+                    (0..words)
+                        .map(|_| {
+                            let len = if rng.below(50) == 0 {
+                                90
+                            } else {
+                                1 + rng.below(9)
+                            };
+                            "x".repeat(len as usize) + &rng.below(10).to_string()
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
+            let whole = PackedBatch::from_texts(&texts);
+            // Random cut points, empty parts included.
+            let mut cuts: Vec<usize> = (0..rng.below(6))
+                .map(|_| rng.below(n as u32 + 1) as usize)
+                .collect();
+            cuts.extend([0, n]);
+            cuts.sort();
+            let parts: Vec<PackedBatch> = cuts
+                .windows(2)
+                .map(|w| PackedBatch::from_texts(&texts[w[0]..w[1]]))
+                .collect();
+            let k = 1 + rng.below(5) as usize;
+            let max = [64usize, 300, 1000, 1 << 20][rng.below(4) as usize];
+            let mut l = tiny(max);
+            l.max_docs = 1 + rng.below(20) as usize;
+            l.max_chunks = 1 + rng.below(30) as usize;
+            assert_eq!(
+                laid(&parts, k, &l),
+                laid(std::slice::from_ref(&whole), k, &l),
+                "round {round}: k {k}, limits {l:?}, cuts {cuts:?}"
+            );
+        }
     }
 
     #[test]
     fn fragments_cover_every_shingle_once() {
         let text: Vec<String> = (0..50).map(|i| format!("w{i}")).collect();
         let b = PackedBatch::from_texts(&[text.join(" ")]);
-        let p = plan(&b, 5, &tiny(40));
+        let p = plan(std::slice::from_ref(&b), 5, &tiny(40));
         assert!(p.subs.len() > 1 && p.subs.iter().all(|s| s.fragment));
-        let total: u32 = p.subs.iter().map(|s| s.num_shingles).sum();
+        let total: u32 = p.subs.iter().map(|s| s.size.shingles).sum();
         assert_eq!(total as usize, 50 - 5 + 1);
         assert!(p.host_docs.is_empty());
     }
@@ -300,9 +620,52 @@ mod tests {
     fn a_shingle_larger_than_a_batch_goes_to_the_host() {
         let big = "x".repeat(100);
         let b = PackedBatch::from_texts(&["small doc", big.as_str()]);
-        let p = plan(&b, 5, &tiny(64));
-        assert_eq!(p.host_docs, [1]);
+        let p = plan(&[b], 5, &tiny(64));
+        assert_eq!(
+            p.host_docs,
+            [HostDoc {
+                part: 0,
+                doc: 1,
+                target: 1
+            }]
+        );
         assert_eq!(p.subs.len(), 1);
+    }
+
+    /// Each limit of a sub-batch, met exactly and passed by one: one sub-batch, then two.
+    #[test]
+    fn every_limit_holds_at_its_cap_and_splits_one_past_it() {
+        let big = SubBatchLimits {
+            max_bytes: 1 << 20,
+            max_words: 1 << 20,
+            max_shingles: 1 << 20,
+            max_docs: 1 << 20,
+            max_chunks: 1 << 20,
+        };
+        // 40 one-word documents ("a " each: 2 bytes, 1 word, 1 shingle, 1 chunk).
+        let texts: Vec<&str> = vec!["a"; 40];
+        let b = PackedBatch::from_texts(&texts);
+        type Cap = fn(&mut SubBatchLimits, usize);
+        let cases: [(&str, Cap); 5] = [
+            ("bytes", |l, n| l.max_bytes = 2 * n),
+            ("words", |l, n| l.max_words = n),
+            ("shingles", |l, n| l.max_shingles = n),
+            ("docs", |l, n| l.max_docs = n),
+            ("chunks", |l, n| l.max_chunks = n),
+        ];
+        for (name, set) in cases {
+            for (docs, subs) in [(40, 1), (39, 2)] {
+                let mut l = big;
+                set(&mut l, docs);
+                let p = plan(std::slice::from_ref(&b), 1, &l);
+                assert_eq!(
+                    p.subs.len(),
+                    subs,
+                    "{name} capped at {docs} documents' worth"
+                );
+                assert!(p.subs.iter().all(|s| s.size.fits(&l)), "{name}");
+            }
+        }
     }
 
     #[test]
@@ -326,9 +689,10 @@ mod tests {
                     n > MAX_SHINGLE_BYTES,
                     "k={k} n={n}"
                 );
-                let p = plan(&b, k, &big);
+                let p = plan(std::slice::from_ref(&b), k, &big);
                 let want: &[u32] = if n > MAX_SHINGLE_BYTES { &[1] } else { &[] };
-                assert_eq!(p.host_docs, want, "k={k} n={n}");
+                let got: Vec<u32> = p.host_docs.iter().map(|h| h.target).collect();
+                assert_eq!(got, want, "k={k} n={n}");
                 let planned: usize = p.subs.iter().map(|s| s.num_docs()).sum();
                 assert_eq!(
                     planned + p.host_docs.len(),

@@ -3,7 +3,7 @@
 //! edges, and [`PortsEngine`] runs the GPU's exact plan and stages on the CPU, so when the GPU
 //! and CPU engines disagree, the ports say which stage is wrong.
 
-use super::plan::{plan, SubBatch, SubBatchLimits, CHUNK};
+use super::plan::{plan, HostDoc, SubBatch, SubBatchLimits, SubPlan, CHUNK};
 use super::GpuConfig;
 use crate::batch::PackedBatch;
 use crate::engine::{check_output, Engine, EngineError, EngineInfo};
@@ -202,43 +202,47 @@ impl Engine for PortsEngine {
 
     fn sign(&mut self, batch: &PackedBatch, out: &mut [u32]) -> Result<(), EngineError> {
         let np = self.params.num_perm;
+        let k = self.params.k;
         check_output(batch, np, out)?;
-        let p = plan(batch, self.params.k, &self.limits);
+        let parts = std::slice::from_ref(batch);
+        let p = plan(parts, k, &self.limits);
         init_fragment_rows(&p.subs, np, out);
-        for sb in &p.subs {
-            let cfg = GpuConfig::for_sub_batch(sb, self.params.k, np);
+        for sub in &p.subs {
+            let sb = SubBatch::layout(sub, parts, k);
+            let cfg = GpuConfig::for_sub_batch(&sb, k, np);
             let mut xs = vec![0u32; sb.num_shingles as usize];
-            hash_stage(&cfg, sb, &mut xs);
+            hash_stage(&cfg, &sb, &mut xs);
             let mut rows = vec![0u32; sb.num_docs() * np];
-            minhash_stage(&cfg, sb, &xs, &self.perms, &mut rows);
-            merge_rows(sb, &rows, np, out);
+            minhash_stage(&cfg, &sb, &xs, &self.perms, &mut rows);
+            merge_rows(&sb, &rows, np, out);
         }
-        sign_on_host(batch, &p.host_docs, self.params.k, &self.ref_perms, out);
+        sign_on_host(parts, &p.host_docs, k, &self.ref_perms, out);
         Ok(())
     }
 }
 
 /// Set the rows of fragmented documents to `P` before their fragments are min-merged in.
-pub fn init_fragment_rows(subs: &[SubBatch], num_perm: usize, out: &mut [u32]) {
-    for sb in subs.iter().filter(|s| s.fragment) {
-        for &t in &sb.targets {
-            out[t as usize * num_perm..(t as usize + 1) * num_perm].fill(P);
-        }
+pub fn init_fragment_rows(subs: &[SubPlan], num_perm: usize, out: &mut [u32]) {
+    for sub in subs.iter().filter(|s| s.fragment) {
+        let t = sub.first_target as usize;
+        out[t * num_perm..(t + 1) * num_perm].fill(P);
     }
 }
 
-/// Documents no sub-batch can hold are signed by the CPU engine's routine.
+/// Documents no sub-batch can hold are signed by the CPU engine's routine, into their rows of
+/// `out` (the job's documents over all `parts`).
 pub fn sign_on_host(
-    batch: &PackedBatch,
-    docs: &[u32],
+    parts: &[PackedBatch],
+    docs: &[HostDoc],
     k: usize,
     perms: &PermParams,
     out: &mut [u32],
 ) {
     let np = perms.len();
     let mut xs = Vec::new();
-    for &d in docs {
-        let row = &mut out[d as usize * np..(d as usize + 1) * np];
-        crate::sign::docs::sign_docs(batch, d as usize..d as usize + 1, k, perms, &mut xs, row);
+    for h in docs {
+        let (d, t) = (h.doc as usize, h.target as usize);
+        let row = &mut out[t * np..(t + 1) * np];
+        crate::sign::docs::sign_docs(&parts[h.part as usize], d..d + 1, k, perms, &mut xs, row);
     }
 }
