@@ -437,6 +437,16 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
                 e2e.host_stages
                     .insert(0, ("read (reader thread)".into(), read));
                 host_cpu.push(e2e);
+                // The host alone: the kernels left out, so no software adapter's threads share
+                // the cores (its signatures are not used).
+                gpu.set_kernels(false);
+                let mut alone = end_to_end(&mut gpu, &files.0, &fields, a.repeat, host)?;
+                gpu.set_kernels(true);
+                alone.engine = format!("{}, kernels left out", alone.engine);
+                alone
+                    .host_stages
+                    .insert(0, ("read (reader thread)".into(), read));
+                host_cpu.push(alone);
                 if can_profile {
                     // GPU timestamps: the kernels alone, without uploads, readback or the host;
                     // each kernel's best run of `--repeat`, like the sign row.
@@ -600,9 +610,13 @@ fn host_stages(
     .collect()
 }
 
-/// Seconds of one thread reading every input into chunks, as the pipeline's reader does.
+/// CPU seconds of one thread reading every input into chunks, as the pipeline's reader does
+/// (the line split it hands to the pool not included); wall seconds where a thread's CPU time
+/// cannot be read.
 fn read_seconds(inputs: &Inputs, fields: &Fields) -> Result<f64, Error> {
+    use crate::sys::threads::this_thread_cpu_seconds;
     let t = Instant::now();
+    let c = this_thread_cpu_seconds();
     let plan = crate::io::ReadPlan::needed(fields);
     let mut lines = 0usize;
     for i in 0..inputs.len() {
@@ -612,7 +626,10 @@ fn read_seconds(inputs: &Inputs, fields: &Fields) -> Result<f64, Error> {
         }
     }
     std::hint::black_box(lines);
-    Ok(t.elapsed().as_secs_f64())
+    Ok(match (c, this_thread_cpu_seconds()) {
+        (Some(a), Some(b)) => b - a,
+        _ => t.elapsed().as_secs_f64(),
+    })
 }
 
 /// Run `pipeline::scan` over `inputs` with `engine`, `repeat` times; the run with the least CPU

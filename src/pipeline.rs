@@ -5,7 +5,8 @@
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::{Duration, Instant};
 
-use crate::corpus::{parse_chunk, signature_rows, ScannedChunk, SPARE_SIGS};
+use crate::batch::PackedBatch;
+use crate::corpus::{parse_chunk_into, signature_rows, ScannedChunk, SPARE_SIGS};
 use crate::engine::SignJob;
 use crate::io::{Chunk, Inputs, ReadPlan};
 use crate::jsonl::Fields;
@@ -288,6 +289,20 @@ pub fn scan(
         // here meanwhile.
         let mut sign_seconds = 0.0;
         let prepare_cpu = std::sync::Mutex::new(0f64);
+        // Parts come back with their signatures and are parsed into again (cleared).
+        let spare_parts = std::sync::Mutex::new(Vec::<PackedBatch>::new());
+        let spare_max = rayon::current_num_threads() * 8;
+        let new_part = || {
+            let spare = spare_parts.lock().expect("not poisoned").pop();
+            match spare {
+                Some(mut b) => {
+                    b.clear();
+                    b.rule = rule;
+                    b
+                }
+                None => PackedBatch::with_rule(rule),
+            }
+        };
         let mut waiting: std::collections::VecDeque<ScannedChunk> = Default::default();
         let mut hand_back = |jobs: Vec<SignJob>,
                              waiting: &mut std::collections::VecDeque<ScannedChunk>,
@@ -296,6 +311,10 @@ pub fn scan(
             for job in jobs {
                 let mut sc = waiting.pop_front().expect("a chunk for every job");
                 sc.sigs = job.sigs;
+                let mut spare = spare_parts.lock().expect("not poisoned");
+                let room = spare_max.saturating_sub(spare.len());
+                spare.extend(job.parts.into_iter().take(room));
+                drop(spare);
                 account(sc, stats)?;
             }
             Ok(())
@@ -308,7 +327,7 @@ pub fn scan(
             |chunk, name| {
                 let t = Instant::now();
                 let c = this_thread_cpu_seconds();
-                let parsed = parse_chunk(&chunk, fields, name, rule)?;
+                let parsed = parse_chunk_into(&chunk, fields, name, &new_part)?;
                 let (sc, parts) = ScannedChunk::from_parsed(parsed, k, want_exact_keys);
                 // The matrix is made here, off the thread that drives the engine.
                 let sigs = signature_rows(sc.len() * num_perm);

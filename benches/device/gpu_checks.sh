@@ -10,7 +10,8 @@
 #
 #   1. preflight (fails fast, saying why): the driver, the Vulkan loader and an ICD, and that the
 #      adapter the engine picks is NVIDIA hardware through Vulkan;
-#   2. the GPU conformance suite (every GPU test of the integration binary);
+#   2. the GPU conformance suite and the host-side tests (every GPU test of the integration
+#      binary);
 #   3. `verify` on 200k synthetic documents;
 #   4. the deciding run: `signatures --engine cpu` and `--engine gpu` alternating, three rounds,
 #      with per-stage timings, and `compare` of the two outputs;
@@ -69,7 +70,7 @@ preflight() {
 }
 
 conformance() {
-    NEARDUP_REQUIRE_GPU=1 "$bin/it" --test-threads 2 conformance
+    NEARDUP_REQUIRE_GPU=1 "$bin/it" --test-threads 2 conformance gpu_host
 }
 
 deciding() {

@@ -615,6 +615,13 @@ impl GpuEngine {
         self.ring.timing_on = on;
     }
 
+    /// Run the kernels (the default), or leave them out: everything else (plan, fill, uploads,
+    /// readback) runs as usual and the signatures are meaningless. `bench` measures the host's
+    /// own cost this way, without a software adapter's threads competing for the same cores.
+    pub fn set_kernels(&mut self, on: bool) {
+        self.ring.kernels_on = on;
+    }
+
     /// With profiling: GPU seconds spent in `init_signatures`, `hash_shingles` and `minhash`.
     pub fn kernel_seconds(&self) -> [f64; 3] {
         self.ring.kernel_seconds

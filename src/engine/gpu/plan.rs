@@ -184,17 +184,29 @@ pub struct Plan {
 }
 
 /// Cut the documents of `parts` (in order, part after part) for shingle width `k` under
-/// `limits`. Documents keep their order; a run of whole documents may span parts. The work is
-/// a few operations a document: no byte is copied here.
+/// `limits`. Documents keep their order; a run of whole documents may span parts. No byte is
+/// copied here: each part's documents are measured on the pool (a long document is looked
+/// into for a shingle past [`MAX_SHINGLE_BYTES`]), then the cuts take a few operations a
+/// document on the calling thread.
 pub fn plan(parts: &[PackedBatch], k: usize, limits: &SubBatchLimits) -> Plan {
+    use rayon::prelude::*;
+    // Per document: its counts, or `None` when it holds a shingle too long for the device.
+    let measured: Vec<Vec<Option<Counts>>> = parts
+        .par_iter()
+        .map(|b| {
+            (0..b.num_docs())
+                .map(|d| (!has_long_shingle(b, k, d)).then(|| doc_counts(b, k, d)))
+                .collect()
+        })
+        .collect();
     let mut out = Plan::default();
     let mut cur = SubPlan::default();
     let mut target = 0u32;
-    for (p, b) in parts.iter().enumerate() {
-        for d in 0..b.num_docs() {
+    for (p, (b, counts)) in parts.iter().zip(&measured).enumerate() {
+        for (d, &c) in counts.iter().enumerate() {
             let t = target;
             target += 1;
-            if has_long_shingle(b, k, d) {
+            let Some(c) = c else {
                 close(&mut cur, &mut out);
                 out.host_docs.push(HostDoc {
                     part: p as u32,
@@ -202,8 +214,7 @@ pub fn plan(parts: &[PackedBatch], k: usize, limits: &SubBatchLimits) -> Plan {
                     target: t,
                 });
                 continue;
-            }
-            let c = doc_counts(b, k, d);
+            };
             if cur.size.docs > 0 && cur.size.plus(c).fits(limits) {
                 push_doc(&mut cur, b, p, d, c);
                 continue;
@@ -345,11 +356,25 @@ fn split_at_ends<'a>(
     (out, r)
 }
 
-/// Write u32 values, little-endian (as the GPU reads them), into `r` (exactly `4 * n` bytes).
-fn write_u32s(r: wgpu::WriteOnly<'_, [u8]>, values: impl Iterator<Item = u32>) {
-    let (words, rest) = r.into_chunks::<4>();
-    debug_assert!(rest.is_empty());
-    words.write_iter(values.map(u32::to_le_bytes));
+/// Write u32 values, little-endian (as the GPU reads them), into `r` (exactly `4 * n` bytes):
+/// a block at a time through a buffer on the stack, so that mapped memory (perhaps
+/// write-combined) sees whole copies.
+fn write_u32s(mut r: wgpu::WriteOnly<'_, [u8]>, values: impl Iterator<Item = u32>) {
+    const BLOCK: usize = 1024;
+    let mut buf = [0u8; BLOCK * 4];
+    let mut n = 0;
+    for v in values {
+        buf[n * 4..n * 4 + 4].copy_from_slice(&v.to_le_bytes());
+        n += 1;
+        if n == BLOCK {
+            let (head, rest) = r.split_at(BLOCK * 4);
+            let mut head = head;
+            head.copy_from_slice(&buf);
+            r = rest;
+            n = 0;
+        }
+    }
+    r.copy_from_slice(&buf[..n * 4]);
 }
 
 /// Lay sub-batch `sub` of `parts` out for the shaders, into `regions` (each exactly

@@ -159,6 +159,8 @@ pub struct Ring {
     pub timing: Option<Timing>,
     /// Whether `timing` is used now.
     pub timing_on: bool,
+    /// Whether the kernels run (see [`crate::GpuEngine::set_kernels`]).
+    pub kernels_on: bool,
     pub wait_timeout: Duration,
     pub k: usize,
     pub num_perm: usize,
@@ -260,6 +262,7 @@ impl Ring {
             errors: p.errors,
             timing,
             timing_on: true,
+            kernels_on: true,
             wait_timeout: p.wait_timeout,
             k: p.k,
             num_perm: p.num_perm,
@@ -425,7 +428,10 @@ impl Ring {
             }
         }
         let timing = self.timing.as_ref().filter(|_| self.timing_on);
-        let dispatches = cfg.dispatches();
+        let mut dispatches = cfg.dispatches();
+        if !self.kernels_on {
+            dispatches = [(0, 0, 0); 3];
+        }
         // One pass per stage when timing (each with its own timestamps), else one for all.
         if let Some(t) = timing {
             for (i, (pipeline, (x, y, z))) in self.pipelines.iter().zip(dispatches).enumerate() {
