@@ -148,22 +148,12 @@ pub struct Shared {
 
 /// The device, its pipelines and buffers, and the slots.
 pub struct Ring {
-    pub device: wgpu::Device,
-    pub queue: wgpu::Queue,
-    pub adapter: String,
-    pub backend: String,
-    pub pipelines: [wgpu::ComputePipeline; 3],
-    pub bind_group: wgpu::BindGroup,
-    pub shared: Shared,
-    pub errors: Arc<Mutex<Option<String>>>,
+    pub dev: RingParts,
     pub timing: Option<Timing>,
     /// Whether `timing` is used now.
     pub timing_on: bool,
     /// Whether the kernels run (see [`crate::GpuEngine::set_kernels`]).
     pub kernels_on: bool,
-    pub wait_timeout: Duration,
-    pub k: usize,
-    pub num_perm: usize,
     slots: Vec<Slot>,
     next: usize,
     /// Slots with a submission, oldest first.
@@ -252,20 +242,10 @@ impl Ring {
     pub fn new(p: RingParts, limits: &SubBatchLimits, profile: bool) -> Self {
         let (slots, timing) = slots_and_timing(&p.device, &p.queue, limits, p.num_perm, profile);
         Ring {
-            device: p.device,
-            queue: p.queue,
-            adapter: p.adapter,
-            backend: p.backend,
-            pipelines: p.pipelines,
-            bind_group: p.bind_group,
-            shared: p.shared,
-            errors: p.errors,
+            dev: p,
             timing,
             timing_on: true,
             kernels_on: true,
-            wait_timeout: p.wait_timeout,
-            k: p.k,
-            num_perm: p.num_perm,
             slots,
             next: 0,
             inflight: VecDeque::new(),
@@ -301,7 +281,7 @@ impl Ring {
     }
 
     fn check_errors(&self) -> Result<(), EngineError> {
-        match self.errors.lock().expect("not poisoned").take() {
+        match self.dev.errors.lock().expect("not poisoned").take() {
             Some(e) => Err(EngineError::Gpu(e)),
             None => Ok(()),
         }
@@ -311,11 +291,11 @@ impl Ring {
     /// error naming it.
     fn wait(&mut self, submission: Option<wgpu::SubmissionIndex>) -> Result<(), EngineError> {
         let t = Instant::now();
-        let device = &self.device;
+        let device = &self.dev.device;
         let r = driver(&mut self.host.driver_cpu, || {
             device.poll(wgpu::PollType::Wait {
                 submission_index: submission,
-                timeout: Some(self.wait_timeout),
+                timeout: Some(self.dev.wait_timeout),
             })
         });
         self.host.wait += t.elapsed().as_secs_f64();
@@ -323,11 +303,11 @@ impl Ring {
             wgpu::PollError::Timeout => EngineError::Gpu(format!(
                 "the GPU {} ({}) did not finish a sub-batch within {:.1} s: it may have \
                  stopped answering (a slower adapter needs a longer --gpu-timeout)",
-                self.adapter,
-                self.backend,
-                self.wait_timeout.as_secs_f64()
+                self.dev.adapter,
+                self.dev.backend,
+                self.dev.wait_timeout.as_secs_f64()
             )),
-            e => EngineError::Gpu(format!("waiting for the GPU {}: {e}", self.adapter)),
+            e => EngineError::Gpu(format!("waiting for the GPU {}: {e}", self.dev.adapter)),
         })
     }
 
@@ -349,7 +329,7 @@ impl Ring {
             .map_async(wgpu::MapMode::Write, move |r| {
                 let _ = tx.send(r);
             });
-        let device = &self.device;
+        let device = &self.dev.device;
         driver(&mut self.host.driver_cpu, || {
             let _ = device.poll(wgpu::PollType::Poll);
         });
@@ -375,7 +355,7 @@ impl Ring {
         debug_assert!(!self.full());
         let s = self.next;
         debug_assert!(self.slots[s].pending.is_none());
-        let (k, np) = (self.k, self.num_perm);
+        let (k, np) = (self.dev.k, self.dev.num_perm);
         let cfg = GpuConfig::for_plan(sub, k, np);
         let lens = sub.region_bytes();
         let mut starts = [0usize; 4];
@@ -407,20 +387,21 @@ impl Ring {
         slot.staging.unmap();
 
         let mut enc = self
+            .dev
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         enc.copy_buffer_to_buffer(
             &slot.staging,
             0,
-            &self.shared.config,
+            &self.dev.shared.config,
             0,
             CONFIG_BYTES as u64,
         );
         let dsts = [
-            &self.shared.bytes,
-            &self.shared.word_start,
-            &self.shared.docs,
-            &self.shared.chunks,
+            &self.dev.shared.bytes,
+            &self.dev.shared.word_start,
+            &self.dev.shared.docs,
+            &self.dev.shared.chunks,
         ];
         for ((dst, start), len) in dsts.iter().zip(starts).zip(lens) {
             if len > 0 {
@@ -434,7 +415,8 @@ impl Ring {
         }
         // One pass per stage when timing (each with its own timestamps), else one for all.
         if let Some(t) = timing {
-            for (i, (pipeline, (x, y, z))) in self.pipelines.iter().zip(dispatches).enumerate() {
+            for (i, (pipeline, (x, y, z))) in self.dev.pipelines.iter().zip(dispatches).enumerate()
+            {
                 let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("neardup stage"),
                     timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
@@ -443,7 +425,7 @@ impl Ring {
                         end_of_pass_write_index: Some(2 * i as u32 + 1),
                     }),
                 });
-                pass.set_bind_group(0, &self.bind_group, &[]);
+                pass.set_bind_group(0, &self.dev.bind_group, &[]);
                 if x > 0 {
                     pass.set_pipeline(pipeline);
                     pass.dispatch_workgroups(x, y, z);
@@ -456,8 +438,8 @@ impl Ring {
                 label: Some("neardup signatures"),
                 timestamp_writes: None,
             });
-            pass.set_bind_group(0, &self.bind_group, &[]);
-            for (pipeline, (x, y, z)) in self.pipelines.iter().zip(dispatches) {
+            pass.set_bind_group(0, &self.dev.bind_group, &[]);
+            for (pipeline, (x, y, z)) in self.dev.pipelines.iter().zip(dispatches) {
                 if x > 0 {
                     pass.set_pipeline(pipeline);
                     pass.dispatch_workgroups(x, y, z);
@@ -466,10 +448,10 @@ impl Ring {
         }
         let out_bytes = (sub.num_docs() * np * 4) as u64;
         if out_bytes > 0 {
-            enc.copy_buffer_to_buffer(&self.shared.sigs, 0, &slot.readback, 0, out_bytes);
+            enc.copy_buffer_to_buffer(&self.dev.shared.sigs, 0, &slot.readback, 0, out_bytes);
         }
         let cmd = enc.finish();
-        let queue = &self.queue;
+        let queue = &self.dev.queue;
         let submission = driver(&mut self.host.driver_cpu, || queue.submit([cmd]));
         if let Some(t) = timing {
             t.readback.slice(..).map_async(wgpu::MapMode::Read, |_| {});
@@ -520,7 +502,7 @@ impl Ring {
             .map_err(|_| EngineError::Gpu("the readback did not complete".into()))?;
         r.map_err(|e| EngineError::Gpu(format!("reading signatures back: {e}")))?;
         let t = Instant::now();
-        let np = self.num_perm;
+        let np = self.dev.num_perm;
         let n = p.docs as usize * np;
         if n > 0 {
             let slot = &self.slots[s];
