@@ -408,6 +408,7 @@ impl Ring {
                 enc.copy_buffer_to_buffer(&slot.staging, start as u64, dst, 0, len as u64);
             }
         }
+        // The fields, not `timed()`: the host timings are written while `timing` is held.
         let timing = self.timing.as_ref().filter(|_| self.timing_on);
         let mut dispatches = cfg.dispatches();
         if !self.kernels_on {
