@@ -389,6 +389,47 @@ fn other_parameters_other_inputs_and_early_stages_are_refused() {
         "{}",
         stderr(&o)
     );
+    // Nor is a band row file of another work directory, or one cut short.
+    let third = dir.path().join("third");
+    let sink = dir.path().join("third.jsonl");
+    ok(&neardup(&[
+        "dedup",
+        &ins[0],
+        &ins[1],
+        "-o",
+        &sink.display().to_string(),
+        "--work-dir",
+        &third.display().to_string(),
+        "--engine",
+        "cpu",
+    ]));
+    let rows = std::fs::read(third.join("bands/00000-0000.rows")).unwrap();
+    assert!(rows.len() > 32 + 16, "{} bytes", rows.len());
+    std::fs::create_dir_all(other.join("bands")).unwrap();
+    let theirs = other.join("bands/00000-0000.rows");
+    for (bytes, named) in [
+        (&rows[..], "made for another manifest"),
+        (
+            &rows[..rows.len() - 3],
+            "not a row file of `neardup stage bands`",
+        ),
+        (&rows[..20], "not a row file of `neardup stage bands`"),
+    ] {
+        std::fs::write(&theirs, bytes).unwrap();
+        let o = neardup(&["stage", "bands", &os, "--shard", "0"]);
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains(named), "{named}: {}", stderr(&o));
+    }
+    // A work directory of the first layout (signatures in `sign`, no layout in its manifest).
+    let m = other.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
+    assert_eq!(manifest["layout"], 2);
+    manifest.as_object_mut().unwrap().remove("layout");
+    std::fs::write(&m, manifest.to_string()).unwrap();
+    let o = neardup(&["stage", "rank", &os]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("layout 1"), "{}", stderr(&o));
 }
 
 #[test]
@@ -550,4 +591,41 @@ fn parquet_shards_give_the_same_parquet_output_out_of_core() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("repeated id"), "{}", stderr(&o));
     assert!(stderr(&o).contains("b.parquet row"), "{}", stderr(&o));
+}
+
+/// Shards signed on the GPU engine, their bucketed documents signed again on the CPU engine in
+/// `confirm`: the bytes of in-memory `dedup` on the CPU engine.
+#[test]
+fn shards_signed_on_the_gpu_give_the_same_bytes_out_of_core() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = corpus_lines();
+    let inputs = shards(dir.path(), &lines, 3, None);
+    let want = dedup_hashes(dir.path(), "mem", &inputs, &["--exact"], None);
+    let work = dir.path().join("work");
+    let files: Vec<PathBuf> = ["out.jsonl", "clusters.jsonl", "pairs.jsonl"]
+        .iter()
+        .map(|f| dir.path().join(format!("gpu.{f}")))
+        .collect();
+    let mut args: Vec<String> = vec!["dedup".into()];
+    args.extend(strs(&inputs));
+    for (flag, f) in ["-o", "--clusters", "--pairs"].iter().zip(&files) {
+        args.extend([flag.to_string(), f.display().to_string()]);
+    }
+    args.extend(["--exact", "--engine", "gpu", "--partitions", "2"].map(String::from));
+    args.extend(["--work-dir".into(), work.display().to_string()]);
+    let o = neardup(&args.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    if !o.status.success() {
+        assert!(
+            std::env::var("NEARDUP_REQUIRE_GPU").is_err(),
+            "NEARDUP_REQUIRE_GPU is set but dedup --engine gpu failed: {}",
+            stderr(&o)
+        );
+        return;
+    }
+    let signed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.join("sign/00000.json")).unwrap())
+            .unwrap();
+    assert_eq!(signed["summary"]["engine_kind"], "gpu", "{signed}");
+    let got = [sha256(&files[0]), sha256(&files[1]), sha256(&files[2])];
+    assert_eq!(got, want);
 }

@@ -345,8 +345,16 @@ pub(crate) fn shingle_set(
     params: &crate::sign::minhash::MinHashParams,
 ) -> Result<Vec<u64>, Error> {
     let rec = record(chunk, i, fields, name)?;
-    let words = crate::text::Words::with_rule(&rec.text, params.rule());
-    Ok(crate::sign::fnv::shingle_fnv_set(&words, params.k))
+    Ok(text_shingle_set(&rec.text, params))
+}
+
+/// A text's shingle set (sorted 64-bit FNV-1a values).
+pub(crate) fn text_shingle_set(
+    text: &str,
+    params: &crate::sign::minhash::MinHashParams,
+) -> Vec<u64> {
+    let words = crate::text::Words::with_rule(text, params.rule());
+    crate::sign::fnv::shingle_fnv_set(&words, params.k)
 }
 
 /// The extra pass for `jaccard` confirmation: shingle sets of the marked documents only.

@@ -171,10 +171,7 @@ pub fn apply(
         let path = work.sig_rows_file(shard);
         let name = path.display().to_string();
         let bytes = std::fs::read(&path).map_err(|e| Error::io(&name, e))?;
-        let sigs: Vec<u32> = bytes
-            .chunks_exact(4)
-            .map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")))
-            .collect();
+        let sigs: Vec<u32> = super::raw::le_u32s(&bytes).collect();
         if sigs.len() != v.ids.len() * work.config().params.num_perm {
             return Err(work.refuse(format!(
                 "{name} holds {} signature entries for {} documents",

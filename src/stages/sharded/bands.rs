@@ -1,38 +1,35 @@
-//! Stage 3, per shard: one row per document and band, `band`, `digest`
-//! ([`band_digest`]), `rank` and `row` (the document's row in its shard), into the partition
-//! `digest % partitions`. Equal bands have equal digests, so every bucket lies whole in one
-//! partition. Documents without words and exact duplicates get no rows, as in memory.
-
-use std::sync::Arc;
-
-use arrow_array::{ArrayRef, UInt32Array, UInt64Array};
-use arrow_schema::DataType;
+//! Stage 3, per shard: one row per document and band into the partition
+//! `digest % partitions`, where the digest is `sign`'s
+//! [`band_digest`](crate::index::lsh::band_digest). Equal bands have equal digests, so every
+//! bucket lies whole in one partition. Documents without words and exact duplicates get no
+//! rows, as in memory.
+//!
+//! The rows are the shuffle's bytes, written once and read once by `confirm`, so they are a
+//! keyed row file (`raw.rs`), not a table: 16 bytes a row, the digest, then
+//! `band << 48 | row` (the document's row in its shard), both u64 little-endian. Most
+//! documents share no bucket: `confirm` looks up the ranks of just the documents that do.
 
 use super::rank::NO_REP;
-use super::raw::{le_u32s, RawRows};
-use super::table::{col, u32s, u64s, BATCH_ROWS};
+use super::raw::{le_u64s, RawRows, RawWriter};
+use super::table::{u32s, u64s, BATCH_ROWS};
 use super::WorkDir;
-use crate::index::lsh::band_digest;
 use crate::Error;
 
-/// One partition's rows being gathered.
-#[derive(Default)]
-struct Rows {
-    band: Vec<u32>,
-    digest: Vec<u64>,
-    rank: Vec<u64>,
-    row: Vec<u64>,
+/// Bytes of a band row.
+pub(crate) const BAND_ROW_BYTES: usize = 16;
+
+/// Rows of a shard and bands past these do not fit a band row.
+pub(crate) const MAX_ROWS: u64 = 1 << 48;
+pub(crate) const MAX_BANDS: usize = 1 << 16;
+
+/// A band row: the digest, then `band << 48 | row`.
+pub(crate) fn band_row(digest: u64, band: usize, row: u64) -> [u64; 2] {
+    [digest, (band as u64) << 48 | row]
 }
 
-impl Rows {
-    fn take(&mut self) -> Vec<ArrayRef> {
-        vec![
-            Arc::new(UInt32Array::from(std::mem::take(&mut self.band))),
-            Arc::new(UInt64Array::from(std::mem::take(&mut self.digest))),
-            Arc::new(UInt64Array::from(std::mem::take(&mut self.rank))),
-            Arc::new(UInt64Array::from(std::mem::take(&mut self.row))),
-        ]
-    }
+/// The band and row of a band row's second half.
+pub(crate) fn band_and_row(x: u64) -> (u32, u64) {
+    ((x >> 48) as u32, x & (MAX_ROWS - 1))
 }
 
 /// Band shard `shard`. Returns false when it was banded already.
@@ -41,77 +38,69 @@ pub fn bands(work: &WorkDir, shard: usize) -> Result<bool, Error> {
     let parts = work.partitions();
     let mut done = true;
     for p in 0..parts {
-        done &= work.table_done(&work.bands_file(shard, p))?;
+        done &= work.keyed_done(&work.bands_file(shard, p), "bands", BAND_ROW_BYTES)?;
     }
     if done {
         return Ok(false);
     }
     let cfg = work.config();
-    let (num_perm, lsh) = (cfg.params.num_perm, cfg.lsh);
-    // The ranks (and exact representatives) of the shard, whole: 16 bytes a document.
-    let mut rank: Vec<u64> = Vec::new();
+    let bands = cfg.lsh.bands;
+    // The exact representatives of the shard (`--exact`), whole: 8 bytes a document.
     let mut exact_rep: Vec<u64> = Vec::new();
-    let mut cols = vec!["rank"];
+    let cols: &[&str] = if cfg.exact { &["exact_rep"] } else { &[] };
+    let ranked = work.open_table(&work.rank_file(shard), "rank", cols)?;
+    let ranked_rows = ranked.rows;
     if cfg.exact {
-        cols.push("exact_rep");
-    }
-    for batch in work.open_table(&work.rank_file(shard), "rank", &cols)? {
-        let batch = batch?;
-        rank.extend_from_slice(u64s(&batch, "rank"));
-        if cfg.exact {
-            exact_rep.extend_from_slice(u64s(&batch, "exact_rep"));
+        for batch in ranked {
+            exact_rep.extend_from_slice(u64s(&batch?, "exact_rep"));
         }
     }
-    let columns = vec![
-        col("band", DataType::UInt32),
-        col("digest", DataType::UInt64),
-        col("rank", DataType::UInt64),
-        col("row", DataType::UInt64),
-    ];
-    let mut outs = (0..parts)
-        .map(|p| work.create_table(&work.bands_file(shard, p), columns.clone(), &[]))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut rows: Vec<Rows> = (0..parts).map(|_| Rows::default()).collect();
     let table = work.open_table(&work.sign_file(shard), "sign", &["words"])?;
-    let mut raw = RawRows::sigs(work, shard, Some(table.rows))?;
-    let mut sigs: Vec<u32> = Vec::new();
-    if table.rows != rank.len() as u64 {
+    if table.rows != ranked_rows {
         return Err(work.refuse(format!(
-            "shard {shard} has {} signed documents and {} ranked ones: run `neardup stage rank` \
-             again in an empty work directory",
+            "shard {shard} has {} signed documents and {ranked_rows} ranked ones: run \
+             `neardup stage rank` again in an empty work directory",
             table.rows,
-            rank.len()
         )));
     }
+    if table.rows > MAX_ROWS || bands > MAX_BANDS {
+        return Err(work.refuse(format!(
+            "shard {shard} has {} documents in {bands} bands: band rows hold at most 2^48 \
+             documents a shard and 2^16 bands; cut the shard",
+            table.rows
+        )));
+    }
+    let mut raw = RawRows::digests(work, shard, Some(table.rows))?;
+    let mut outs: Vec<RawWriter> = (0..parts)
+        .map(|p| work.create_keyed(&work.bands_file(shard, p)))
+        .collect::<Result<_, _>>()?;
+    let mut rows: Vec<Vec<[u64; 2]>> = vec![Vec::new(); parts];
+    let mut digests: Vec<u64> = Vec::new();
     let mut row = 0usize;
     for batch in table {
         let batch = batch?;
         let words = u32s(&batch, "words");
-        sigs.clear();
-        sigs.extend(le_u32s(raw.read_next(words.len())?));
+        digests.clear();
+        digests.extend(le_u64s(raw.read_next(words.len())?));
         for (i, &w) in words.iter().enumerate() {
             let d = row + i;
             if w == 0 || exact_rep.get(d).is_some_and(|&r| r != NO_REP) {
                 continue;
             }
-            let sig = &sigs[i * num_perm..(i + 1) * num_perm];
-            for j in 0..lsh.bands {
-                let digest = band_digest(&sig[j * lsh.rows..(j + 1) * lsh.rows], j);
+            for (j, &digest) in digests[i * bands..(i + 1) * bands].iter().enumerate() {
                 let p = (digest % parts as u64) as usize;
-                let r = &mut rows[p];
-                r.band.push(j as u32);
-                r.digest.push(digest);
-                r.rank.push(rank[d]);
-                r.row.push(d as u64);
-                if r.band.len() >= BATCH_ROWS {
-                    outs[p].write(r.take())?;
+                rows[p].push(band_row(digest, j, d as u64));
+                if rows[p].len() >= BATCH_ROWS {
+                    outs[p].values::<u64>(bytemuck::cast_slice(&rows[p]))?;
+                    rows[p].clear();
                 }
             }
         }
         row += words.len();
     }
-    for (out, mut r) in outs.into_iter().zip(rows) {
-        out.write_then_finish(r.take())?;
+    for (mut out, r) in outs.into_iter().zip(rows) {
+        out.values::<u64>(bytemuck::cast_slice(&r))?;
+        out.finish()?;
     }
     Ok(true)
 }

@@ -1,12 +1,12 @@
 //! Stage 4, per partition: the partition's buckets (runs of equal band and digest, split by
-//! full-band equality, as in memory), each confirmed on its own by
-//! [`confirm_bucket`]. The signatures, and for `jaccard` the shingle sets, of just the
-//! documents in some bucket are gathered: the signatures from `sign`'s raw rows at their
-//! offsets; the sets from just those lines of a plain JSONL shard (where `sign` kept them), or
-//! from one pass over any other shard that parses only those documents. Out: `rank_a`,
-//! `rank_b`, `estimate`, `jaccard` (null unless computed), one row per confirmed pair, sorted.
+//! full-band equality, as in memory), each confirmed on its own by [`confirm_bucket`]. Only
+//! the documents in some bucket matter here: their ranks are looked up in `rank`'s files, and
+//! their signatures and (for `jaccard`) shingle sets computed again from their text
+//! (`gather.rs`). Out: `rank_a`, `rank_b`, `estimate`, `jaccard` (null unless computed), one
+//! row per confirmed pair, sorted.
 //!
-//! It holds the partition's band rows (32 bytes each) and the gathered signatures and sets.
+//! It holds the partition's band rows (24 bytes each) and the bucketed documents' signatures
+//! and sets.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,13 +16,14 @@ use arrow_schema::{DataType, Field};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::raw::{le_u64s, RawRows};
+use super::bands::{band_and_row, BAND_ROW_BYTES};
+use super::gather::Gatherer;
+use super::raw::le_u64s;
 use super::table::{col, u32s, u64s};
 use super::WorkDir;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    confirm_bucket, fill_estimates, load_shingle_sets, shingle_set, BucketCounts, BucketTables,
-    Confirm, JaccardCache, ShingleSets,
+    confirm_bucket, fill_estimates, BucketCounts, BucketTables, Confirm, JaccardCache, ShingleSets,
 };
 use crate::Error;
 
@@ -38,57 +39,77 @@ pub struct ConfirmSummary {
     /// Documents whose shingle sets were gathered.
     pub sets_loaded: u64,
     pub seconds: f64,
+    /// Of `seconds`, gathering the bucketed documents: their ranks, and their signatures and
+    /// sets from their text.
     pub sets_seconds: f64,
 }
 
 /// A band row as the partition holds it.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct BandRow {
-    band: u32,
     digest: u64,
-    rank: u64,
-    shard: u32,
     row: u64,
+    band: u32,
+    shard: u32,
 }
 
-/// The band rows whose digest another row shares, in no particular order: a row alone makes no
-/// bucket, and most rows are alone, so only the others are worth sorting. A first pass marks
-/// each digest's top bits in two bitmaps, seen once and seen twice (digests are uniform
-/// hashes, but their low bits chose the partition; with 32 to 64 bits of each bitmap a row, a
-/// few percent of the lone rows pass by a clash); the rows that pass are sorted by digest and
-/// kept where a neighbour has the same.
-fn shared_digests(rows: Vec<BandRow>) -> Vec<BandRow> {
-    let n = rows.len();
-    if n < 2 {
-        return Vec::new();
+impl BandRow {
+    /// The order of a partition's rows: buckets are runs of equal band and digest.
+    fn key(&self) -> (u32, u64, u32, u64) {
+        (self.band, self.digest, self.shard, self.row)
     }
-    let bits = (usize::BITS - n.leading_zeros() + 5).clamp(10, 34);
-    let key = |r: &BandRow| {
-        let k = r.digest >> (64 - bits);
+}
+
+/// Marks which digests may be shared, over a partition's band rows read once: a row alone
+/// makes no bucket, and most rows are alone, so only the others are worth holding and sorting.
+/// Each digest's top bits are marked in two bitmaps, seen once and seen twice (digests are
+/// uniform hashes, but their low bits chose the partition; with 32 to 64 bits of each bitmap a
+/// row, a few percent of the lone rows pass by a clash).
+struct DigestFilter {
+    bits: u32,
+    /// Seen once and seen twice side by side: one cache miss a row, not two.
+    seen: Vec<[u64; 2]>,
+}
+
+impl DigestFilter {
+    /// A filter for `n` rows.
+    fn new(n: u64) -> Self {
+        let bits = (u64::BITS - n.leading_zeros() + 5).clamp(10, 34);
+        DigestFilter {
+            bits,
+            seen: vec![[0u64; 2]; 1 << (bits - 6)],
+        }
+    }
+
+    fn key(&self, digest: u64) -> (usize, u64) {
+        let k = digest >> (64 - self.bits);
         ((k >> 6) as usize, 1u64 << (k & 63))
-    };
-    // Seen once and seen twice side by side: one cache miss a row, not two.
-    let mut seen = vec![[0u64; 2]; 1 << (bits - 6)];
-    for r in &rows {
-        let (w, b) = key(r);
-        let s = &mut seen[w];
+    }
+
+    fn add(&mut self, digest: u64) {
+        let (w, b) = self.key(digest);
+        let s = &mut self.seen[w];
         s[1] |= s[0] & b;
         s[0] |= b;
     }
-    let mut maybe: Vec<BandRow> = rows
-        .into_iter()
-        .filter(|r| {
-            let (w, b) = key(r);
-            seen[w][1] & b != 0
-        })
-        .collect();
-    drop(seen);
-    maybe.par_sort_unstable_by_key(|r| r.digest);
+
+    /// Whether another row may have `digest` (always, when one has).
+    fn maybe_shared(&self, digest: u64) -> bool {
+        let (w, b) = self.key(digest);
+        self.seen[w][1] & b != 0
+    }
+}
+
+/// Of rows that passed the [`DigestFilter`], those whose band and digest another row has, in
+/// [`BandRow::key`] order.
+fn shared_digests(mut maybe: Vec<BandRow>) -> Vec<BandRow> {
+    maybe.par_sort_unstable_by_key(BandRow::key);
+    let same = |a: &BandRow, b: &BandRow| a.band == b.band && a.digest == b.digest;
     let mut shared = Vec::new();
     let mut i = 0;
     while i < maybe.len() {
         let mut e = i + 1;
-        while e < maybe.len() && maybe[e].digest == maybe[i].digest {
+        while e < maybe.len() && same(&maybe[e], &maybe[i]) {
             e += 1;
         }
         if e - i >= 2 {
@@ -97,6 +118,56 @@ fn shared_digests(rows: Vec<BandRow>) -> Vec<BandRow> {
         i = e;
     }
     shared
+}
+
+/// Rows read from a band row file at a time.
+const READ_ROWS: usize = 64 * 1024;
+
+/// The band rows of partition `partition` whose digest another row shares, in [`BandRow::key`]
+/// order: every shard's file is read twice, once to fill a [`DigestFilter`] and once to keep
+/// the rows it passes, so that only those are ever held.
+fn partition_rows(work: &WorkDir, partition: usize) -> Result<Vec<BandRow>, Error> {
+    let mut files = (0..work.shards())
+        .map(|s| work.open_keyed(&work.bands_file(s, partition), "bands", BAND_ROW_BYTES))
+        .collect::<Result<Vec<_>, _>>()?;
+    let n: u64 = files.iter().map(|f| f.rows).sum();
+    if n < 2 {
+        return Ok(Vec::new());
+    }
+    let mut filter = DigestFilter::new(n);
+    for f in &mut files {
+        let mut left = f.rows as usize;
+        while left > 0 {
+            let take = left.min(READ_ROWS);
+            for digest in le_u64s(f.read_next(take)?).step_by(2) {
+                filter.add(digest);
+            }
+            left -= take;
+        }
+    }
+    let mut maybe = Vec::new();
+    for (s, f) in files.iter_mut().enumerate() {
+        f.rewind()?;
+        let mut left = f.rows as usize;
+        while left > 0 {
+            let take = left.min(READ_ROWS);
+            let mut values = le_u64s(f.read_next(take)?);
+            while let (Some(digest), Some(x)) = (values.next(), values.next()) {
+                if filter.maybe_shared(digest) {
+                    let (band, row) = band_and_row(x);
+                    maybe.push(BandRow {
+                        digest,
+                        row,
+                        band,
+                        shard: s as u32,
+                    });
+                }
+            }
+            left -= take;
+        }
+    }
+    drop(filter);
+    Ok(shared_digests(maybe))
 }
 
 /// Confirm partition `partition`. Returns its summary, or `None` when it was confirmed
@@ -114,28 +185,7 @@ pub fn confirm(
     let t0 = Instant::now();
     let cfg = work.config();
     let step = progress.step(&format!("confirm, partition {partition}"));
-    let mut rows: Vec<BandRow> = Vec::new();
-    for s in 0..work.shards() {
-        let table = work.open_table(
-            &work.bands_file(s, partition),
-            "bands",
-            &["band", "digest", "rank", "row"],
-        )?;
-        for batch in table {
-            let batch = batch?;
-            let (band, digest) = (u32s(&batch, "band"), u64s(&batch, "digest"));
-            let (rank, row) = (u64s(&batch, "rank"), u64s(&batch, "row"));
-            rows.extend((0..batch.num_rows()).map(|i| BandRow {
-                band: band[i],
-                digest: digest[i],
-                rank: rank[i],
-                shard: s as u32,
-                row: row[i],
-            }));
-        }
-    }
-    let mut rows = shared_digests(rows);
-    rows.par_sort_unstable();
+    let rows = partition_rows(work, partition)?;
     // Runs of equal band and digest, two or more long: the documents worth gathering.
     let same = |a: &BandRow, b: &BandRow| a.band == b.band && a.digest == b.digest;
     let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
@@ -172,46 +222,49 @@ pub fn confirm(
     }
     let total = base[work.shards()] as usize;
     let num_perm = cfg.params.num_perm;
-    let mut sigs = vec![0u32; total * num_perm];
+    let mut sigs: Vec<u32> = Vec::with_capacity(total * num_perm);
+    let mut local_rank: Vec<u64> = Vec::with_capacity(total);
     let mut groups: Vec<u32> = Vec::new();
     let mut sets = ShingleSets::new();
-    let mut sets_seconds = 0.0;
+    let t_gather = Instant::now();
+    let jaccard = cfg.confirm == Confirm::Jaccard;
+    let mut gather = Gatherer::new(work, jaccard)?;
     for s in 0..work.shards() {
         if needed[s].is_empty() {
             continue;
         }
-        step.set_message(format!("gathering signatures, shard {s}"));
-        RawRows::sigs(work, s, None)?
-            .read_u32s_at(&needed[s], &mut sigs[base[s] as usize * num_perm..])?;
+        step.set_message(format!("gathering documents, shard {s}"));
+        let mut cols = vec!["rank"];
         if work.fields().group.is_some() {
-            let file = work.rank_file(s);
-            for batch in work.open_rows(&file, "rank", &["group"], Some(&needed[s]))? {
-                groups.extend_from_slice(u32s(&batch?, "group"));
+            cols.push("group");
+        }
+        for batch in work.open_rows(&work.rank_file(s), "rank", &cols, Some(&needed[s]))? {
+            let batch = batch?;
+            local_rank.extend_from_slice(u64s(&batch, "rank"));
+            if work.fields().group.is_some() {
+                groups.extend_from_slice(u32s(&batch, "group"));
             }
         }
-        if cfg.confirm == Confirm::Jaccard {
-            let t = Instant::now();
-            for (at, set) in shard_sets(work, s, &needed[s], progress)?
-                .into_iter()
-                .enumerate()
-            {
-                sets.insert(base[s] + at as u32, set);
-            }
-            sets_seconds += t.elapsed().as_secs_f64();
+        let got = gather.shard(work, s, &needed[s], progress)?;
+        sigs.extend_from_slice(&got.sigs);
+        for (at, set) in got.sets.into_iter().enumerate() {
+            sets.insert(base[s] + at as u32, set);
         }
+    }
+    if local_rank.len() != total || sigs.len() != total * num_perm {
+        return Err(work.refuse(format!(
+            "partition {partition} needs {total} documents and found {} ranks and {} \
+             signatures: run the stages again in an empty work directory",
+            local_rank.len(),
+            sigs.len() / num_perm
+        )));
     }
     let mut summary = ConfirmSummary {
         sets_loaded: sets.len() as u64,
-        sets_seconds,
+        sets_seconds: t_gather.elapsed().as_secs_f64(),
         ..Default::default()
     };
     step.set_message("confirming pairs");
-    let mut local_rank = vec![0u64; total];
-    for r in &runs {
-        for b in &rows[r.clone()] {
-            local_rank[local(b) as usize] = b.rank;
-        }
-    }
     let tables = BucketTables {
         num_perm,
         sigs: &sigs,
@@ -231,8 +284,13 @@ pub fn confirm(
                     let off = l as usize * num_perm + j * rows_of;
                     &sigs[off..off + rows_of]
                 };
+                // In rank order within each band value: the order `confirm_bucket` takes.
                 let mut members: Vec<u32> = rows[r.clone()].iter().map(local).collect();
-                members.sort_by(|&x, &y| band(x).cmp(band(y)));
+                members.sort_unstable_by(|&x, &y| {
+                    band(x)
+                        .cmp(band(y))
+                        .then(local_rank[x as usize].cmp(&local_rank[y as usize]))
+                });
                 let mut s = 0;
                 while s < members.len() {
                     let mut t = s + 1;
@@ -301,60 +359,6 @@ pub fn confirm(
     Ok(Some(summary))
 }
 
-/// The shingle sets of shard `shard`'s rows `rows` (ascending), in that order. Of a plain JSONL
-/// shard, only those lines are read (where `sign` recorded that they start); of any other,
-/// one pass over the shard parses only them.
-pub(super) fn shard_sets(
-    work: &WorkDir,
-    shard: usize,
-    rows: &[u64],
-    progress: &ProgressFactory,
-) -> Result<Vec<Vec<u64>>, Error> {
-    let params = &work.config().params;
-    let fields = work.fields();
-    let inputs = work.inputs(&[shard])?;
-    if let Some(mut lines) = RawRows::lines(work, shard)? {
-        // Each line's span: from its start to the next document's (or the end of the shard).
-        let next: Vec<u64> = rows
-            .iter()
-            .map(|&r| r + 1)
-            .filter(|&r| r < lines.rows)
-            .collect();
-        let ends: Vec<u64> = le_u64s(lines.read_at(&next)?).step_by(2).collect();
-        let shard_bytes = work.manifest.shards[shard].bytes;
-        let at: Vec<u64> = le_u64s(lines.read_at(rows)?).collect();
-        let spans: Vec<(u64, u64, u64)> = at
-            .chunks_exact(2)
-            .enumerate()
-            .map(|(i, x)| (x[0], ends.get(i).copied().unwrap_or(shard_bytes), x[1]))
-            .collect();
-        if spans.iter().any(|&(s, e, _)| s >= e || e > shard_bytes) {
-            return Err(Error::Work {
-                path: work.lines_file(shard).display().to_string(),
-                msg: "holds a line outside its shard: run `neardup stage sign` again in an \
-                      empty work directory"
-                    .into(),
-            });
-        }
-        let chunk = inputs.read_spans(0, &spans)?;
-        let name = inputs.name(0);
-        return (0..chunk.len())
-            .into_par_iter()
-            .map(|i| shingle_set(&chunk, i, fields, name, params))
-            .collect();
-    }
-    let mut mask = vec![false; rows.last().map_or(0, |&r| r as usize + 1)];
-    for &r in rows {
-        mask[r as usize] = true;
-    }
-    let mut found: Vec<(u32, Vec<u64>)> =
-        load_shingle_sets(&inputs, fields, params, &mask, progress, None)?
-            .into_iter()
-            .collect();
-    found.sort_unstable_by_key(|x| x.0);
-    Ok(found.into_iter().map(|x| x.1).collect())
-}
-
 /// Record which documents of each shard lie in some bucket of the partition, `shard` and
 /// `row`: the measured S-curve samples the union of all partitions' as in-memory `dedup`
 /// samples the documents whose sets it loaded.
@@ -408,8 +412,8 @@ pub fn summary(work: &WorkDir, partition: usize) -> Result<ConfirmSummary, Error
 mod tests {
     use super::*;
 
-    /// The rows kept are exactly those whose digest some other row has, for digests that share
-    /// their low bits (as a partition's do) and for sizes around the bitmaps' steps.
+    /// The rows kept are exactly those whose band and digest some other row has, for digests
+    /// that share their low bits (as a partition's do) and for sizes around the bitmaps' steps.
     #[test]
     fn shared_digests_keeps_exactly_the_rows_whose_digest_repeats() {
         let mut rng = crate::hash::Pcg32::new(7);
@@ -425,24 +429,33 @@ mod tests {
                         fresh
                     };
                     BandRow {
-                        band: rng.below(16),
+                        band: rng.below(2),
                         digest,
-                        rank: i as u64,
                         shard: 0,
                         row: i as u64,
                     }
                 })
                 .collect();
-            let mut count: std::collections::HashMap<u64, usize> = Default::default();
+            let mut count: std::collections::HashMap<(u32, u64), usize> = Default::default();
             for r in &rows {
-                *count.entry(r.digest).or_default() += 1;
+                *count.entry((r.band, r.digest)).or_default() += 1;
             }
             let mut want: Vec<u64> = rows
                 .iter()
-                .filter(|r| count[&r.digest] >= 2)
+                .filter(|r| count[&(r.band, r.digest)] >= 2)
                 .map(|r| r.row)
                 .collect();
-            let mut got: Vec<u64> = shared_digests(rows).iter().map(|r| r.row).collect();
+            let mut filter = DigestFilter::new(n as u64);
+            for r in &rows {
+                filter.add(r.digest);
+            }
+            let maybe: Vec<BandRow> = rows
+                .into_iter()
+                .filter(|r| filter.maybe_shared(r.digest))
+                .collect();
+            let kept = shared_digests(maybe);
+            assert!(kept.windows(2).all(|w| w[0].key() <= w[1].key()));
+            let mut got: Vec<u64> = kept.iter().map(|r| r.row).collect();
             want.sort_unstable();
             got.sort_unstable();
             assert_eq!(got, want, "{n} rows");

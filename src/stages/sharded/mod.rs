@@ -2,14 +2,15 @@
 //! and writes files in a work directory, so one process, a shell loop, any scheduler or Ray can
 //! run them, and the outputs are byte-identical to in-memory `dedup`.
 //!
-//! 1. [`sign`], per shard: ids, word counts, exact keys, policy values and signatures.
+//! 1. [`sign`], per shard: ids, word counts, exact keys, policy values and band digests.
 //! 2. [`rank`]: every id's place in id order (the root of a cluster is its smallest id), and
 //!    the exact-duplicate pre-pass.
 //! 3. [`bands`], per shard: one row per document and band, split into partitions by the band's
 //!    digest.
 //! 4. [`confirm`], per partition: the buckets, each confirmed on its own
 //!    ([`confirm_bucket`](crate::stages::dedup::confirm_bucket)); the signatures and shingle
-//!    sets of just the documents in some bucket are gathered from the shards.
+//!    sets of just the documents in some bucket are computed again from their text
+//!    (`gather.rs`).
 //! 5. [`cluster`]: union-find over every partition's pairs; each document's tag and verdict.
 //! 6. [`apply`], per shard: the kept records, in input order.
 //!
@@ -25,6 +26,7 @@ pub mod apply;
 pub mod bands;
 pub mod cluster;
 pub mod confirm;
+mod gather;
 pub mod rank;
 mod raw;
 pub mod run;
@@ -43,10 +45,18 @@ use crate::Error;
 pub use run::*;
 pub use table::Table;
 
+/// The layout of the work directories this build makes. 2: band digests in `sign`, keyed band
+/// rows without ranks (1, unnumbered in its manifests: signatures in `sign`, band rows as
+/// tables).
+pub const WORK_LAYOUT: u32 = 2;
+
 /// What a work directory is for: fixed when it is made, checked by every stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub contract: String,
+    /// The work directory's layout ([`WORK_LAYOUT`]): which files its stages write.
+    #[serde(default)]
+    pub layout: u32,
     pub config: DedupConfig,
     pub fields: Fields,
     /// Partitions of the band rows (`confirm` runs once per partition).
@@ -113,6 +123,7 @@ impl Manifest {
         }
         Ok(Manifest {
             contract: crate::CONTRACT_VERSION.to_string(),
+            layout: WORK_LAYOUT,
             config,
             fields,
             partitions,
@@ -221,6 +232,16 @@ impl WorkDir {
                 ),
             });
         }
+        if manifest.layout != WORK_LAYOUT {
+            return Err(Error::Work {
+                path: name,
+                msg: format!(
+                    "made by another neardup, whose stages write other files (layout {}, this \
+                     one writes layout {WORK_LAYOUT}); start again in an empty work directory",
+                    manifest.layout.max(1)
+                ),
+            });
+        }
         Ok(WorkDir {
             root: root.to_path_buf(),
             key: format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes)),
@@ -310,7 +331,13 @@ impl WorkDir {
         self.file("sign", format!("{shard:05}.parquet"))
     }
 
-    /// The signatures of shard `shard` as raw rows (`sign` writes them beside its table).
+    /// The band digests of shard `shard` as raw rows (`sign` writes them beside its table).
+    pub fn digests_file(&self, shard: usize) -> PathBuf {
+        self.file("sign", format!("{shard:05}.dig"))
+    }
+
+    /// With `--against`, the signatures of shard `shard` as raw rows (`sign` writes them beside
+    /// its table).
     pub fn sig_rows_file(&self, shard: usize) -> PathBuf {
         self.file("sign", format!("{shard:05}.sig"))
     }
@@ -325,8 +352,9 @@ impl WorkDir {
         self.file("rank", format!("{shard:05}.parquet"))
     }
 
+    /// Shard `shard`'s band rows of partition `partition`, a keyed row file (`raw.rs`).
     pub fn bands_file(&self, shard: usize, partition: usize) -> PathBuf {
-        self.file("bands", format!("{shard:05}-{partition:04}.parquet"))
+        self.file("bands", format!("{shard:05}-{partition:04}.rows"))
     }
 
     pub fn pairs_file(&self, partition: usize) -> PathBuf {

@@ -1,7 +1,8 @@
 //! The raw row files `sign` writes beside its table, for the stages that read all of them in
-//! order or a few at their offsets, without decoding anything: `S.sig`, each document's
-//! signature (`num_perm` u32); `S.lines`, of a plain JSONL shard, each document's line (its
-//! byte offset and line number, u64 each). Little-endian whatever the machine, so a work
+//! order or a few at their offsets, without decoding anything: `S.dig`, each document's band
+//! digests (`bands` u64); `S.lines`, of a plain JSONL shard, each document's line (its byte
+//! offset and line number, u64 each); with `--against`, `S.sig`, each document's signature
+//! (`num_perm` u32). Little-endian whatever the machine, so a work
 //! directory on shared storage reads the same everywhere.
 
 use std::fs::File;
@@ -48,6 +49,8 @@ pub(crate) struct RawRows {
     file: File,
     name: String,
     row_bytes: usize,
+    /// Bytes before the first row.
+    head: u64,
     /// Rows the file holds.
     pub rows: u64,
     buf: Vec<u8>,
@@ -89,15 +92,16 @@ impl RawRows {
             file,
             name,
             row_bytes,
+            head: 0,
             rows: len / width,
             buf: Vec::new(),
         }))
     }
 
-    /// Shard `shard`'s signatures (`signed`: see [`RawRows::open`]).
-    pub fn sigs(work: &WorkDir, shard: usize, signed: Option<u64>) -> Result<Self, Error> {
-        let width = work.config().params.num_perm * 4;
-        let path = work.sig_rows_file(shard);
+    /// Shard `shard`'s band digests (`signed`: see [`RawRows::open`]).
+    pub fn digests(work: &WorkDir, shard: usize, signed: Option<u64>) -> Result<Self, Error> {
+        let width = work.config().lsh.bands * 8;
+        let path = work.digests_file(shard);
         Ok(Self::open(work, &path, width, signed, false)?.expect("required"))
     }
 
@@ -115,6 +119,15 @@ impl RawRows {
         Ok(&self.buf)
     }
 
+    /// Back to the first row, for [`RawRows::read_next`].
+    pub fn rewind(&mut self) -> Result<(), Error> {
+        use std::io::{Seek, SeekFrom};
+        self.file
+            .seek(SeekFrom::Start(self.head))
+            .map(|_| ())
+            .map_err(|e| Error::io(&self.name, e))
+    }
+
     /// The rows `rows` (ascending), one after the other. The kernel is first told of them
     /// all, so the reads of rows not in memory overlap instead of waiting one by one.
     pub fn read_at(&mut self, rows: &[u64]) -> Result<&[u8], Error> {
@@ -129,20 +142,93 @@ impl RawRows {
             });
         }
         let width = self.row_bytes as u64;
-        prefetch(&self.file, rows.iter().map(|&r| (r * width, width)));
+        prefetch(
+            &self.file,
+            rows.iter().map(|&r| (self.head + r * width, width)),
+        );
         self.buf.resize(rows.len() * self.row_bytes, 0);
         for (&r, out) in rows.iter().zip(self.buf.chunks_exact_mut(self.row_bytes)) {
-            read_exact_at(&self.file, out, r * width).map_err(|e| Error::io(&self.name, e))?;
+            read_exact_at(&self.file, out, self.head + r * width)
+                .map_err(|e| Error::io(&self.name, e))?;
         }
         Ok(&self.buf)
     }
+}
 
-    /// [`RawRows::read_at`] of a file of u32s, into the front of `out`.
-    pub fn read_u32s_at(&mut self, rows: &[u64], out: &mut [u32]) -> Result<(), Error> {
-        for (o, v) in out.iter_mut().zip(le_u32s(self.read_at(rows)?)) {
-            *o = v;
+/// The start of a keyed row file: this, then the manifest's key (16 bytes), then 8 zero bytes.
+const KEYED_MAGIC: &[u8; 8] = b"NDROWS01";
+
+/// Bytes before a keyed row file's first row.
+const KEYED_HEAD: usize = 32;
+
+impl WorkDir {
+    /// Start writing the keyed row file `path`: raw rows after a header that names this work
+    /// directory's manifest, so that a file of another run is refused rather than mixed in.
+    /// Nothing appears at `path` until [`RawWriter::finish`].
+    pub(crate) fn create_keyed(&self, path: &Path) -> Result<RawWriter, Error> {
+        let name = path.display().to_string();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(&name, e))?;
         }
-        Ok(())
+        let mut w = RawWriter::create(path)?;
+        let mut head = [0u8; KEYED_HEAD];
+        head[..8].copy_from_slice(KEYED_MAGIC);
+        head[8..24].copy_from_slice(self.key.as_bytes());
+        w.values(&head)?;
+        Ok(w)
+    }
+
+    /// Open the keyed row file `path` (which the stage `stage` writes), of rows of `row_bytes`.
+    pub(crate) fn open_keyed(
+        &self,
+        path: &Path,
+        stage: &str,
+        row_bytes: usize,
+    ) -> Result<RawRows, Error> {
+        let name = path.display().to_string();
+        let mut file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(self.missing(path, stage))
+            }
+            Err(e) => return Err(Error::io(&name, e)),
+        };
+        let len = file.metadata().map_err(|e| Error::io(&name, e))?.len();
+        let mut head = [0u8; KEYED_HEAD];
+        let whole =
+            len >= KEYED_HEAD as u64 && (len - KEYED_HEAD as u64).is_multiple_of(row_bytes as u64);
+        if !whole || file.read_exact(&mut head).is_err() || &head[..8] != KEYED_MAGIC {
+            return Err(Error::Work {
+                path: name,
+                msg: format!(
+                    "not a row file of `neardup stage {stage}`: run it again in an empty work \
+                     directory"
+                ),
+            });
+        }
+        self.check_key(&name, std::str::from_utf8(&head[8..24]).ok())?;
+        Ok(RawRows {
+            file,
+            name,
+            row_bytes,
+            head: KEYED_HEAD as u64,
+            rows: (len - KEYED_HEAD as u64) / row_bytes as u64,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Is the keyed row file `path` (which the stage `stage` writes) there, made for this
+    /// manifest? One made for another, or cut short, is an error.
+    pub(crate) fn keyed_done(
+        &self,
+        path: &Path,
+        stage: &str,
+        row_bytes: usize,
+    ) -> Result<bool, Error> {
+        if !path.exists() {
+            return Ok(false);
+        }
+        self.open_keyed(path, stage, row_bytes).map(|_| true)
     }
 }
 

@@ -1,19 +1,24 @@
 //! Stage 1, per shard: what clustering needs of each document, and no text. One row per
 //! document in input order: `id`, `line` (the line, or the Parquet row, that errors name),
 //! `words`; `exact_lo`/`exact_hi` with `--exact`; `keep` with a keep field; `group` with a
-//! group field. Beside it, as raw rows (`raw.rs`): `S.sig`, the signatures, which
-//! `bands` reads in order and `confirm` a few at their offsets; of a plain JSONL shard,
-//! `S.lines`, where each document's line is, so that `confirm` reads only the lines it needs.
+//! group field. Beside it, as raw rows (`raw.rs`): `S.dig`, each document's band digests
+//! ([`band_digest`]), which `bands` reads in order; of a plain JSONL shard, `S.lines`, where
+//! each document's line is, so that `confirm` reads only the lines it needs; with `--against`,
+//! `S.sig`, the signatures, which `apply` checks against the indexes. Signatures are not kept
+//! otherwise: a band's digest is 8 bytes where the band is `4 x rows` (a quarter, at the
+//! default 16 x 8), and the few documents that share a bucket are signed again in `confirm`.
 
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, StringArray, UInt32Array, UInt64Array};
 use arrow_schema::{DataType, Field};
+use rayon::prelude::*;
 
 use super::raw::RawWriter;
 use super::table::col;
 use super::WorkDir;
 use crate::engine::Engine;
+use crate::index::lsh::band_digest;
 use crate::pipeline::{scan, ScanStats};
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::GroupMissing;
@@ -59,7 +64,13 @@ pub fn sign(
     // The pass's counts are known only at the end, after the table's metadata: they go to a
     // JSON file beside it, written before the table appears, so a finished table has them.
     let mut out = work.create_table(&path, columns, &[])?;
-    let mut raw = RawWriter::create(&work.sig_rows_file(shard))?;
+    let mut digests = RawWriter::create(&work.digests_file(shard))?;
+    let mut dig: Vec<u64> = Vec::new();
+    let mut raw = match work.manifest.against.is_empty() {
+        true => None,
+        false => Some(RawWriter::create(&work.sig_rows_file(shard))?),
+    };
+    let lsh = cfg.lsh;
     let mut lines = match inputs.line_cursor(0)? {
         Some(cursor) => Some((cursor, RawWriter::create(&work.lines_file(shard))?)),
         None => None,
@@ -68,7 +79,19 @@ pub fn sign(
     let bar = progress.pass(&format!("signatures, shard {shard}"), inputs.total_bytes());
     let stats = scan(&inputs, fields, engine, cfg.exact, &bar, |sc| {
         let n = sc.len();
-        raw.values(&sc.sigs[..n * num_perm])?;
+        let sigs = &sc.sigs[..n * num_perm];
+        dig.resize(n * lsh.bands, 0);
+        dig.par_chunks_mut(lsh.bands)
+            .zip(sigs.par_chunks(num_perm))
+            .for_each(|(d, sig)| {
+                for (j, d) in d.iter_mut().enumerate() {
+                    *d = band_digest(&sig[j * lsh.rows..(j + 1) * lsh.rows], j);
+                }
+            });
+        digests.values(&dig)?;
+        if let Some(raw) = raw.as_mut() {
+            raw.values(sigs)?;
+        }
         if let Some((cursor, file)) = lines.as_mut() {
             at.clear();
             for &line in &sc.lines {
@@ -113,7 +136,10 @@ pub fn sign(
         engine_detail: info.detail,
     };
     work.write_json(&scan_file(work, shard), &summary)?;
-    raw.finish()?;
+    digests.finish()?;
+    if let Some(raw) = raw {
+        raw.finish()?;
+    }
     if let Some((_, file)) = lines {
         file.finish()?;
     }

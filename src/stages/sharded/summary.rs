@@ -1,7 +1,7 @@
 //! The whole run's summary, read back from the stages' files: what in-memory `dedup` returns,
 //! for the reports of a run whose stages ran as separate jobs.
 
-use super::raw::RawRows;
+use super::gather::Gatherer;
 use super::{apply, cluster, confirm, sign, WorkDir};
 use crate::engine::EngineInfo;
 use crate::pipeline::ScanStats;
@@ -125,8 +125,9 @@ fn similarity_buckets(
     }
     let cfg = work.config();
     let num_perm = cfg.params.num_perm;
-    let mut sigs = vec![0u32; docs.len() * num_perm];
+    let mut sigs: Vec<u32> = Vec::with_capacity(docs.len() * num_perm);
     let mut sets: Vec<Vec<u64>> = Vec::with_capacity(docs.len());
+    let mut gather = Gatherer::new(work, true)?;
     let mut at = 0;
     for s in 0..work.shards() {
         let rows: Vec<u64> = docs[at..]
@@ -137,8 +138,9 @@ fn similarity_buckets(
         if rows.is_empty() {
             continue;
         }
-        RawRows::sigs(work, s, None)?.read_u32s_at(&rows, &mut sigs[at * num_perm..])?;
-        sets.extend(confirm::shard_sets(work, s, &rows, progress)?);
+        let got = gather.shard(work, s, &rows, progress)?;
+        sigs.extend_from_slice(&got.sigs);
+        sets.extend(got.sets);
         at += rows.len();
     }
     let sampled: Vec<&[u64]> = sets.iter().map(|v| v.as_slice()).collect();

@@ -1,0 +1,170 @@
+//! A few documents of a shard, computed again from their text: their signatures and, for
+//! `--confirm jaccard` and the report's S-curve, their shingle sets. `sign` keeps only the
+//! band digests (a quarter of a signature's bytes) and `confirm` needs full signatures for
+//! just the documents that share a bucket, so it signs those again on the CPU engine, which
+//! gives the same bits as whichever engine signed the shard.
+//!
+//! Of a plain JSONL shard only those lines are read (`sign/S.lines` says where each starts); of
+//! any other, one pass over the shard parses only them.
+
+use rayon::prelude::*;
+
+use super::raw::{le_u64s, RawRows};
+use super::WorkDir;
+use crate::engine::{CpuEngine, Engine};
+use crate::io::Chunk;
+use crate::pipeline::pipelined;
+use crate::progress::ProgressFactory;
+use crate::stages::dedup::text_shingle_set;
+use crate::Error;
+
+/// Gathered documents, in the order asked for.
+#[derive(Debug, Default)]
+pub(super) struct Gathered {
+    /// `num_perm` u32 a document.
+    pub sigs: Vec<u32>,
+    /// Empty unless asked for.
+    pub sets: Vec<Vec<u64>>,
+}
+
+/// What is gathered of each document.
+pub(super) struct Gatherer {
+    engine: CpuEngine,
+    sets: bool,
+}
+
+impl Gatherer {
+    /// Signatures, and shingle sets when `sets`, on the global thread pool.
+    pub fn new(work: &WorkDir, sets: bool) -> Result<Self, Error> {
+        Ok(Gatherer {
+            engine: CpuEngine::new(work.config().params, 0)?,
+            sets,
+        })
+    }
+
+    /// Shard `shard`'s rows `rows` (ascending).
+    pub fn shard(
+        &mut self,
+        work: &WorkDir,
+        shard: usize,
+        rows: &[u64],
+        progress: &ProgressFactory,
+    ) -> Result<Gathered, Error> {
+        let mut out = Gathered::default();
+        if rows.is_empty() {
+            return Ok(out);
+        }
+        let fields = work.fields();
+        let inputs = work.inputs(&[shard])?;
+        let name = inputs.name(0).to_string();
+        if let Some(chunk) = lines_of(work, shard, rows, &inputs)? {
+            let all: Vec<usize> = (0..chunk.len()).collect();
+            self.add(work, &chunk, &all, &name, &mut out)?;
+            return Ok(out);
+        }
+        let mut wanted = vec![false; rows.last().map_or(0, |&r| r as usize + 1)];
+        for &r in rows {
+            wanted[r as usize] = true;
+        }
+        let bar = progress.pass(&format!("gathering, shard {shard}"), inputs.total_bytes());
+        let mut next = 0usize;
+        pipelined(
+            &inputs,
+            crate::io::ReadPlan::needed(fields),
+            crate::corpus::DEFAULT_CHUNK_BYTES,
+            &bar,
+            |chunk, _| Ok(chunk),
+            |chunk: Chunk| {
+                // Chunks come in input order: a running count gives each line its row.
+                let at: Vec<usize> = (0..chunk.len())
+                    .filter(|&i| wanted.get(next + i).copied().unwrap_or(false))
+                    .collect();
+                next += chunk.len();
+                self.add(work, &chunk, &at, &name, &mut out)
+            },
+        )?;
+        let got = out.sigs.len() / work.config().params.num_perm;
+        if got != rows.len() {
+            return Err(Error::Work {
+                path: name,
+                msg: format!(
+                    "holds {got} of the {} documents the work directory needs from it: it \
+                     changed since `sign`; start again in an empty work directory",
+                    rows.len()
+                ),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Records `at` of `chunk`, appended to `out`.
+    fn add(
+        &mut self,
+        work: &WorkDir,
+        chunk: &Chunk,
+        at: &[usize],
+        name: &str,
+        out: &mut Gathered,
+    ) -> Result<(), Error> {
+        if at.is_empty() {
+            return Ok(());
+        }
+        let fields = work.fields();
+        let params = &work.config().params;
+        let sets = self.sets;
+        let records: Vec<(std::borrow::Cow<str>, Option<Vec<u64>>)> =
+            self.engine.install(|| {
+                at.par_iter()
+                    .map(|&i| {
+                        let text = crate::corpus::record(chunk, i, fields, name)?.text;
+                        let set = sets.then(|| text_shingle_set(&text, params));
+                        Ok((text, set))
+                    })
+                    .collect::<Result<_, Error>>()
+            })?;
+        let texts: Vec<&str> = records.iter().map(|(t, _)| t.as_ref()).collect();
+        let np = params.num_perm;
+        let start = out.sigs.len();
+        out.sigs.resize(start + texts.len() * np, 0);
+        self.engine.sign_texts(&texts, &mut out.sigs[start..])?;
+        drop(texts);
+        out.sets.extend(records.into_iter().filter_map(|(_, s)| s));
+        Ok(())
+    }
+}
+
+/// Of a plain JSONL shard, its rows `rows` read as one chunk in that order; `None` for any
+/// other shard.
+fn lines_of(
+    work: &WorkDir,
+    shard: usize,
+    rows: &[u64],
+    inputs: &crate::io::Inputs,
+) -> Result<Option<Chunk>, Error> {
+    let Some(mut lines) = RawRows::lines(work, shard)? else {
+        return Ok(None);
+    };
+    // Each line's span: from its start to the next document's (or the end of the shard).
+    let next: Vec<u64> = rows
+        .iter()
+        .map(|&r| r + 1)
+        .filter(|&r| r < lines.rows)
+        .collect();
+    let ends: Vec<u64> = le_u64s(lines.read_at(&next)?).step_by(2).collect();
+    let shard_bytes = work.manifest.shards[shard].bytes;
+    let at: Vec<u64> = le_u64s(lines.read_at(rows)?).collect();
+    let spans: Vec<(u64, u64, u64)> = at
+        .chunks_exact(2)
+        .enumerate()
+        .map(|(i, x)| (x[0], ends.get(i).copied().unwrap_or(shard_bytes), x[1]))
+        .collect();
+    if spans.iter().any(|&(s, e, _)| s >= e || e > shard_bytes) {
+        return Err(Error::Work {
+            path: work.lines_file(shard).display().to_string(),
+            msg: "holds a line outside its shard: run `neardup stage sign` again in an empty \
+                  work directory"
+                .into(),
+        });
+    }
+    inputs.read_spans(0, &spans).map(Some)
+}
