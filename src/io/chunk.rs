@@ -272,7 +272,7 @@ impl LineReader {
             recycle_buffer(data);
             return Ok(None);
         }
-        let lines = split_lines(&data, &mut self.line_no);
+        let lines = split_lines_on_pool(&data, &mut self.line_no, |_, _| Ok(()))?;
         Ok(Some(Chunk {
             file_index: self.file_index,
             data: ChunkBytes::Owned(data),
@@ -291,7 +291,14 @@ impl LineReader {
             return Ok(None);
         }
         let want = start.saturating_add(target).min(len);
-        prefault(map, start, want, &self.name)?;
+        // Only the end is searched here (for the cut); the pages before it are mapped as the
+        // pool splits the lines.
+        prefault(
+            map,
+            want.saturating_sub(READ_BLOCK).max(start),
+            want,
+            &self.name,
+        )?;
         let cut = if want == len {
             len
         } else {
@@ -323,7 +330,10 @@ impl LineReader {
             start,
             end: cut,
         };
-        let lines = split_lines(&data, &mut self.line_no);
+        let (map, name) = (&*map, &self.name);
+        let lines = split_lines_on_pool(&data, &mut self.line_no, |a, b| {
+            prefault(map, start + a, start + b, name)
+        })?;
         Ok(Some(Chunk {
             file_index: self.file_index,
             data,
@@ -364,6 +374,64 @@ pub(crate) fn prefault(
     #[cfg(not(target_os = "linux"))]
     let _ = (map, from, to, name);
     Ok(())
+}
+
+/// A line of a chunk: its byte range (newline and `\r` excluded) and 1-based line number.
+type Line = (usize, usize, u64);
+
+/// Bytes of a piece of [`split_lines_on_pool`].
+pub(crate) const SPLIT_PIECE: usize = 256 << 10;
+
+/// [`split_lines`] of `data` in pieces of about [`SPLIT_PIECE`] bytes (each cut after a
+/// newline) on the rayon pool, each piece first handed to `before` (its byte range in `data`:
+/// the pages of a mapped chunk are mapped there). The reader that cuts chunks is one thread
+/// that every chunk waits for, and touching every byte of a chunk first (from memory, and for a
+/// mapped file through the kernel's page mapping) was most of its time; the pool has cores for
+/// it, and the workers read those bytes next anyway.
+pub(crate) fn split_lines_on_pool(
+    data: &[u8],
+    line_no: &mut u64,
+    before: impl Fn(usize, usize) -> Result<(), Error> + Sync,
+) -> Result<Vec<Line>, Error> {
+    use rayon::prelude::*;
+    if data.len() < 2 * SPLIT_PIECE {
+        before(0, data.len())?;
+        return Ok(split_lines(data, line_no));
+    }
+    let mut cuts = vec![0];
+    let mut at = SPLIT_PIECE;
+    while at < data.len() {
+        // The piece ends after the first newline at or past its nominal end.
+        let end = match memchr::memchr(b'\n', &data[at..]) {
+            Some(p) => at + p + 1,
+            None => data.len(),
+        };
+        cuts.push(end);
+        at = end + SPLIT_PIECE;
+    }
+    if *cuts.last().expect("a cut") < data.len() {
+        cuts.push(data.len());
+    }
+    let pieces: Vec<(Vec<Line>, u64)> = cuts
+        .par_windows(2)
+        .map(|w| {
+            let (a, b) = (w[0], w[1]);
+            before(a, b)?;
+            let mut count = 0;
+            let mut lines = split_lines(&data[a..b], &mut count);
+            for l in &mut lines {
+                l.0 += a;
+                l.1 += a;
+            }
+            Ok((lines, count))
+        })
+        .collect::<Result<_, Error>>()?;
+    let mut out = Vec::with_capacity(pieces.iter().map(|p| p.0.len()).sum());
+    for (lines, count) in pieces {
+        out.extend(lines.into_iter().map(|(a, b, n)| (a, b, *line_no + n)));
+        *line_no += count;
+    }
+    Ok(out)
 }
 
 /// The non-blank lines of `data` (whole lines, the last one perhaps without its newline): each

@@ -479,3 +479,103 @@ fn an_interrupt_names_the_outputs_already_complete() {
     assert!(done.exists() && !unfinished.exists());
     drop(u);
 }
+
+/// Lines split on the pool in pieces give the one-thread split's lines and numbers, and the
+/// pieces handed to `before` cover the chunk exactly once: sizes around multiples of the piece
+/// size, lines shorter and longer than a piece, a newline on every nominal cut, blank and CRLF
+/// lines, with and without a last newline, counting on from any line number.
+#[test]
+fn lines_split_on_the_pool_equal_the_one_thread_split() {
+    let p = SPLIT_PIECE;
+    let mut rng = crate::hash::Pcg32::new(3);
+    for total in [
+        2 * p - 1,
+        2 * p,
+        2 * p + 1,
+        3 * p - 1,
+        3 * p,
+        3 * p + 1,
+        5 * p + 7,
+    ] {
+        for shape in 0..6 {
+            let mut v: Vec<u8> = Vec::with_capacity(total + 4 * p);
+            while v.len() < total {
+                let len = match shape {
+                    0 => rng.below(200) as usize,
+                    1 => p - 1,
+                    2 => p,
+                    3 => p + 1,
+                    4 => rng.below(3 * p as u32) as usize,
+                    _ => rng.below(40) as usize,
+                };
+                match rng.below(5) {
+                    0 => v.extend_from_slice(b" \t"),
+                    1 => v.extend(std::iter::repeat_n(b'a', len).chain(*b"\r")),
+                    _ => v.extend(std::iter::repeat_n(b'b', len)),
+                }
+                v.push(b'\n');
+            }
+            v.truncate(total);
+            if shape == 5 {
+                for k in 1..=total / p {
+                    v[k * p - 1] = b'\n';
+                }
+            }
+            for from in [0u64, 41] {
+                let (mut a, mut b) = (from, from);
+                let want = split_lines(&v, &mut a);
+                let seen = std::sync::Mutex::new(Vec::new());
+                let got = split_lines_on_pool(&v, &mut b, |x, y| {
+                    seen.lock().unwrap().push((x, y));
+                    Ok(())
+                })
+                .unwrap();
+                assert_eq!(got, want, "{total} bytes, shape {shape}");
+                assert_eq!(a, b, "{total} bytes, shape {shape}: the next line number");
+                let mut seen = seen.into_inner().unwrap();
+                seen.sort_unstable();
+                if shape == 0 {
+                    assert_eq!(seen.len() >= 2, total >= 2 * p, "{total} bytes: in pieces");
+                }
+                assert_eq!(seen[0].0, 0);
+                assert_eq!(seen.last().unwrap().1, v.len());
+                assert!(seen.windows(2).all(|w| w[0].1 == w[1].0 && w[0].0 < w[0].1));
+            }
+            // An error from a piece is the split's error.
+            let mut n = 0;
+            if total < 2 * p || shape != 0 {
+                continue;
+            }
+            let err = split_lines_on_pool(&v, &mut n, |x, _| {
+                if x > 0 {
+                    Err(crate::Error::Param("a piece failed".into()))
+                } else {
+                    Ok(())
+                }
+            });
+            assert!(err.is_err());
+        }
+    }
+}
+
+/// Chunks big enough to be split on the pool, mapped and read: the naive split's lines.
+#[test]
+fn chunks_split_on_the_pool_hold_every_line_once_in_order() {
+    let mut rng = crate::hash::Pcg32::new(5);
+    let mut input = Vec::new();
+    while input.len() < 9 * SPLIT_PIECE {
+        let long = rng.below(50) == 0;
+        let len = rng.below(if long { 600_000 } else { 300 }) as usize;
+        input.extend(std::iter::repeat_n(b'x', len));
+        input.extend_from_slice(if rng.below(7) == 0 { b"\r\n" } else { b"\n" });
+    }
+    let want = naive_lines(&input);
+    for target in [2 * SPLIT_PIECE, 3 * SPLIT_PIECE + 1, 8 * SPLIT_PIECE] {
+        assert_eq!(mapped_lines(&input, target), want, "mapped, {target}");
+        assert_eq!(
+            chunked_lines(&input, target, vec![1 << 20]),
+            want,
+            "read, {target}"
+        );
+    }
+}
