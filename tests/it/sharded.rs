@@ -629,3 +629,61 @@ fn shards_signed_on_the_gpu_give_the_same_bytes_out_of_core() {
     let got = [sha256(&files[0]), sha256(&files[1]), sha256(&files[2])];
     assert_eq!(got, want);
 }
+
+/// Partitions confirmed together, in groups of any size (each gathering its documents once),
+/// give the pairs of each confirmed on its own, and the same clusters.
+#[test]
+fn partitions_confirmed_together_give_the_pairs_of_each_alone() {
+    use neardup::progress::ProgressFactory;
+    use neardup::stages::sharded::{confirm, WorkDir};
+    let dir = tempfile::tempdir().unwrap();
+    let lines = corpus_lines();
+    let inputs = shards(dir.path(), &lines, 3, None);
+    let ins = strs(&inputs);
+    let mut got = Vec::new();
+    for (k, max_docs) in [0, 1, 40, usize::MAX].into_iter().enumerate() {
+        let w = dir.path().join(format!("work-{k}"));
+        let ws = w.display().to_string();
+        let mut init = vec!["init", ws.as_str()];
+        init.extend(ins.iter().map(|s| s.as_str()));
+        init.extend(["--partitions", "4"]);
+        stage(&init);
+        for s in ["0", "1", "2"] {
+            stage(&["sign", &ws, "--shard", s, "--engine", "cpu"]);
+        }
+        stage(&["rank", &ws]);
+        for s in ["0", "1", "2"] {
+            stage(&["bands", &ws, "--shard", s]);
+        }
+        if max_docs == 0 {
+            for p in ["0", "1", "2", "3"] {
+                stage(&["confirm", &ws, "--partition", p]);
+            }
+        } else {
+            let work = WorkDir::open(&w).unwrap();
+            let done = confirm::confirm_together(
+                &work,
+                &[0, 1, 2, 3],
+                max_docs,
+                &ProgressFactory::hidden(),
+            )
+            .unwrap();
+            assert!(done.iter().all(|d| d.is_some()));
+        }
+        let pairs = w.join("pairs.jsonl").display().to_string();
+        let cl = w.join("clusters.jsonl").display().to_string();
+        stage(&["cluster", &ws, "--pairs", &pairs, "--clusters", &cl]);
+        let mut counts = Vec::new();
+        for p in 0..4 {
+            let mut s = confirm::summary(&WorkDir::open(&w).unwrap(), p).unwrap();
+            (s.seconds, s.sets_seconds) = (0.0, 0.0);
+            counts.push(serde_json::to_string(&s).unwrap());
+        }
+        let pairs_text = std::fs::read_to_string(&pairs).unwrap();
+        assert!(pairs_text.lines().count() > 10, "{pairs_text}");
+        got.push((sha256(Path::new(&pairs)), sha256(Path::new(&cl)), counts));
+    }
+    for g in &got[1..] {
+        assert_eq!(g, &got[0]);
+    }
+}

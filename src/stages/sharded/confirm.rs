@@ -177,14 +177,74 @@ pub fn confirm(
     partition: usize,
     progress: &ProgressFactory,
 ) -> Result<Option<ConfirmSummary>, Error> {
-    work.check_partition(partition)?;
-    let path = work.pairs_file(partition);
-    if work.table_done(&path)? {
-        return Ok(None);
+    let mut done = confirm_together(work, &[partition], usize::MAX, progress)?;
+    Ok(done.pop().flatten())
+}
+
+/// Confirm the partitions `parts`, in groups that gather their documents once: a document in
+/// buckets of several partitions of a group is read and signed again once, not once for each.
+/// A group closes when the documents it needs reach `max_docs` (they and their sets are what
+/// a group holds). Returns each partition's summary, or `None` where it was confirmed already;
+/// the files are those of confirming each on its own.
+pub fn confirm_together(
+    work: &WorkDir,
+    parts: &[usize],
+    max_docs: usize,
+    progress: &ProgressFactory,
+) -> Result<Vec<Option<ConfirmSummary>>, Error> {
+    let mut out = vec![None; parts.len()];
+    let mut group: Vec<(usize, Loaded)> = Vec::new();
+    let mut union: Vec<Vec<u64>> = vec![Vec::new(); work.shards()];
+    for (i, &p) in parts.iter().enumerate() {
+        work.check_partition(p)?;
+        if work.table_done(&work.pairs_file(p))? {
+            continue;
+        }
+        let loaded = load(work, p, progress)?;
+        for (u, v) in union.iter_mut().zip(&loaded.needed) {
+            u.extend_from_slice(v);
+            u.sort_unstable();
+            u.dedup();
+        }
+        group.push((i, loaded));
+        let docs: usize = union.iter().map(|v| v.len()).sum();
+        if docs >= max_docs || i + 1 == parts.len() {
+            let docs = Docs::gather(work, std::mem::take(&mut union), progress)?;
+            union = vec![Vec::new(); work.shards()];
+            let cache = JaccardCache::default();
+            let total: usize = group.iter().map(|(_, l)| l.docs()).sum::<usize>().max(1);
+            for (i, loaded) in group.drain(..) {
+                let share = docs.seconds * loaded.docs() as f64 / total as f64;
+                out[i] = Some(finish(work, loaded, &docs, &cache, share, progress)?);
+            }
+        }
     }
+    Ok(out)
+}
+
+/// A partition's buckets, before their documents are gathered.
+struct Loaded {
+    partition: usize,
+    /// The band rows whose band and digest another row has, in [`BandRow::key`] order.
+    rows: Vec<BandRow>,
+    /// Runs of equal band and digest, two or more long.
+    runs: Vec<std::ops::Range<usize>>,
+    /// The documents in some run, per shard, ascending.
+    needed: Vec<Vec<u64>>,
+    seconds: f64,
+}
+
+impl Loaded {
+    fn docs(&self) -> usize {
+        self.needed.iter().map(|v| v.len()).sum()
+    }
+}
+
+/// Read partition `partition`'s band rows into its runs.
+fn load(work: &WorkDir, partition: usize, progress: &ProgressFactory) -> Result<Loaded, Error> {
     let t0 = Instant::now();
-    let cfg = work.config();
     let step = progress.step(&format!("confirm, partition {partition}"));
+    step.set_message("reading band rows");
     let rows = partition_rows(work, partition)?;
     // Runs of equal band and digest, two or more long: the documents worth gathering.
     let same = |a: &BandRow, b: &BandRow| a.band == b.band && a.digest == b.digest;
@@ -200,80 +260,143 @@ pub fn confirm(
         }
         i = e;
     }
-    // Each needed document's local number: shard by shard, rows ascending.
     let mut needed: Vec<Vec<u64>> = vec![Vec::new(); work.shards()];
     for r in &runs {
         for b in &rows[r.clone()] {
             needed[b.shard as usize].push(b.row);
         }
     }
-    let mut base = vec![0u32; work.shards() + 1];
-    for (s, v) in needed.iter_mut().enumerate() {
+    for v in &mut needed {
         v.sort_unstable();
         v.dedup();
-        base[s + 1] = base[s] + v.len() as u32;
     }
-    let local = |b: &BandRow| -> u32 {
+    Ok(Loaded {
+        partition,
+        rows,
+        runs,
+        needed,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The gathered documents of a group: each one's local number is its place among them, shard
+/// by shard, rows ascending.
+struct Docs {
+    needed: Vec<Vec<u64>>,
+    /// Shard `s`'s first local number.
+    base: Vec<u32>,
+    rank: Vec<u64>,
+    groups: Vec<u32>,
+    sigs: Vec<u32>,
+    sets: ShingleSets,
+    seconds: f64,
+}
+
+impl Docs {
+    /// The ranks (and groups) of the documents `needed`, their signatures and (for `jaccard`)
+    /// shingle sets.
+    fn gather(
+        work: &WorkDir,
+        needed: Vec<Vec<u64>>,
+        progress: &ProgressFactory,
+    ) -> Result<Docs, Error> {
+        let t0 = Instant::now();
+        let mut base = vec![0u32; work.shards() + 1];
+        for (s, v) in needed.iter().enumerate() {
+            base[s + 1] = base[s] + v.len() as u32;
+        }
+        let total = base[work.shards()] as usize;
+        let num_perm = work.config().params.num_perm;
+        let grouped = work.fields().group.is_some();
+        let mut docs = Docs {
+            base,
+            rank: Vec::with_capacity(total),
+            groups: Vec::new(),
+            sigs: Vec::with_capacity(total * num_perm),
+            sets: ShingleSets::new(),
+            seconds: 0.0,
+            needed: Vec::new(),
+        };
+        let step = progress.step("confirm, gathering documents");
+        let mut gather = Gatherer::new(work, work.config().confirm == Confirm::Jaccard)?;
+        for (s, rows) in needed.iter().enumerate() {
+            if rows.is_empty() {
+                continue;
+            }
+            step.set_message(format!("shard {s}"));
+            let mut cols = vec!["rank"];
+            if grouped {
+                cols.push("group");
+            }
+            for batch in work.open_rows(&work.rank_file(s), "rank", &cols, Some(rows))? {
+                let batch = batch?;
+                docs.rank.extend_from_slice(u64s(&batch, "rank"));
+                if grouped {
+                    docs.groups.extend_from_slice(u32s(&batch, "group"));
+                }
+            }
+            let got = gather.shard(work, s, rows, progress)?;
+            docs.sigs.extend_from_slice(&got.sigs);
+            for (at, set) in got.sets.into_iter().enumerate() {
+                docs.sets.insert(docs.base[s] + at as u32, set);
+            }
+        }
+        if docs.rank.len() != total || docs.sigs.len() != total * num_perm {
+            return Err(work.refuse(format!(
+                "the buckets need {total} documents, and {} ranks and {} signatures were found: \
+                 run the stages again in an empty work directory",
+                docs.rank.len(),
+                docs.sigs.len() / num_perm
+            )));
+        }
+        docs.needed = needed;
+        docs.seconds = t0.elapsed().as_secs_f64();
+        Ok(docs)
+    }
+
+    /// The local number of the document of band row `b`.
+    fn local(&self, b: &BandRow) -> u32 {
         let s = b.shard as usize;
-        base[s] + needed[s].binary_search(&b.row).expect("a needed row") as u32
-    };
+        self.base[s] + self.needed[s].binary_search(&b.row).expect("a needed row") as u32
+    }
+}
+
+/// Confirm a loaded partition over its group's gathered documents and write its pairs;
+/// `gather_seconds` is its share of the gathering.
+fn finish(
+    work: &WorkDir,
+    loaded: Loaded,
+    docs: &Docs,
+    cache: &JaccardCache,
+    gather_seconds: f64,
+    progress: &ProgressFactory,
+) -> Result<ConfirmSummary, Error> {
+    let t0 = Instant::now();
+    let cfg = work.config();
+    let Loaded {
+        partition,
+        rows,
+        runs,
+        needed,
+        seconds: load_seconds,
+    } = loaded;
+    let step = progress.step(&format!("confirm, partition {partition}"));
+    step.set_message("confirming pairs");
     if cfg.confirm == Confirm::Jaccard {
         write_bucketed(work, partition, &needed)?;
     }
-    let total = base[work.shards()] as usize;
     let num_perm = cfg.params.num_perm;
-    let mut sigs: Vec<u32> = Vec::with_capacity(total * num_perm);
-    let mut local_rank: Vec<u64> = Vec::with_capacity(total);
-    let mut groups: Vec<u32> = Vec::new();
-    let mut sets = ShingleSets::new();
-    let t_gather = Instant::now();
-    let jaccard = cfg.confirm == Confirm::Jaccard;
-    let mut gather = Gatherer::new(work, jaccard)?;
-    for s in 0..work.shards() {
-        if needed[s].is_empty() {
-            continue;
-        }
-        step.set_message(format!("gathering documents, shard {s}"));
-        let mut cols = vec!["rank"];
-        if work.fields().group.is_some() {
-            cols.push("group");
-        }
-        for batch in work.open_rows(&work.rank_file(s), "rank", &cols, Some(&needed[s]))? {
-            let batch = batch?;
-            local_rank.extend_from_slice(u64s(&batch, "rank"));
-            if work.fields().group.is_some() {
-                groups.extend_from_slice(u32s(&batch, "group"));
-            }
-        }
-        let got = gather.shard(work, s, &needed[s], progress)?;
-        sigs.extend_from_slice(&got.sigs);
-        for (at, set) in got.sets.into_iter().enumerate() {
-            sets.insert(base[s] + at as u32, set);
-        }
-    }
-    if local_rank.len() != total || sigs.len() != total * num_perm {
-        return Err(work.refuse(format!(
-            "partition {partition} needs {total} documents and found {} ranks and {} \
-             signatures: run the stages again in an empty work directory",
-            local_rank.len(),
-            sigs.len() / num_perm
-        )));
-    }
-    let mut summary = ConfirmSummary {
-        sets_loaded: sets.len() as u64,
-        sets_seconds: t_gather.elapsed().as_secs_f64(),
-        ..Default::default()
-    };
-    step.set_message("confirming pairs");
     let tables = BucketTables {
         num_perm,
-        sigs: &sigs,
-        sets: &sets,
-        cache: &JaccardCache::default(),
-        groups: &groups,
+        sigs: &docs.sigs,
+        sets: &docs.sets,
+        cache,
+        groups: &docs.groups,
     };
     let rows_of = cfg.lsh.rows;
-    // Each run, split by full-band equality: the buckets (members stay in rank order).
+    let local_rank = &docs.rank;
+    let sigs = &docs.sigs;
+    // Each run, split by full-band equality: the buckets.
     let (pairs, counts, buckets) = runs
         .par_iter()
         .fold(
@@ -285,7 +408,7 @@ pub fn confirm(
                     &sigs[off..off + rows_of]
                 };
                 // In rank order within each band value: the order `confirm_bucket` takes.
-                let mut members: Vec<u32> = rows[r.clone()].iter().map(local).collect();
+                let mut members: Vec<u32> = rows[r.clone()].iter().map(|b| docs.local(b)).collect();
                 members.sort_unstable_by(|&x, &y| {
                     band(x)
                         .cmp(band(y))
@@ -324,7 +447,7 @@ pub fn confirm(
     let mut pairs = pairs;
     pairs.par_sort_unstable_by_key(|p| (p.a, p.b));
     pairs.dedup_by_key(|p| (p.a, p.b));
-    fill_estimates(&mut pairs, &sigs, num_perm);
+    fill_estimates(&mut pairs, sigs, num_perm);
     let mut out: Vec<(u64, u64, f64, Option<f64>)> = pairs
         .iter()
         .map(|p| {
@@ -338,9 +461,18 @@ pub fn confirm(
         .collect();
     out.par_sort_unstable_by_key(|p| (p.0, p.1));
     out.dedup_by_key(|p| (p.0, p.1));
-    summary.counts = counts;
-    summary.buckets = buckets;
-    summary.seconds = t0.elapsed().as_secs_f64();
+    let jaccard = cfg.confirm == Confirm::Jaccard;
+    let summary = ConfirmSummary {
+        counts,
+        buckets,
+        sets_loaded: if jaccard {
+            needed.iter().map(|v| v.len() as u64).sum()
+        } else {
+            0
+        },
+        seconds: load_seconds + gather_seconds + t0.elapsed().as_secs_f64(),
+        sets_seconds: gather_seconds,
+    };
     let columns = vec![
         col("rank_a", DataType::UInt64),
         col("rank_b", DataType::UInt64),
@@ -348,7 +480,7 @@ pub fn confirm(
         Field::new("jaccard", DataType::Float64, true),
     ];
     let meta = [(COUNTS_KEY, serde_json::to_string(&summary).expect("JSON"))];
-    let w = work.create_table(&path, columns, &meta)?;
+    let w = work.create_table(&work.pairs_file(partition), columns, &meta)?;
     let cols: Vec<ArrayRef> = vec![
         Arc::new(UInt64Array::from_iter_values(out.iter().map(|p| p.0))),
         Arc::new(UInt64Array::from_iter_values(out.iter().map(|p| p.1))),
@@ -356,7 +488,7 @@ pub fn confirm(
         Arc::new(Float64Array::from_iter(out.iter().map(|p| p.3))),
     ];
     w.write_then_finish(cols)?;
-    Ok(Some(summary))
+    Ok(summary)
 }
 
 /// Record which documents of each shard lie in some bucket of the partition, `shard` and
