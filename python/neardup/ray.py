@@ -1,14 +1,15 @@
 """``neardup dedup`` on a Ray cluster: the sharded stages (:mod:`neardup.stages`) as Ray tasks.
 
-:func:`dedup` runs ``sign`` and ``bands`` per input shard, ``confirm`` per partition,
-``rank`` and ``cluster`` once, and ``apply`` per shard, each stage's tasks in parallel on the
+:func:`dedup` runs ``sign`` and ``bands`` per input shard, ``confirm`` per group of
+partitions (as many groups as the cluster runs tasks at once, so that a document in buckets of
+several partitions of a group is read and signed again once), ``rank`` and ``cluster`` once, and ``apply`` per shard, each stage's tasks in parallel on the
 cluster that ``ray.init()`` connects to (a local one when none is running). Its outputs are
 byte-identical to ``neardup dedup`` over the same inputs in the same order, for any number of
 nodes, workers and partitions: the same functions run, on the same files.
 
 The band rows are shuffled through files in the work directory, not through Ray's object
 store or Ray Data: the stage files already are the shuffle (each ``bands`` task writes one file
-per partition, each ``confirm`` task reads its partition's); they outlive a dead worker, so a
+per partition, each ``confirm`` task reads its partitions'); they outlive a dead worker, so a
 retried task finds what the others wrote instead of Ray re-running their stages to rebuild lost
 objects; and no band row has to sit in the object store's memory. The price is that
 ``work_dir`` and ``output_dir`` must be on storage every node sees (NFS or another shared file
@@ -110,7 +111,8 @@ def dedup(
     ``clusters`` and ``report`` (names inside ``output_dir``; ``None`` for none; ``pairs`` too
     when given). ``options`` are :func:`neardup.stages.init`'s (the command line's dedup
     options: ``threshold``, ``bands``, ``rows``, ``exact``, ``tag_only``, ``keep`` ...).
-    ``partitions`` splits the band rows for ``confirm``. Each task asks Ray for ``num_cpus``
+    ``partitions`` splits the band rows for ``confirm``, whose tasks each take a group of
+    partitions (one task per ``num_cpus`` CPUs of the cluster). Each task asks Ray for ``num_cpus``
     CPUs and signs with ``threads`` threads (default: ``num_cpus``); ``engine`` is ``"auto"``,
     ``"cpu"`` or ``"gpu"``. A task whose worker dies is retried up to ``max_retries`` times.
     ``scheduling_strategy`` is Ray's (by default ``"SPREAD"``: a stage's tasks go to as many
@@ -181,7 +183,12 @@ def dedup(
              seconds["rank"])
     stage("bands", [(s, (work_dir, s), {}) for s in range(shards)])
     say.info("bands: %d shards, %.2f s", shards, seconds["bands"])
-    confirmed = stage("confirm", [(p, (work_dir, p), {}) for p in range(parts)])
+    # One task per slot the cluster has for a task, each confirming its partitions together.
+    slots = int(ray.cluster_resources().get("CPU", 1) // (num_cpus or 1))
+    tasks = max(1, min(parts, slots))
+    groups = [list(range(g, parts, tasks)) for g in range(tasks)]
+    done = stage("confirm", [(g, (work_dir, ps), {}) for g, ps in enumerate(groups)])
+    confirmed = [x for group in done for x in group]
     checked = sum(x["counts"]["checked"] for x in confirmed if x is not None)
     say.info("confirm: %d partitions, %d pairs checked, %.2f s", parts, checked, seconds["confirm"])
     side_paths = {

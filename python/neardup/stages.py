@@ -117,9 +117,18 @@ def bands(work_dir: "str | os.PathLike[str]", shard: int) -> bool:
     return _neardup.stage_bands(os.fspath(work_dir), shard)
 
 
-def confirm(work_dir: "str | os.PathLike[str]", partition: int) -> Optional[Dict[str, Any]]:
-    """Stage 4, once every shard is banded: partition ``partition``'s confirmed pairs."""
-    return _json(_neardup.stage_confirm(os.fspath(work_dir), partition))
+def confirm(
+    work_dir: "str | os.PathLike[str]", partition: "int | Sequence[int]"
+) -> "Optional[Dict[str, Any]] | List[Optional[Dict[str, Any]]]":
+    """Stage 4, once every shard is banded: partition ``partition``'s confirmed pairs.
+
+    Given a list of partitions, confirms them in one job and returns each one's summary: a
+    document in buckets of several of them is read and signed again once, not once for each
+    (the files are those of confirming each alone)."""
+    if isinstance(partition, int):
+        return _json(_neardup.stage_confirm(os.fspath(work_dir), partition))
+    done = _neardup.stage_confirm_group(os.fspath(work_dir), [int(p) for p in partition])
+    return [_json(d) for d in done]
 
 
 def cluster(

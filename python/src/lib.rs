@@ -491,6 +491,26 @@ fn stage_confirm(py: Python<'_>, work_dir: PathBuf, partition: usize) -> PyResul
     })
 }
 
+/// Confirm several partitions in one job, their documents gathered once a group.
+#[pyfunction]
+fn stage_confirm_group(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    partitions: Vec<usize>,
+) -> PyResult<Vec<Option<String>>> {
+    py.detach(|| {
+        let w = open(&work_dir)?;
+        let done = sharded::confirm::confirm_together(
+            &w,
+            &partitions,
+            sharded::confirm::GROUP_DOCS,
+            &ProgressFactory::hidden(),
+        )
+        .map_err(err)?;
+        Ok(done.into_iter().map(|s| s.map(|s| json(&s))).collect())
+    })
+}
+
 /// Cluster, then copy the clusters and pairs files where asked (whether or not the stage ran
 /// now). Returns the stage's summary as JSON.
 #[pyfunction]
@@ -581,6 +601,7 @@ fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_rank, m)?)?;
     m.add_function(wrap_pyfunction!(stage_bands, m)?)?;
     m.add_function(wrap_pyfunction!(stage_confirm, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_confirm_group, m)?)?;
     m.add_function(wrap_pyfunction!(stage_cluster, m)?)?;
     m.add_function(wrap_pyfunction!(stage_apply, m)?)?;
     m.add_function(wrap_pyfunction!(stage_report, m)?)?;

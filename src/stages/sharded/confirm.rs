@@ -170,6 +170,11 @@ fn partition_rows(work: &WorkDir, partition: usize) -> Result<Vec<BandRow>, Erro
     Ok(shared_digests(maybe))
 }
 
+/// Documents that [`confirm_together`] gathers for a group of partitions, for the drivers that
+/// confirm several in one job: their signatures and sets, about 1 to 2 KB a document of a few
+/// hundred words, are what a group holds.
+pub const GROUP_DOCS: usize = 256 << 10;
+
 /// Confirm partition `partition`. Returns its summary, or `None` when it was confirmed
 /// already.
 pub fn confirm(

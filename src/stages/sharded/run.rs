@@ -28,12 +28,6 @@ pub fn copy_out(from: &Path, to: &mut Output) -> Result<(), Error> {
     }
 }
 
-/// Documents that `confirm` gathers for a group of partitions at most (past the partition that
-/// reaches it): their signatures and sets, about 1 to 2 KB a document of a few hundred words, are
-/// what a group holds, and a document in buckets of several partitions of a group is read and
-/// signed again only once.
-const GROUP_DOCS: usize = 256 << 10;
-
 /// Run `dedup` over `inputs` (the shards, one per file) through the work directory `dir`
 /// with `partitions` partitions. Outputs appear only when the run succeeds.
 #[allow(clippy::too_many_arguments)]
@@ -76,7 +70,7 @@ pub fn run_sharded(
     }
     let bands_seconds = t_bands.elapsed().as_secs_f64();
     let parts: Vec<usize> = (0..work.partitions()).collect();
-    confirm::confirm_together(&work, &parts, GROUP_DOCS, progress)?;
+    confirm::confirm_together(&work, &parts, confirm::GROUP_DOCS, progress)?;
     cluster::cluster(&work, progress)?;
     for s in 0..work.shards() {
         apply::apply(&work, s, &mut out, progress)?;
