@@ -657,8 +657,10 @@ pub enum Stage {
     Confirm {
         #[arg(value_name = "DIR")]
         dir: PathBuf,
-        #[arg(long, value_name = "P")]
-        partition: usize,
+        /// The partition, or several (`--partition 0 3 5`): confirmed together, a document in
+        /// buckets of several of them is read and signed again once.
+        #[arg(long, value_name = "P", num_args = 1.., required = true)]
+        partition: Vec<usize>,
     },
     /// Stage 5, once, after every partition is confirmed: clusters and who survives.
     Cluster {

@@ -81,12 +81,15 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
         }
         Stage::Confirm { dir, partition } => {
             let w = WorkDir::open(&dir)?;
-            match confirm::confirm(&w, partition, &progress)? {
-                Some(s) => done(format!(
-                    "confirm: partition {partition}, {} buckets, {} pairs checked, {} confirmed",
-                    s.buckets, s.counts.checked, s.counts.confirmed
-                )),
-                None => skipped(format!("confirm: partition {partition}")),
+            let all = confirm::confirm_together(&w, &partition, confirm::GROUP_DOCS, &progress)?;
+            for (p, s) in partition.iter().zip(all) {
+                match s {
+                    Some(s) => done(format!(
+                        "confirm: partition {p}, {} buckets, {} pairs checked, {} confirmed",
+                        s.buckets, s.counts.checked, s.counts.confirmed
+                    )),
+                    None => skipped(format!("confirm: partition {p}")),
+                }
             }
         }
         Stage::Cluster {

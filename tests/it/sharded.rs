@@ -163,8 +163,16 @@ fn run_stages(work: &Path, inputs: &[PathBuf], r: usize, flags: &[&str], seed: u
     for s in shuffled(inputs.len(), &mut rng) {
         stage(&["bands", &w, "--shard", &s]);
     }
-    for p in shuffled(r, &mut rng) {
-        stage(&["confirm", &w, "--partition", &p]);
+    let parts = shuffled(r, &mut rng);
+    if seed.is_multiple_of(2) {
+        // Every partition in one job, confirmed together.
+        let mut args = vec!["confirm", w.as_str(), "--partition"];
+        args.extend(parts.iter().map(|p| p.as_str()));
+        stage(&args);
+    } else {
+        for p in parts {
+            stage(&["confirm", &w, "--partition", &p]);
+        }
     }
     let cl = work.with_extension("clusters.jsonl");
     let pairs = work.with_extension("pairs.jsonl");
