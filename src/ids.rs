@@ -97,15 +97,29 @@ pub fn id_order(
     locs: &[DocLoc],
     place_of: &dyn Fn(DocLoc) -> String,
 ) -> Result<Vec<u32>, Error> {
-    let mut order: Vec<u32> = (0..ids.len() as u32).collect();
-    order.par_sort_unstable_by(|&a, &b| {
-        ids.get_bytes(a as usize)
-            .cmp(ids.get_bytes(b as usize))
-            .then(a.cmp(&b))
-    });
+    match sort_ids(ids) {
+        (_, Some((a, b))) => Err(duplicate_id(ids, locs, place_of, a as usize, b as usize)),
+        (order, None) => Ok(order),
+    }
+}
+
+/// Indices of `ids` in id order, ties in index order, and the repeat [`id_order`] names: the
+/// first two indices `(a, b)` of the id whose second index is smallest.
+pub fn sort_ids(ids: &IdArena) -> (Vec<u32>, Option<(u32, u32)>) {
+    sort_ids_by(ids.len(), |i| ids.get_bytes(i as usize))
+}
+
+/// [`sort_ids`] over `n` ids that `id` gives by index.
+pub fn sort_ids_by<'a>(
+    n: usize,
+    id: impl Fn(u32) -> &'a [u8] + Sync,
+) -> (Vec<u32>, Option<(u32, u32)>) {
+    let n = u32::try_from(n).expect("at most 2^32 ids");
+    let mut order: Vec<u32> = (0..n).collect();
+    order.par_sort_unstable_by(|&a, &b| id(a).cmp(id(b)).then(a.cmp(&b)));
     // Equal ids sit together, in input order; a pair of neighbours is the first two
     // documents of its id only when the one before them has another id.
-    let same = |x: u32, y: u32| ids.get_bytes(x as usize) == ids.get_bytes(y as usize);
+    let same = |x: u32, y: u32| id(x) == id(y);
     let mut first_repeat: Option<(u32, u32)> = None;
     for (i, w) in order.windows(2).enumerate() {
         let (a, b) = (w[0], w[1]);
@@ -116,10 +130,7 @@ pub fn id_order(
             first_repeat = Some((a, b));
         }
     }
-    match first_repeat {
-        Some((a, b)) => Err(duplicate_id(ids, locs, place_of, a as usize, b as usize)),
-        None => Ok(order),
-    }
+    (order, first_repeat)
 }
 
 /// The error for documents `a` and `b` sharing an id, naming where each was read.
