@@ -179,18 +179,32 @@ pub(crate) fn survivors(
             "--keep field:NAME needs each document's value of the field".into(),
         ));
     }
-    // Better first: a larger key wins, then the smaller rank.
-    let key = |d: usize| -> f64 {
-        match keep {
-            Keep::SmallestId => 0.0,
-            Keep::First => -(d as f64),
-            Keep::Longest => corpus.words[d] as f64,
-            Keep::FieldMax => corpus.keep_values[d],
-            Keep::FieldMin => -corpus.keep_values[d],
-        }
-    };
+    let value = |d: usize| corpus.keep_values.get(d).copied().unwrap_or(0.0);
+    let key = |d: usize| keep_key(keep, corpus.words[d], value(d), d as u64);
+    Ok(best_of_clusters(root, key, |d| rank[d] as u64))
+}
+
+/// How `keep` values a document (larger is better) from its words, its value of the keep
+/// field and its position in input order.
+pub(crate) fn keep_key(keep: Keep, words: u32, value: f64, position: u64) -> f64 {
+    match keep {
+        Keep::SmallestId => 0.0,
+        Keep::First => -(position as f64),
+        Keep::Longest => words as f64,
+        Keep::FieldMax => value,
+        Keep::FieldMin => -value,
+    }
+}
+
+/// Of each set of elements with one `root`, the best by `key` (ties to the smaller `rank`)
+/// marked true.
+pub(crate) fn best_of_clusters(
+    root: &[u32],
+    key: impl Fn(usize) -> f64,
+    rank: impl Fn(usize) -> u64,
+) -> Vec<bool> {
     let better = |a: usize, b: usize| match key(a).total_cmp(&key(b)) {
-        std::cmp::Ordering::Equal => rank[a] < rank[b],
+        std::cmp::Ordering::Equal => rank(a) < rank(b),
         o => o == std::cmp::Ordering::Greater,
     };
     let mut best: HashMap<u32, u32> = HashMap::new();
@@ -200,7 +214,9 @@ pub(crate) fn survivors(
             *cur = d as u32;
         }
     }
-    Ok((0..n).map(|d| best[&root[d]] as usize == d).collect())
+    (0..root.len())
+        .map(|d| best[&root[d]] as usize == d)
+        .collect()
 }
 
 /// The cluster counts of `stats` from each document's root (`exact_duplicates` already set).
