@@ -2,11 +2,15 @@
 //! exact duplicates) by rank, so each root is its cluster's smallest id; who survives under the
 //! keep policy. Per shard out: `tag` (the root's id, null for a document in no cluster),
 //! `survives`, and where a `--tag-only` run's policy may keep another than the root, `survivor`
-//! (the id of the document that survives, null likewise); beside them the clusters and pairs files as `dedup --clusters/--pairs` write
-//! them, and the counts.
+//! (the id of the document that survives, null likewise); beside them the clusters and pairs
+//! files as `dedup --clusters/--pairs` write them, and the counts.
 //!
-//! It holds about 25 bytes a document (rank, place in id order, union-find parent, root, words,
-//! verdicts) plus the pairs and the ids of the documents in clusters.
+//! Only documents in some confirmed pair or exact-duplicate relation (the members) take part:
+//! each is found by its rank in a set of one bit a document, which numbers the members in rank
+//! order, so union-find runs over the members alone and its smallest element is still the
+//! smallest id. It holds one bit and a fraction a document, about 60 bytes a member (place,
+//! words, union-find, verdicts, id) plus its id's bytes, the pairs, and one shard's member
+//! numbers at a time.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -20,12 +24,13 @@ use serde::{Deserialize, Serialize};
 use super::rank::NO_REP;
 use super::table::{col, f64s, strings, u32s, u64s, BATCH_ROWS};
 use super::WorkDir;
+use crate::ids::IdArena;
 use crate::index::unionfind::UnionFind;
 use crate::io::Output;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    cluster_line, count_clusters, pair_line, survivors, ClusterStats, GroupCounts, SignedCorpus,
-    EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
+    best_of_clusters, cluster_line, count_clusters, keep_key, pair_line, ClusterStats, GroupCounts,
+    Keep, EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
 };
 use crate::Error;
 
@@ -48,7 +53,7 @@ pub struct ClusterSummary {
     pub groups: Vec<GroupCounts>,
     /// Documents written by a run that drops (all of them with `--tag-only`).
     pub documents_written: u64,
-    /// Bytes of the per-document arrays.
+    /// Bytes of the arrays per document and per member.
     pub table_bytes: u64,
 }
 
@@ -79,58 +84,13 @@ pub fn cluster(
     let cfg = work.config();
     let step = progress.step("cluster");
     let rs = super::rank::summary(work)?;
-    let mut offsets = vec![0usize];
+    let mut offsets = vec![0u64];
     for &r in &rs.rows {
-        offsets.push(offsets.last().unwrap() + r as usize);
+        offsets.push(offsets.last().unwrap() + r);
     }
     let n = *offsets.last().unwrap();
     let grouped = work.fields().group.is_some();
-
-    step.set_message("reading ranks");
-    let mut rank = vec![0u32; n];
-    let mut exact_rep: Vec<u64> = Vec::new();
-    let mut group: Vec<u32> = Vec::new();
-    let mut words: Vec<u32> = Vec::with_capacity(n);
-    let mut keep_values: Vec<f64> = Vec::new();
-    for (s, &first) in offsets.iter().enumerate().take(work.shards()) {
-        let mut cols = vec!["rank"];
-        if cfg.exact {
-            cols.push("exact_rep");
-        }
-        if grouped {
-            cols.push("group");
-        }
-        let mut d = first;
-        for batch in work.open_table(&work.rank_file(s), "rank", &cols)? {
-            let batch = batch?;
-            for &r in u64s(&batch, "rank") {
-                rank[d] = r as u32;
-                d += 1;
-            }
-            if cfg.exact {
-                exact_rep.extend_from_slice(u64s(&batch, "exact_rep"));
-            }
-            if grouped {
-                group.extend_from_slice(u32s(&batch, "group"));
-            }
-        }
-        let mut cols = vec!["words"];
-        let keep = work.fields().keep.is_some();
-        if keep {
-            cols.push("keep");
-        }
-        for batch in work.open_table(&work.sign_file(s), "sign", &cols)? {
-            let batch = batch?;
-            words.extend_from_slice(u32s(&batch, "words"));
-            if keep {
-                keep_values.extend_from_slice(f64s(&batch, "keep"));
-            }
-        }
-    }
-    let mut order = vec![0u32; n];
-    for (d, &r) in rank.iter().enumerate() {
-        order[r as usize] = d as u32;
-    }
+    let keep_field = work.fields().keep.is_some();
 
     step.set_message("reading pairs");
     let mut stats = ClusterStats {
@@ -152,7 +112,8 @@ pub fn cluster(
         stats.confirm_seconds += cs.seconds;
         stats.sets_seconds += cs.sets_seconds;
         let cols = ["rank_a", "rank_b", "estimate", "jaccard"];
-        for batch in work.open_table(&work.pairs_file(p), "confirm", &cols)? {
+        let file = work.pairs_file(p);
+        for batch in work.open_table(&file, "confirm", &cols)? {
             let batch = batch?;
             let (a, b) = (u64s(&batch, "rank_a"), u64s(&batch, "rank_b"));
             let est = f64s(&batch, "estimate");
@@ -161,128 +122,201 @@ pub fn cluster(
                 jac.as_ref(),
             );
             for i in 0..batch.num_rows() {
+                if a[i] >= n || b[i] >= n {
+                    return Err(Error::Work {
+                        path: file.display().to_string(),
+                        msg: format!(
+                            "a pair of ranks {} and {} in a corpus of {n} documents; confirm \
+                             partition {p} again",
+                            a[i], b[i]
+                        ),
+                    });
+                }
                 let j = (!arrow_array::Array::is_null(jac, i)).then(|| jac.value(i));
                 pairs.push((a[i], b[i], est[i], j));
             }
         }
     }
     let t_cluster = Instant::now();
-    step.set_message("clusters");
     pairs.sort_unstable_by_key(|p| (p.0, p.1));
     pairs.dedup_by_key(|p| (p.0, p.1));
     stats.pairs_confirmed = pairs.len() as u64;
-    let mut uf = UnionFind::new(n);
-    for p in &pairs {
-        uf.union(p.0 as u32, p.1 as u32);
-    }
-    for (d, &rep) in exact_rep.iter().enumerate() {
-        if rep != NO_REP {
-            uf.union(rank[d], rep as u32);
-        }
-    }
-    let root: Vec<u32> = (0..n).map(|d| order[uf.find(rank[d]) as usize]).collect();
-    drop(uf);
-    count_clusters(&root, &mut stats);
-    let mut in_cluster = vec![false; n];
-    for (d, &r) in root.iter().enumerate() {
-        if r as usize != d {
-            in_cluster[d] = true;
-            in_cluster[r as usize] = true;
-        }
-    }
-    let corpus = SignedCorpus {
-        words,
-        keep_values,
-        ..Default::default()
-    };
-    let survives = survivors(&corpus, &root, &rank, cfg.keep)?;
 
-    // The ids of the documents in clusters, and where each is.
-    step.set_message("reading ids");
-    let mut ids: HashMap<u32, String> = HashMap::new();
-    let shard_of = |d: usize| offsets.partition_point(|&o| o <= d) - 1;
-    for (s, &first) in offsets.iter().enumerate().take(work.shards()) {
-        let mut d = first;
-        for batch in work.open_table(&work.sign_file(s), "sign", &["id"])? {
-            let batch = batch?;
-            let id = strings(&batch, "id");
-            for i in 0..batch.num_rows() {
-                if in_cluster[d] {
-                    ids.insert(d as u32, id.value(i).to_string());
+    // The members: documents in a pair or an exact-duplicate relation.
+    step.set_message("reading exact duplicates");
+    let mut members = RankSet::new(n);
+    for p in &pairs {
+        members.insert(p.0);
+        members.insert(p.1);
+    }
+    let mut exact: Vec<(u64, u64)> = Vec::new();
+    if cfg.exact {
+        for s in 0..work.shards() {
+            for batch in work.open_table(&work.rank_file(s), "rank", &["rank", "exact_rep"])? {
+                let batch = batch?;
+                let (rank, rep) = (u64s(&batch, "rank"), u64s(&batch, "exact_rep"));
+                for (&r, &e) in rank.iter().zip(rep) {
+                    if e != NO_REP {
+                        members.insert(r);
+                        members.insert(e);
+                        exact.push((r, e));
+                    }
                 }
-                d += 1;
             }
         }
     }
-    let id = |d: u32| ids[&d].as_str();
+    members.seal();
+    let m = members.len();
+    if m > u32::MAX as u64 {
+        return Err(Error::Param(format!(
+            "{m} documents in clusters: `cluster` numbers them with 32 bits; split the corpus \
+             into runs with at most {} documents in clusters",
+            u32::MAX
+        )));
+    }
+    let m = m as usize;
+
+    // Each member's place, words, keep value, group and id; each group's documents.
+    let mut doc = vec![0u64; m];
+    let mut words = vec![0u32; m];
+    let mut value = vec![0f64; if keep_field { m } else { 0 }];
+    let mut member_group = vec![0u32; if grouped { m } else { 0 }];
+    let mut ids = IdArena::default();
+    let mut id_at = vec![0u32; m];
+    let mut group_docs = vec![0u64; rs.groups.len()];
+    for (s, &base) in offsets[..work.shards()].iter().enumerate() {
+        step.set_message(format!("reading members, shard {s}"));
+        let (slot, groups) = shard_slots(work, s, &members, grouped)?;
+        for (&g, &i) in groups.iter().zip(&slot) {
+            group_docs[g as usize] += 1;
+            if i != NOT_MEMBER {
+                member_group[i as usize] = g;
+            }
+        }
+        let mut cols = vec!["id", "words"];
+        if keep_field {
+            cols.push("keep");
+        }
+        let mut row = 0usize;
+        for batch in work.open_table(&work.sign_file(s), "sign", &cols)? {
+            let batch = batch?;
+            let id = strings(&batch, "id");
+            let w = u32s(&batch, "words");
+            let kv = if keep_field {
+                f64s(&batch, "keep")
+            } else {
+                &[]
+            };
+            for k in 0..batch.num_rows() {
+                let i = slot[row + k];
+                if i != NOT_MEMBER {
+                    let i = i as usize;
+                    doc[i] = base + (row + k) as u64;
+                    words[i] = w[k];
+                    if keep_field {
+                        value[i] = kv[k];
+                    }
+                    id_at[i] = ids.len() as u32;
+                    ids.push(id.value(k));
+                }
+            }
+            row += batch.num_rows();
+        }
+    }
+    let id = |i: u32| ids.get(id_at[i as usize] as usize);
+
+    step.set_message("clusters");
+    let index = |r: u64| members.index(r).expect("a member") as u32;
+    let mut uf = UnionFind::new(m);
+    for p in &pairs {
+        uf.union(index(p.0), index(p.1));
+    }
+    for &(r, e) in &exact {
+        uf.union(index(r), index(e));
+    }
+    drop(exact);
+    // Members are numbered in rank order, so each root is its cluster's smallest id.
+    let root: Vec<u32> = (0..m as u32).map(|i| uf.find(i)).collect();
+    drop(uf);
+    count_clusters(&root, &mut stats);
+    let survives = if cfg.keep == Keep::SmallestId {
+        (0..m).map(|i| root[i] as usize == i).collect()
+    } else {
+        let v = |i: usize| value.get(i).copied().unwrap_or(0.0);
+        best_of_clusters(
+            &root,
+            |i| keep_key(cfg.keep, words[i], v(i), doc[i]),
+            |i| i as u64,
+        )
+    };
 
     // Clusters by root in id order, members in id order: as `dedup --clusters`.
     let mut by_root: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for (r, &d) in order.iter().enumerate() {
-        if in_cluster[d as usize] {
-            by_root
-                .entry(rank[root[d as usize] as usize])
-                .or_default()
-                .push(r as u32);
-        }
+    for (i, &r) in root.iter().enumerate() {
+        by_root.entry(r).or_default().push(i as u32);
     }
     let dir = work.clusters_jsonl();
     let dir = dir.parent().expect("a file in the work directory");
     std::fs::create_dir_all(dir).map_err(|e| Error::io(&dir.display().to_string(), e))?;
     let mut out = Output::create(&work.clusters_jsonl().display().to_string())?;
     for members in by_root.values() {
-        let names: Vec<&str> = members.iter().map(|&r| id(order[r as usize])).collect();
+        let names: Vec<&str> = members.iter().map(|&i| id(i)).collect();
         out.write_all(cluster_line(names[0], &names).as_bytes())?;
     }
     out.finish()?;
     let mut out = Output::create(&work.pairs_jsonl().display().to_string())?;
     for &(a, b, est, jac) in &pairs {
-        let line = pair_line(id(order[a as usize]), id(order[b as usize]), est, jac);
+        let line = pair_line(id(index(a)), id(index(b)), est, jac);
         out.write_all(line.as_bytes())?;
     }
     out.finish()?;
 
+    let shard_of = |d: u64| offsets.partition_point(|&o| o <= d) - 1;
     let mut largest: Vec<&Vec<u32>> = by_root.values().collect();
     largest.sort_by_key(|m| std::cmp::Reverse(m.len()));
     largest.truncate(EXAMPLE_CLUSTERS);
     let largest = largest
         .into_iter()
-        .map(|m| LargeCluster {
-            root: id(order[m[0] as usize]).to_string(),
-            size: m.len(),
-            members: m
+        .map(|ms| LargeCluster {
+            root: id(ms[0]).to_string(),
+            size: ms.len(),
+            members: ms
                 .iter()
                 .take(EXAMPLE_MEMBERS)
-                .map(|&r| {
-                    let d = order[r as usize] as usize;
+                .map(|&i| {
+                    let d = doc[i as usize];
                     let s = shard_of(d);
-                    (s, (d - offsets[s]) as u64, id(d as u32).to_string())
+                    (s, d - offsets[s], id(i).to_string())
                 })
                 .collect(),
         })
         .collect();
 
-    let written = |d: usize| !cfg.drop || survives[d];
+    // Every document outside the members is written; of the members, those that survive or
+    // all of them when tagging.
+    let written = |i: usize| !cfg.drop || survives[i];
     let mut groups: Vec<GroupCounts> = rs
         .groups
         .iter()
-        .map(|g| GroupCounts {
+        .zip(&group_docs)
+        .map(|(g, &docs)| GroupCounts {
             group: g.clone(),
+            documents: docs,
+            documents_written: docs,
             ..Default::default()
         })
         .collect();
-    for (d, &g) in group.iter().enumerate() {
+    for (i, &g) in member_group.iter().enumerate() {
         let c = &mut groups[g as usize];
-        c.documents += 1;
-        if in_cluster[d] && root[d] as usize == d {
+        if root[i] as usize == i {
             c.clusters += 1;
         }
-        if written(d) {
-            c.documents_written += 1;
+        if !written(i) {
+            c.documents_written -= 1;
         }
     }
+    let documents_written = n - (0..m).filter(|&i| !written(i)).count() as u64;
 
-    step.set_message("writing verdicts");
     let mut columns = vec![
         Field::new("tag", DataType::Utf8, true),
         col("survives", DataType::Boolean),
@@ -290,30 +324,34 @@ pub fn cluster(
     // The survivor's id, where a tagging run's keep policy may choose another than the root.
     let survivor_of_root: HashMap<u32, u32> = if cfg.tags_survivor() {
         columns.push(Field::new("survivor", DataType::Utf8, true));
-        (0..n)
-            .filter(|&d| in_cluster[d] && survives[d])
-            .map(|d| (root[d], d as u32))
+        (0..m)
+            .filter(|&i| survives[i])
+            .map(|i| (root[i], i as u32))
             .collect()
     } else {
         HashMap::new()
     };
     for s in 0..work.shards() {
+        step.set_message(format!("writing verdicts, shard {s}"));
+        let (slot, _) = shard_slots(work, s, &members, false)?;
+        let member = |k: usize| (slot[k] != NOT_MEMBER).then_some(slot[k]);
         let mut w = work.create_table(&work.cluster_file(s), columns.clone(), &[])?;
-        let (from, to) = (offsets[s], offsets[s + 1]);
-        let mut at = from;
+        let rows = slot.len();
+        let mut at = 0;
         loop {
-            let end = (at + BATCH_ROWS).min(to);
-            let tags = (at..end).map(|d| in_cluster[d].then(|| id(root[d])));
+            let end = (at + BATCH_ROWS).min(rows);
+            let tags = (at..end).map(|k| member(k).map(|i| id(root[i as usize])));
+            let survive = (at..end).map(|k| member(k).is_none_or(|i| survives[i as usize]));
             let mut cols: Vec<ArrayRef> = vec![
                 Arc::new(StringArray::from_iter(tags)),
-                Arc::new(BooleanArray::from(survives[at..end].to_vec())),
+                Arc::new(BooleanArray::from(survive.collect::<Vec<bool>>())),
             ];
             if cfg.tags_survivor() {
                 let survivor =
-                    (at..end).map(|d| in_cluster[d].then(|| id(survivor_of_root[&root[d]])));
+                    (at..end).map(|k| member(k).map(|i| id(survivor_of_root[&root[i as usize]])));
                 cols.push(Arc::new(StringArray::from_iter(survivor)));
             }
-            if end == to {
+            if end == rows {
                 w.write_then_finish(cols)?;
                 break;
             }
@@ -326,8 +364,8 @@ pub fn cluster(
         stats,
         largest,
         groups,
-        documents_written: (0..n).filter(|&d| written(d)).count() as u64,
-        table_bytes: n as u64 * 25,
+        documents_written,
+        table_bytes: members.heap_bytes() + m as u64 * 60 + ids.bytes_len() as u64,
     };
     work.write_json(&work.cluster_summary(), &summary)?;
     Ok(Some(summary))
@@ -336,4 +374,123 @@ pub fn cluster(
 /// The summary of a finished `cluster`.
 pub fn summary(work: &WorkDir) -> Result<ClusterSummary, Error> {
     work.need_json(&work.cluster_summary(), "cluster")
+}
+
+/// A shard document that is no member.
+const NOT_MEMBER: u32 = u32::MAX;
+
+/// Each document of shard `s`: its member number or [`NOT_MEMBER`]; and with `grouped`, its
+/// group.
+fn shard_slots(
+    work: &WorkDir,
+    s: usize,
+    members: &RankSet,
+    grouped: bool,
+) -> Result<(Vec<u32>, Vec<u32>), Error> {
+    let mut cols = vec!["rank"];
+    if grouped {
+        cols.push("group");
+    }
+    let (mut slot, mut group) = (Vec::new(), Vec::new());
+    for batch in work.open_table(&work.rank_file(s), "rank", &cols)? {
+        let batch = batch?;
+        slot.extend(
+            u64s(&batch, "rank")
+                .iter()
+                .map(|&r| members.index(r).map_or(NOT_MEMBER, |i| i as u32)),
+        );
+        if grouped {
+            group.extend_from_slice(u32s(&batch, "group"));
+        }
+    }
+    Ok((slot, group))
+}
+
+/// A set of ranks `0 .. n` as one bit each, with the count of members before every 512 ranks,
+/// so that a member's number (its place among the members in rank order) takes one lookup.
+struct RankSet {
+    bits: Vec<u64>,
+    /// Members before each block of 8 words; filled by `seal`.
+    before: Vec<u64>,
+}
+
+impl RankSet {
+    fn new(n: u64) -> Self {
+        RankSet {
+            bits: vec![0; n.div_ceil(64) as usize],
+            before: Vec::new(),
+        }
+    }
+
+    fn insert(&mut self, r: u64) {
+        self.bits[(r / 64) as usize] |= 1 << (r % 64);
+    }
+
+    /// Count the members of each block, after the last `insert`.
+    fn seal(&mut self) {
+        let mut total = 0;
+        self.before = self
+            .bits
+            .chunks(8)
+            .map(|block| {
+                let at = total;
+                total += block.iter().map(|w| w.count_ones() as u64).sum::<u64>();
+                at
+            })
+            .collect();
+        self.before.push(total);
+    }
+
+    /// Members in all (after `seal`).
+    fn len(&self) -> u64 {
+        self.before.last().copied().unwrap_or(0)
+    }
+
+    /// The number of member `r` (after `seal`), or `None` when `r` is no member.
+    fn index(&self, r: u64) -> Option<u64> {
+        let w = (r / 64) as usize;
+        let bit = 1u64 << (r % 64);
+        if self.bits[w] & bit == 0 {
+            return None;
+        }
+        let block = w / 8;
+        let whole: u64 = self.bits[block * 8..w]
+            .iter()
+            .map(|x| x.count_ones() as u64)
+            .sum();
+        Some(self.before[block] + whole + (self.bits[w] & (bit - 1)).count_ones() as u64)
+    }
+
+    fn heap_bytes(&self) -> u64 {
+        (self.bits.len() + self.before.len()) as u64 * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_are_numbered_in_rank_order_across_words_and_blocks() {
+        for n in [0u64, 1, 63, 64, 65, 511, 512, 513, 1025, 5000] {
+            let picks: Vec<u64> = [0, 1, 62, 63, 64, 65, 511, 512, 513, 1023, 1024, 4999]
+                .into_iter()
+                .chain((0..n).filter(|r| r % 37 == 5))
+                .filter(|&r| r < n)
+                .collect();
+            let mut set = RankSet::new(n);
+            for &r in &picks {
+                set.insert(r);
+            }
+            set.seal();
+            let mut sorted = picks.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(set.len(), sorted.len() as u64, "n {n}");
+            for r in 0..n {
+                let want = sorted.binary_search(&r).ok().map(|i| i as u64);
+                assert_eq!(set.index(r), want, "n {n}, rank {r}");
+            }
+        }
+    }
 }
