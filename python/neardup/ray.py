@@ -94,6 +94,7 @@ def dedup(
     *,
     work_dir: "str | os.PathLike[str]",
     partitions: int = 8,
+    sort_memory: int = 256,
     engine: str = "auto",
     threads: Optional[int] = None,
     num_cpus: float = 1,
@@ -112,9 +113,11 @@ def dedup(
     when given). ``options`` are :func:`neardup.stages.init`'s (the command line's dedup
     options: ``threshold``, ``bands``, ``rows``, ``exact``, ``tag_only``, ``keep`` ...).
     ``partitions`` splits the band rows for ``confirm``, whose tasks each take a group of
-    partitions (one task per ``num_cpus`` CPUs of the cluster). Each task asks Ray for ``num_cpus``
-    CPUs and signs with ``threads`` threads (default: ``num_cpus``); ``engine`` is ``"auto"``,
-    ``"cpu"`` or ``"gpu"``. A task whose worker dies is retried up to ``max_retries`` times.
+    partitions (one task per ``num_cpus`` CPUs of the cluster). ``sort_memory`` is the MiB of
+    id records ``rank`` sorts at once (:func:`neardup.stages.rank`). Each task asks Ray for
+    ``num_cpus`` CPUs and signs with ``threads`` threads (default: ``num_cpus``); ``engine`` is
+    ``"auto"``, ``"cpu"`` or ``"gpu"``. A task whose worker dies is retried up to
+    ``max_retries`` times.
     ``scheduling_strategy`` is Ray's (by default ``"SPREAD"``: a stage's tasks go to as many
     nodes as there are, so their reads and writes spread too).
 
@@ -177,7 +180,7 @@ def dedup(
     signed = stage("sign", [(s, (work_dir, s), {"engine": engine, "threads": threads}) for s in range(shards)])
     docs = sum(x["documents"] for x in signed if x is not None)
     say.info("sign: %d shards, %d documents signed now, %.2f s", shards, docs, seconds["sign"])
-    ranked = stage("rank", [(None, (work_dir,), {})])[0]
+    ranked = stage("rank", [(None, (work_dir,), {"sort_memory": sort_memory})])[0]
     say.info("rank: %s, %.2f s",
              "done already" if ranked is None else f"{ranked['exact_duplicates']} exact duplicates",
              seconds["rank"])

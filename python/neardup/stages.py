@@ -107,9 +107,13 @@ def sign(
     return _json(_neardup.stage_sign(os.fspath(work_dir), shard, engine, threads))
 
 
-def rank(work_dir: "str | os.PathLike[str]") -> Optional[Dict[str, Any]]:
-    """Stage 2, once every shard is signed: ids in order, and exact duplicates."""
-    return _json(_neardup.stage_rank(os.fspath(work_dir)))
+def rank(work_dir: "str | os.PathLike[str]", sort_memory: int = 256) -> Optional[Dict[str, Any]]:
+    """Stage 2, once every shard is signed: ids in order, and exact duplicates.
+
+    ``sort_memory``: MiB of id records sorted at once; a larger corpus is sorted in id-range
+    buckets through files in the work directory (the peak is about twice this).
+    """
+    return _json(_neardup.stage_rank(os.fspath(work_dir), sort_memory))
 
 
 def bands(work_dir: "str | os.PathLike[str]", shard: int) -> bool:

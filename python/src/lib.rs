@@ -468,10 +468,17 @@ fn stage_sign(
 }
 
 #[pyfunction]
-fn stage_rank(py: Python<'_>, work_dir: PathBuf) -> PyResult<Option<String>> {
+#[pyo3(signature = (work_dir, sort_memory = 256))]
+fn stage_rank(py: Python<'_>, work_dir: PathBuf, sort_memory: u64) -> PyResult<Option<String>> {
+    if sort_memory == 0 {
+        return Err(PyValueError::new_err(
+            "sort_memory must be at least 1 (MiB)",
+        ));
+    }
+    let budget = usize::try_from(sort_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
     py.detach(|| {
         let w = open(&work_dir)?;
-        let s = sharded::rank::rank(&w, &ProgressFactory::hidden()).map_err(err)?;
+        let s = sharded::rank::rank_within(&w, &ProgressFactory::hidden(), budget).map_err(err)?;
         Ok(s.map(|s| json(&s)))
     })
 }

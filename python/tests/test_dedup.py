@@ -102,7 +102,11 @@ def test_stages_from_python_equal_the_command_line(cli, example, tmp_path, shard
     for s in range(shards):
         assert stages.sign(work, s, engine="cpu") is not None
         assert stages.sign(work, s, engine="cpu") is None, "a finished stage is skipped"
-    assert stages.rank(work) is not None
+    with pytest.raises(ValueError, match="at least 1"):
+        stages.rank(work, sort_memory=0)
+    ranked = stages.rank(work, sort_memory=1)
+    assert ranked is not None and ranked["buckets"] == 1, "483 ids sort within 1 MiB"
+    assert stages.rank(work) is None, "a finished stage is skipped"
     for s in range(shards):
         assert stages.bands(work, s)
     if partitions == 4:

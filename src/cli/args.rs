@@ -543,6 +543,10 @@ pub struct DedupArgs {
     /// With --work-dir: the partitions of the band rows; memory is bounded by one.
     #[arg(long, value_name = "R", default_value_t = 8, requires = "work_dir")]
     pub partitions: usize,
+    /// With --work-dir: MiB of id records `rank` sorts at once (as `neardup stage rank
+    /// --sort-memory`); a larger corpus is sorted in id-range buckets through files.
+    #[arg(long, value_name = "MIB", default_value_t = 256, requires = "work_dir", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sort_memory: u64,
     /// Check the documents against an index of documents already kept (`neardup index
     /// build`): one with a near duplicate there is dropped (with --tag-only, tagged with that
     /// document's id in meta.minhash_index_match). Pairs with an indexed document are confirmed
@@ -645,6 +649,10 @@ pub enum Stage {
     Rank {
         #[arg(value_name = "DIR")]
         dir: PathBuf,
+        /// MiB of id records sorted at once; a larger corpus is sorted in id-range buckets
+        /// through files in the work directory (the peak is about twice this).
+        #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+        sort_memory: u64,
     },
     /// Stage 3, per shard, after rank: band rows, split into partitions.
     Bands {

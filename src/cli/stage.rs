@@ -59,14 +59,17 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
                 None => skipped(format!("sign: shard {shard}")),
             }
         }
-        Stage::Rank { dir } => {
+        Stage::Rank { dir, sort_memory } => {
             let w = WorkDir::open(&dir)?;
-            match rank::rank(&w, &progress)? {
+            let budget = usize::try_from(sort_memory << 20).unwrap_or(usize::MAX);
+            match rank::rank_within(&w, &progress, budget)? {
                 Some(s) => done(format!(
-                    "rank: {} documents in {} shards, {} exact duplicates",
+                    "rank: {} documents in {} shards, {} exact duplicates, sorted in {} {}",
                     s.rows.iter().sum::<u64>(),
                     s.rows.len(),
-                    s.exact_duplicates
+                    s.exact_duplicates,
+                    s.buckets,
+                    if s.buckets == 1 { "bucket" } else { "buckets" }
                 )),
                 None => skipped("rank".into()),
             }

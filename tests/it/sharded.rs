@@ -107,29 +107,61 @@ fn work_dir_runs_equal_in_memory_dedup_for_any_split() {
     }
 }
 
+/// Every confirmation and keep policy, groups among them, give the same bytes and the same
+/// report counts, groups and largest clusters out of core.
 #[test]
 fn every_confirmation_and_policy_gives_the_same_bytes_out_of_core() {
     let dir = tempfile::tempdir().unwrap();
-    let lines = corpus_lines();
+    let mut lines = corpus_lines();
+    for (i, l) in lines.iter_mut().enumerate() {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        v["score"] = serde_json::json!((i * 7919 % 101) as f64 / 4.0);
+        if i % 5 != 0 {
+            v["g"] = serde_json::json!(["a", "b"][i % 2]);
+        }
+        *l = v.to_string();
+    }
     let inputs = shards(dir.path(), &lines, 3, None);
-    let variants: [&[&str]; 5] = [
-        &["--confirm", "estimate"],
-        &["--confirm", "none", "--exact"],
-        &["--tag-only", "--exact"],
-        &["--keep", "longest", "--threshold", "0.7"],
-        &["--keep", "first", "--tag-only"],
+    let grouped = ["--group-field", "g", "--group-missing", "own"];
+    let variants: [Vec<&str>; 7] = [
+        vec!["--confirm", "estimate"],
+        vec!["--confirm", "none", "--exact"],
+        vec!["--tag-only", "--exact"],
+        vec!["--keep", "longest", "--threshold", "0.7"],
+        vec!["--keep", "first", "--tag-only"],
+        [&["--keep", "field:score:max", "--exact"][..], &grouped].concat(),
+        [&["--keep", "field:score:min", "--tag-only"][..], &grouped].concat(),
     ];
+    let read = |p: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
     for (v, flags) in variants.iter().enumerate() {
-        let want = dedup_hashes(dir.path(), &format!("mem-{v}"), &inputs, flags, None);
+        let (mem, wd) = (format!("mem-{v}"), format!("wd-{v}"));
+        let mut with_report = flags.clone();
+        let report = dir.path().join(format!("{mem}.report.json"));
+        let rs = report.display().to_string();
+        with_report.extend(["--report", rs.as_str()]);
+        let want = dedup_hashes(dir.path(), &mem, &inputs, &with_report, None);
         let work = dir.path().join(format!("work-{v}"));
-        let got = dedup_hashes(
-            dir.path(),
-            &format!("wd-{v}"),
-            &inputs,
-            flags,
-            Some((&work, 2)),
-        );
+        let wd_report = dir.path().join(format!("{wd}.report.json"));
+        let ws = wd_report.display().to_string();
+        *with_report.last_mut().unwrap() = ws.as_str();
+        let got = dedup_hashes(dir.path(), &wd, &inputs, &with_report, Some((&work, 2)));
         assert_eq!(got, want, "{flags:?}");
+        let (mut a, mut b) = (read(&report), read(&wd_report));
+        for r in [&mut a, &mut b] {
+            r["counts"]
+                .as_object_mut()
+                .unwrap()
+                .remove("shingle_sets_loaded");
+        }
+        for key in ["counts", "groups", "largest_clusters"] {
+            assert_eq!(a[key], b[key], "{flags:?}: {key}");
+        }
+        if flags.contains(&"g") {
+            assert_eq!(a["groups"].as_array().unwrap().len(), 3, "{flags:?}");
+        }
+        assert!(a["counts"]["clusters"].as_u64().unwrap() > 5, "{flags:?}");
     }
 }
 
@@ -347,6 +379,13 @@ fn other_parameters_other_inputs_and_early_stages_are_refused() {
     let o = neardup(&["stage", "init", &ws, &ins[1], &ins[0]]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("shards[0].path"), "{}", stderr(&o));
+    // A sort budget of nothing, or without a work directory.
+    let o = neardup(&["stage", "rank", &ws, "--sort-memory", "0"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--sort-memory"), "{}", stderr(&o));
+    let o = neardup(&["dedup", &ins[0], "-o", &ws, "--sort-memory", "8"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--work-dir"), "{}", stderr(&o));
     // A stage before the stages it needs.
     let o = neardup(&["stage", "rank", &ws]);
     assert!(!o.status.success());
@@ -474,8 +513,8 @@ fn a_repeated_id_across_shards_names_both_places() {
 
 /// One million documents: in memory, `dedup` holds every signature (512 bytes each); through a
 /// work directory of 8 partitions it holds, at its peak, one shard's band rows being written
-/// (`bands`) or one partition's (`confirm`), well under in-memory's peak (0.3 of it in
-/// docs/BENCHMARKS.md).
+/// (`bands`) or one partition's (`confirm`), well under in-memory's peak (0.2 of it in
+/// docs/BENCHMARKS.md). `rank`, given 8 MiB, sorts the million ids in id-range buckets.
 #[test]
 fn a_million_documents_out_of_core_take_well_under_the_memory_in_memory() {
     let dir = tempfile::tempdir().unwrap();
@@ -494,11 +533,19 @@ fn a_million_documents_out_of_core_take_well_under_the_memory_in_memory() {
         args.extend(["--confirm".into(), "estimate".into(), "-q".into()]);
         if let Some(w) = work {
             args.extend(["--work-dir".into(), w.display().to_string()]);
+            args.extend(["--sort-memory".into(), "8".into()]);
         }
         let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
         ok(&neardup(&args));
         let r: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        if let Some(w) = work {
+            let ranked: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(w.join("rank/summary.json")).unwrap())
+                    .unwrap();
+            let buckets = ranked["summary"]["buckets"].as_u64().unwrap();
+            assert!(buckets > 1, "{buckets} bucket(s) in 8 MiB");
+        }
         let digest = sha256(&out);
         // The corpus, its output and the work directory together take a gigabyte or more:
         // only the inputs outlive a run.
@@ -693,5 +740,126 @@ fn partitions_confirmed_together_give_the_pairs_of_each_alone() {
     }
     for g in &got[1..] {
         assert_eq!(g, &got[0]);
+    }
+}
+
+/// `rank` writes the same files whatever it may hold at once: with every record in memory, and
+/// with buckets of a few documents each split by id range (exact duplicates, groups and a
+/// wordless document among them), the rank files and the output are the same bytes.
+#[test]
+fn ranks_sorted_in_id_range_buckets_equal_ranks_sorted_at_once() {
+    use neardup::progress::ProgressFactory;
+    use neardup::stages::sharded::{rank, WorkDir};
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = corpus_lines();
+    for (i, l) in lines.iter_mut().enumerate() {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        if i % 7 != 0 {
+            v["g"] = serde_json::json!(format!("g{}", i % 3));
+        }
+        *l = v.to_string();
+    }
+    let inputs = shards(dir.path(), &lines, 3, Some(1));
+    let ins = strs(&inputs);
+    let flags = ["--exact", "--group-field", "g", "--group-missing", "own"];
+    let want = dedup_hashes(dir.path(), "mem", &inputs, &flags, None);
+    let mut got = Vec::new();
+    for (k, budget) in [usize::MAX, 1 << 20, 2000, 1].into_iter().enumerate() {
+        let w = dir.path().join(format!("work-{k}"));
+        let ws = w.display().to_string();
+        let mut init = vec!["init", ws.as_str()];
+        init.extend(ins.iter().map(|s| s.as_str()));
+        init.extend(["--partitions", "2"]);
+        init.extend(flags);
+        stage(&init);
+        for s in ["0", "1", "2"] {
+            stage(&["sign", &ws, "--shard", s, "--engine", "cpu"]);
+        }
+        let work = WorkDir::open(&w).unwrap();
+        let s = rank::rank_within(&work, &ProgressFactory::hidden(), budget)
+            .unwrap()
+            .unwrap();
+        assert!(s.exact_duplicates >= 2 && s.wordless >= 3, "{s:?}");
+        assert_eq!(s.groups.len(), 4, "{s:?}");
+        match budget {
+            usize::MAX | 1048576 => assert_eq!(s.buckets, 1),
+            // Buckets of about 2000 bytes, or of the documents of one id.
+            2000 => assert!(s.buckets > 10 && s.buckets < lines.len() / 2, "{s:?}"),
+            _ => assert!(s.buckets > lines.len() / 2, "{s:?}"),
+        }
+        assert!(!w.join("rank").join("spill").exists());
+        let ranks: Vec<String> = (0..3).map(|s| sha256(&work.rank_file(s))).collect();
+        for s in ["0", "1", "2"] {
+            stage(&["bands", &ws, "--shard", s]);
+        }
+        stage(&["confirm", &ws, "--partition", "0", "1"]);
+        let cl = w.with_extension("clusters.jsonl");
+        let pairs = w.with_extension("pairs.jsonl");
+        let (c, p) = (cl.display().to_string(), pairs.display().to_string());
+        stage(&["cluster", &ws, "--clusters", &c, "--pairs", &p]);
+        let mut out = Vec::new();
+        for s in 0..3 {
+            let part = w.with_extension(format!("out-{s}.jsonl"));
+            let ss = s.to_string();
+            stage(&[
+                "apply",
+                &ws,
+                "--shard",
+                &ss,
+                "-o",
+                &part.display().to_string(),
+            ]);
+            out.extend(std::fs::read(part).unwrap());
+        }
+        let whole = w.with_extension("out.jsonl");
+        std::fs::write(&whole, out).unwrap();
+        assert_eq!(
+            [sha256(&whole), sha256(&cl), sha256(&pairs)],
+            want,
+            "budget {budget}"
+        );
+        got.push(ranks);
+    }
+    for g in &got[1..] {
+        assert_eq!(g, &got[0]);
+    }
+}
+
+/// Of several repeated ids, each in another id-range bucket, `rank` names the one met first
+/// in input order, with both places, whatever its budget.
+#[test]
+fn the_first_repeated_id_is_named_whatever_the_rank_budget() {
+    use neardup::progress::ProgressFactory;
+    use neardup::stages::sharded::{rank, WorkDir};
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = String::new();
+    let mut b = String::new();
+    for i in 0..200 {
+        a.push_str(&format!("{{\"id\":\"d{i:03}\",\"text\":\"w{i} x y\"}}\n"));
+    }
+    // Repeats of ids from far apart ranges; "d150" is the one met first.
+    for id in ["n1", "d150", "n2", "d010", "d199", "n3"] {
+        b.push_str(&format!("{{\"id\":\"{id}\",\"text\":\"z\"}}\n"));
+    }
+    let (pa, pb) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    std::fs::write(&pa, a).unwrap();
+    std::fs::write(&pb, b).unwrap();
+    for (k, budget) in [usize::MAX, 500, 1].into_iter().enumerate() {
+        let w = dir.path().join(format!("work-{k}"));
+        let ws = w.display().to_string();
+        stage(&["init", &ws, pa.to_str().unwrap(), pb.to_str().unwrap()]);
+        for s in ["0", "1"] {
+            stage(&["sign", &ws, "--shard", s, "--engine", "cpu"]);
+        }
+        let work = WorkDir::open(&w).unwrap();
+        let e = rank::rank_within(&work, &ProgressFactory::hidden(), budget)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("d150") && e.contains("a.jsonl:151") && e.contains("b.jsonl:2"),
+            "budget {budget}: {e}"
+        );
+        assert!(!w.join("rank").join("spill").exists());
+        assert!(!work.rank_summary().exists());
     }
 }

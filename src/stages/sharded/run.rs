@@ -29,7 +29,8 @@ pub fn copy_out(from: &Path, to: &mut Output) -> Result<(), Error> {
 }
 
 /// Run `dedup` over `inputs` (the shards, one per file) through the work directory `dir`
-/// with `partitions` partitions. Outputs appear only when the run succeeds.
+/// with `partitions` partitions, `rank` sorting `sort_budget` bytes of id records at once.
+/// Outputs appear only when the run succeeds.
 #[allow(clippy::too_many_arguments)]
 pub fn run_sharded(
     dir: &Path,
@@ -37,6 +38,7 @@ pub fn run_sharded(
     fields: &Fields,
     cfg: &DedupConfig,
     partitions: usize,
+    sort_budget: usize,
     engine: &mut dyn Engine,
     outs: &DedupOutputs,
     progress: &ProgressFactory,
@@ -63,7 +65,7 @@ pub fn run_sharded(
     for s in 0..work.shards() {
         sign::sign(&work, s, engine, progress)?;
     }
-    rank::rank(&work, progress)?;
+    rank::rank_within(&work, progress, sort_budget)?;
     let t_bands = Instant::now();
     for s in 0..work.shards() {
         bands::bands(&work, s)?;
