@@ -32,7 +32,7 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
             &fields,
             &cfg,
             a.partitions,
-            usize::try_from(a.sort_memory << 20).unwrap_or(usize::MAX),
+            usize::try_from(a.sort_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
             engine.as_mut(),
             &outs,
             &progress,

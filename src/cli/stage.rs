@@ -61,7 +61,7 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
         }
         Stage::Rank { dir, sort_memory } => {
             let w = WorkDir::open(&dir)?;
-            let budget = usize::try_from(sort_memory << 20).unwrap_or(usize::MAX);
+            let budget = usize::try_from(sort_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
             match rank::rank_within(&w, &progress, budget)? {
                 Some(s) => done(format!(
                     "rank: {} documents in {} shards, {} exact duplicates, sorted in {} {}",

@@ -191,7 +191,20 @@ fn run_stages(work: &Path, inputs: &[PathBuf], r: usize, flags: &[&str], seed: u
     for s in shuffled(inputs.len(), &mut rng) {
         stage(&["sign", &w, "--shard", &s, "--engine", "cpu"]);
     }
-    stage(&["rank", &w]);
+    if seed % 3 == 1 {
+        // 2^44 MiB is 2^64 bytes: past any byte count, so all in one bucket, not none.
+        let o = neardup(&[
+            "stage",
+            "rank",
+            &w,
+            "--sort-memory",
+            &(1u64 << 44).to_string(),
+        ]);
+        ok(&o);
+        assert!(stderr(&o).contains("sorted in 1 bucket"), "{}", stderr(&o));
+    } else {
+        stage(&["rank", &w]);
+    }
     for s in shuffled(inputs.len(), &mut rng) {
         stage(&["bands", &w, "--shard", &s]);
     }
