@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use crate::batch::PackedBatch;
 use crate::corpus::DEFAULT_CHUNK_BYTES;
-use crate::engine::gpu::GpuOptions;
+use crate::engine::gpu::{GpuOptions, Kernels};
 use crate::engine::{CpuEngine, Engine, GpuEngine};
 use crate::ids::DocLoc;
 use crate::ids::IdArena;
@@ -463,8 +463,19 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
                     }
                     let [init, hash, min] = best;
                     push(&mut stages, "  kernel: init", &name, init, &facts);
-                    push(&mut stages, "  kernel: hash", &name, hash, &facts);
-                    push(&mut stages, "  kernel: permute+min", &name, min, &facts);
+                    match opts.kernels {
+                        Kernels::Split => {
+                            push(&mut stages, "  kernel: hash", &name, hash, &facts);
+                            push(&mut stages, "  kernel: permute+min", &name, min, &facts);
+                        }
+                        Kernels::Fused => push(
+                            &mut stages,
+                            "  kernel: hash+permute+min",
+                            &name,
+                            min,
+                            &facts,
+                        ),
+                    }
                 } else {
                     skipped.push("gpu kernel times: the adapter has no timestamp queries".into());
                 }

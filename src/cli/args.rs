@@ -47,6 +47,17 @@ value_enum!(
 );
 
 value_enum!(
+    /// How the GPU hashes and reduces a sub-batch (the same bits either way).
+    Kernels = neardup::engine::gpu::Kernels {
+        /// Hash every shingle into device memory, then reduce it (64 permutations a workgroup).
+        Split,
+        /// Hash each chunk of shingles into the reducing workgroup's memory (every permutation
+        /// a workgroup).
+        Fused,
+    }
+);
+
+value_enum!(
     /// When progress bars are drawn.
     ProgressMode = neardup::progress::ProgressMode {
         /// When stderr is a terminal.
@@ -401,6 +412,9 @@ pub struct GpuArgs {
     /// results are the same for every size.
     #[arg(long = "gpu-batch-mib", value_name = "MIB", default_value_t = 32)]
     pub gpu_batch_mib: usize,
+    /// GPU kernels: split (hash, then reduce) or fused (both in one dispatch).
+    #[arg(long = "gpu-kernels", value_enum, default_value_t = Kernels::Split)]
+    pub gpu_kernels: Kernels,
 }
 
 impl GpuArgs {
@@ -424,6 +438,7 @@ impl GpuArgs {
             adapter: self.adapter.clone(),
             wait_timeout: std::time::Duration::from_secs_f64(self.gpu_timeout),
             batch_bytes: self.gpu_batch_mib << 20,
+            kernels: self.gpu_kernels.into(),
             ..GpuOptions::default()
         })
     }

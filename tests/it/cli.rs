@@ -891,6 +891,13 @@ fn adapter_picks_one_gpu_by_index_or_name_and_says_when_it_is_software() {
     let (o, small) = sigs("small.tsv", &["--engine", "gpu", "--gpu-batch-mib", "1"]);
     ok(&o);
     assert_eq!(body(&small), body(&cpu));
+    // So do the fused kernels, which the summary line names.
+    let (o, fused) = sigs("fused.tsv", &["--engine", "gpu", "--gpu-kernels", "fused"]);
+    ok(&o);
+    assert!(stderr(&o).contains("fused kernels"), "{}", stderr(&o));
+    assert_eq!(body(&fused), body(&cpu));
+    let (o, _) = sigs("t.tsv", &["--engine", "gpu", "--gpu-kernels", "merged"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let (o, _) = sigs("t.tsv", &["--engine", "gpu", "--gpu-batch-mib", "0"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("--gpu-batch-mib 0"), "{}", stderr(&o));

@@ -13,7 +13,7 @@ use std::io::Write;
 
 use neardup::batch::PackedBatch;
 use neardup::engine::gpu::ports::PortsEngine;
-use neardup::engine::gpu::{GpuEngine, GpuOptions};
+use neardup::engine::gpu::{GpuEngine, GpuOptions, Kernels};
 use neardup::engine::{CpuEngine, Engine};
 use neardup::hash::Pcg32;
 use neardup::sign::docs::{split_parts, SPLIT_DOC_SHINGLES, SPLIT_PART_SHINGLES};
@@ -391,6 +391,28 @@ fn gpu_ports_with_default_sub_batches_conform() {
     });
 }
 
+#[test]
+fn fused_gpu_ports_conform_with_tiny_and_default_sub_batches() {
+    for (label, bytes) in [("ports/fused/4KiB", 4096), ("ports/fused", 64 << 20)] {
+        run_suite(label, &mut |p| {
+            Box::new(
+                PortsEngine::new(p, bytes)
+                    .unwrap()
+                    .with_kernels(Kernels::Fused),
+            )
+        });
+    }
+}
+
+/// Both kinds of kernels, for the sweeps below.
+const KERNELS: [Kernels; 2] = [Kernels::Split, Kernels::Fused];
+
+fn ports(params: MinHashParams, batch_bytes: usize, kernels: Kernels) -> PortsEngine {
+    PortsEngine::new(params, batch_bytes)
+        .unwrap()
+        .with_kernels(kernels)
+}
+
 /// A GPU engine, or None (and a loud note) when there is no adapter and none is required.
 fn gpu(p: MinHashParams, opts: &GpuOptions) -> Option<GpuEngine> {
     crate::common::gpu_or_skip(p, opts)
@@ -408,6 +430,20 @@ fn gpu_suite(label: &str, opts: GpuOptions) {
 #[test]
 fn gpu_engine_conforms() {
     gpu_suite("gpu", GpuOptions::default());
+}
+
+#[test]
+fn gpu_engine_with_fused_kernels_conforms() {
+    for (label, batch_bytes) in [("gpu/fused", 32 << 20), ("gpu/fused/4KiB", 4096)] {
+        gpu_suite(
+            label,
+            GpuOptions {
+                batch_bytes,
+                kernels: Kernels::Fused,
+                ..GpuOptions::default()
+            },
+        );
+    }
 }
 
 #[test]
@@ -484,6 +520,17 @@ fn gpu_engine_with_kernel_timestamps_conforms() {
             "this adapter has no timestamp queries: kernel times not checked"
         );
     }
+    // Fused kernels: no `hash_shingles` to time, the fused stage timed in its place.
+    let fused = GpuOptions {
+        kernels: Kernels::Fused,
+        ..opts
+    };
+    let mut f = gpu(p(5, 128, 0), &fused).expect("the adapter was there a moment ago");
+    assert_eq!(f.sign_vec(&batch).unwrap(), want);
+    if f.profiling() {
+        let [_, hash, fused] = f.kernel_seconds();
+        assert!(hash == 0.0 && fused > 0.0, "{:?}", f.kernel_seconds());
+    }
 }
 
 /// A word of `len` letters drawn from `rng` (random, so a byte lost anywhere changes the hash).
@@ -559,22 +606,26 @@ fn every_engine_agrees_at_every_shingle_length_boundary() {
         let texts = boundary_texts(max_pow, batch_bytes);
         let params = p(5, 128, 0);
         let want = cpu_signatures(params, &texts);
-        boundary_suite(
-            "ports",
-            &mut PortsEngine::new(params, batch_bytes).unwrap(),
-            &texts,
-            &want,
-        );
-        let opts = GpuOptions {
-            batch_bytes,
-            ..GpuOptions::default()
-        };
-        if let Some(mut g) = gpu(params, &opts) {
-            boundary_suite("gpu", &mut g, &texts, &want);
-            assert!(
-                g.host_docs > 0,
-                "the longest shingles are signed on the host"
+        for kernels in KERNELS {
+            let label = format!("{kernels:?}");
+            boundary_suite(
+                &format!("ports/{label}"),
+                &mut ports(params, batch_bytes, kernels),
+                &texts,
+                &want,
             );
+            let opts = GpuOptions {
+                batch_bytes,
+                kernels,
+                ..GpuOptions::default()
+            };
+            if let Some(mut g) = gpu(params, &opts) {
+                boundary_suite(&format!("gpu/{label}"), &mut g, &texts, &want);
+                assert!(
+                    g.host_docs > 0,
+                    "the longest shingles are signed on the host"
+                );
+            }
         }
     }
 }
@@ -585,14 +636,21 @@ fn every_engine_agrees_at_the_shingle_boundaries_for_every_signature_length() {
     for num_perm in [1, 7, 64, 100, 128, 256, 512] {
         let params = p(5, num_perm, 7);
         let want = cpu_signatures(params, &texts);
-        boundary_suite(
-            "ports",
-            &mut PortsEngine::new(params, 64 << 20).unwrap(),
-            &texts,
-            &want,
-        );
-        if let Some(mut g) = gpu(params, &GpuOptions::default()) {
-            boundary_suite("gpu", &mut g, &texts, &want);
+        for kernels in KERNELS {
+            let label = format!("{kernels:?}/{num_perm}");
+            boundary_suite(
+                &format!("ports/{label}"),
+                &mut ports(params, 64 << 20, kernels),
+                &texts,
+                &want,
+            );
+            let opts = GpuOptions {
+                kernels,
+                ..GpuOptions::default()
+            };
+            if let Some(mut g) = gpu(params, &opts) {
+                boundary_suite(&format!("gpu/{label}"), &mut g, &texts, &want);
+            }
         }
     }
 }
@@ -602,16 +660,26 @@ fn every_engine_agrees_at_the_shingle_boundaries_for_every_signature_length() {
 #[test]
 fn a_shingle_at_the_invocation_cap_is_hashed_on_the_device_and_one_past_it_on_the_host() {
     use neardup::engine::gpu::plan::MAX_SHINGLE_BYTES;
-    let Some(mut g) = gpu(p(5, 64, 0), &GpuOptions::default()) else {
-        return;
-    };
-    let mut rng = Pcg32::new(5);
-    for (len, on_host) in [(MAX_SHINGLE_BYTES, 0), (MAX_SHINGLE_BYTES + 1, 1)] {
-        let before = g.host_docs;
-        let texts = [random_word(&mut rng, len)];
-        let want = cpu_signatures(*g.params(), &texts);
-        boundary_suite("gpu", &mut g, &texts, &want);
-        assert_eq!(g.host_docs - before, on_host, "a shingle of {len} bytes");
+    for kernels in KERNELS {
+        let opts = GpuOptions {
+            kernels,
+            ..GpuOptions::default()
+        };
+        let Some(mut g) = gpu(p(5, 64, 0), &opts) else {
+            return;
+        };
+        let mut rng = Pcg32::new(5);
+        for (len, on_host) in [(MAX_SHINGLE_BYTES, 0), (MAX_SHINGLE_BYTES + 1, 1)] {
+            let before = g.host_docs;
+            let texts = [random_word(&mut rng, len)];
+            let want = cpu_signatures(*g.params(), &texts);
+            boundary_suite(&format!("gpu/{kernels:?}"), &mut g, &texts, &want);
+            assert_eq!(
+                g.host_docs - before,
+                on_host,
+                "{kernels:?}: a shingle of {len} bytes"
+            );
+        }
     }
 }
 
@@ -640,27 +708,33 @@ fn a_gpu_wait_past_its_timeout_is_an_error_naming_the_adapter() {
 #[test]
 fn every_engine_agrees_around_the_documents_per_sub_batch_cap() {
     let params = p(5, 128, 0);
-    let Some(mut g) = gpu(params, &GpuOptions::default()) else {
-        return;
-    };
-    let cap = g.limits().max_docs;
-    for n in [cap - 1, cap, cap + 1] {
-        let texts: Vec<String> = (0..n).map(|i| format!("doc {i} w{}", i % 97)).collect();
-        let want = cpu_signatures(params, &texts);
-        let before = g.sub_batches();
-        boundary_suite("gpu", &mut g, &texts, &want);
-        let subs = g.sub_batches() - before;
-        assert_eq!(
-            subs,
-            if n > cap { 2 } else { 1 },
-            "{n} documents, cap {cap}"
-        );
-        boundary_suite(
-            "ports",
-            &mut PortsEngine::new(params, 32 << 20).unwrap(),
-            &texts,
-            &want,
-        );
+    for kernels in KERNELS {
+        let opts = GpuOptions {
+            kernels,
+            ..GpuOptions::default()
+        };
+        let Some(mut g) = gpu(params, &opts) else {
+            return;
+        };
+        let cap = g.limits().max_docs;
+        for n in [cap - 1, cap, cap + 1] {
+            let texts: Vec<String> = (0..n).map(|i| format!("doc {i} w{}", i % 97)).collect();
+            let want = cpu_signatures(params, &texts);
+            let before = g.sub_batches();
+            boundary_suite(&format!("gpu/{kernels:?}"), &mut g, &texts, &want);
+            let subs = g.sub_batches() - before;
+            assert_eq!(
+                subs,
+                if n > cap { 2 } else { 1 },
+                "{n} documents, cap {cap}"
+            );
+            boundary_suite(
+                &format!("ports/{kernels:?}"),
+                &mut ports(params, 32 << 20, kernels),
+                &texts,
+                &want,
+            );
+        }
     }
 }
 
@@ -689,17 +763,23 @@ fn documents_cut_into_windows_with_words_near_and_past_a_window_conform() {
         texts.push(format!("{head} {} {tail}", random_word(&mut rng, long)));
     }
     let want = cpu_signatures(params, &texts);
-    boundary_suite(
-        "ports",
-        &mut PortsEngine::new(params, batch_bytes).unwrap(),
-        &texts,
-        &want,
-    );
-    if let Some(mut g) = gpu(params, &opts) {
-        boundary_suite("gpu", &mut g, &texts, &want);
-        assert!(
-            g.sub_batches() > texts.len() as u64,
-            "the documents were cut into windows"
+    for kernels in KERNELS {
+        boundary_suite(
+            &format!("ports/{kernels:?}"),
+            &mut ports(params, batch_bytes, kernels),
+            &texts,
+            &want,
         );
+        let opts = GpuOptions {
+            kernels,
+            ..opts.clone()
+        };
+        if let Some(mut g) = gpu(params, &opts) {
+            boundary_suite(&format!("gpu/{kernels:?}"), &mut g, &texts, &want);
+            assert!(
+                g.sub_batches() > texts.len() as u64,
+                "the documents were cut into windows"
+            );
+        }
     }
 }

@@ -37,7 +37,7 @@ fn every_wgsl_file_in_shaders_validates() {
             seen += 1;
         }
     }
-    assert_eq!(seen, 3, "u64.wgsl, hash.wgsl and minhash.wgsl");
+    assert_eq!(seen, 4, "u64.wgsl, hash.wgsl, minhash.wgsl and fused.wgsl");
 }
 
 #[test]
@@ -98,15 +98,19 @@ fn the_config_struct_mirrors_gpu_config() {
 
 #[test]
 fn tiling_constants_match_the_host() {
-    let m = validate("minhash.wgsl", &composed(STAGES[1].1));
-    let chunk = m
-        .constants
-        .iter()
-        .find(|(_, c)| c.name.as_deref() == Some("CHUNK"))
-        .map(|(_, c)| c.init)
-        .expect("minhash.wgsl declares CHUNK");
-    match m.global_expressions[chunk] {
-        naga::Expression::Literal(naga::Literal::U32(v)) => assert_eq!(v as usize, CHUNK),
-        ref other => panic!("CHUNK is {other:?}"),
+    for (name, src) in [STAGES[1], STAGES[2]] {
+        let m = validate(name, &composed(src));
+        let chunk = m
+            .constants
+            .iter()
+            .find(|(_, c)| c.name.as_deref() == Some("CHUNK"))
+            .map(|(_, c)| c.init)
+            .unwrap_or_else(|| panic!("{name} declares CHUNK"));
+        match m.global_expressions[chunk] {
+            naga::Expression::Literal(naga::Literal::U32(v)) => {
+                assert_eq!(v as usize, CHUNK, "{name}")
+            }
+            ref other => panic!("{name}: CHUNK is {other:?}"),
+        }
     }
 }

@@ -3,8 +3,10 @@
 //! Three dispatches per sub-batch: `init_signatures` (every entry `P`), `hash_shingles` (one
 //! invocation per shingle: FNV-1a 64 with emulated 64-bit arithmetic, reduced mod P) and
 //! `minhash` (one workgroup per chunk of at most 256 shingles and 64 permutations, merged with
-//! `atomicMin`). Pipelines, the bind group and every buffer are made once, at their largest,
-//! and reused for every batch; a batch is cut into sub-batches that fit them ([`plan`]).
+//! `atomicMin`). With [`Kernels::Fused`] the middle one is skipped and `minhash_fused` hashes
+//! each chunk into its workgroup's tile for every permutation. Pipelines, the bind group and
+//! every buffer are made once, at their largest, and reused for every batch; a batch is cut
+//! into sub-batches that fit them ([`plan`]).
 //!
 //! The host side is built so that the GPU never waits for one thread: chunks arrive as the
 //! parts the workers tokenized (never joined), each sub-batch is laid out by several threads
@@ -102,16 +104,21 @@ impl GpuConfig {
         )
     }
 
-    /// The workgroups of each dispatch: `init_signatures`, `hash_shingles`, `minhash`.
-    fn dispatches(&self) -> [(u32, u32, u32); 3] {
+    /// The workgroups of each dispatch: `init_signatures`, `hash_shingles`, then `minhash`
+    /// (its permutations in blocks of 64 along z) or, with [`Kernels::Fused`], no
+    /// `hash_shingles` and `minhash_fused` (every permutation in each workgroup).
+    pub fn dispatches(&self, kernels: Kernels) -> [(u32, u32, u32); 3] {
         let init = grid((self.num_docs * self.num_perm).div_ceil(HASH_WG));
         let hash = grid(self.num_shingles.div_ceil(HASH_WG));
         let chunks = grid(self.num_chunks);
-        [
-            (init.0, init.1, 1),
-            (hash.0, hash.1, 1),
-            (chunks.0, chunks.1, self.num_perm.div_ceil(PERM_WG)),
-        ]
+        match kernels {
+            Kernels::Split => [
+                (init.0, init.1, 1),
+                (hash.0, hash.1, 1),
+                (chunks.0, chunks.1, self.num_perm.div_ceil(PERM_WG)),
+            ],
+            Kernels::Fused => [(init.0, init.1, 1), (0, 0, 0), (chunks.0, chunks.1, 1)],
+        }
     }
 
     /// The block as the shaders read it (little-endian).
@@ -148,6 +155,19 @@ impl BackendChoice {
     }
 }
 
+/// `--gpu-kernels`: how a sub-batch's shingles are hashed and reduced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kernels {
+    /// `hash_shingles` writes every shingle's value to device memory, then `minhash` reads it
+    /// back: one workgroup per chunk and 64 permutations.
+    #[default]
+    Split,
+    /// `minhash_fused`: one workgroup per chunk and every permutation hashes the chunk into
+    /// its tile, so each value is computed once and never stored.
+    Fused,
+}
+
 /// How the GPU engine finds and sizes its device.
 #[derive(Debug, Clone)]
 pub struct GpuOptions {
@@ -166,6 +186,8 @@ pub struct GpuOptions {
     /// The longest wait for one sub-batch's results: a device that stops answering is then an
     /// error naming the adapter, never a hang.
     pub wait_timeout: std::time::Duration,
+    /// The kernels that sign (the same bits either way).
+    pub kernels: Kernels,
 }
 
 /// [`GpuOptions::wait_timeout`]'s default: far beyond any sub-batch's work on a working device,
@@ -181,6 +203,7 @@ impl Default for GpuOptions {
             profile: false,
             adapter: None,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
+            kernels: Kernels::Split,
         }
     }
 }
@@ -457,6 +480,7 @@ impl GpuEngine {
         };
         let hash_mod = module("hash.wgsl", shaders::composed(shaders::HASH));
         let min_mod = module("minhash.wgsl", shaders::composed(shaders::MINHASH));
+        let fused_mod = module("fused.wgsl", shaders::composed(shaders::FUSED));
 
         let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
             binding,
@@ -507,7 +531,10 @@ impl GpuEngine {
         };
         let init_pipeline = pipeline(&min_mod, "init_signatures");
         let hash_pipeline = pipeline(&hash_mod, "hash_shingles");
-        let min_pipeline = pipeline(&min_mod, "minhash");
+        let min_pipeline = match opts.kernels {
+            Kernels::Split => pipeline(&min_mod, "minhash"),
+            Kernels::Fused => pipeline(&fused_mod, "minhash_fused"),
+        };
 
         let buffer = |label: &str, size: usize, usage: wgpu::BufferUsages| {
             device.create_buffer(&wgpu::BufferDescriptor {
@@ -565,6 +592,7 @@ impl GpuEngine {
                 adapter: summary.name.clone(),
                 backend: summary.backend.clone(),
                 pipelines: [init_pipeline, hash_pipeline, min_pipeline],
+                kernels: opts.kernels,
                 bind_group,
                 shared,
                 errors,
@@ -769,13 +797,17 @@ impl Engine for GpuEngine {
         EngineInfo {
             kind: "gpu",
             detail: format!(
-                "{} via {}{}",
+                "{} via {}{}{}",
                 self.adapter.name,
                 self.adapter.backend,
                 if self.adapter.software {
                     ", software"
                 } else {
                     ""
+                },
+                match self.ring.dev.kernels {
+                    Kernels::Split => "",
+                    Kernels::Fused => ", fused kernels",
                 }
             ),
         }

@@ -4,7 +4,7 @@
 //! and CPU engines disagree, the ports say which stage is wrong.
 
 use super::plan::{plan, HostDoc, SubBatch, SubBatchLimits, SubPlan, CHUNK};
-use super::GpuConfig;
+use super::{GpuConfig, Kernels};
 use crate::batch::PackedBatch;
 use crate::engine::{check_output, Engine, EngineError, EngineInfo};
 use crate::hash::{PermParams, P};
@@ -140,6 +140,40 @@ pub fn minhash_stage(
     }
 }
 
+/// `minhash.wgsl: init_signatures` then `fused.wgsl: minhash_fused`, every workgroup in turn:
+/// each chunk's tile hashed from its document's words, then reduced for every permutation.
+pub fn fused_stage(cfg: &GpuConfig, sb: &SubBatch, perms: &[[u32; 2]], sigs: &mut [u32]) {
+    let n_perm = cfg.num_perm as usize;
+    sigs[..cfg.num_docs as usize * n_perm].fill(P);
+    let mut tile = [0u32; CHUNK];
+    for chunk in &sb.chunks {
+        let d = chunk[0] as usize;
+        let n = chunk[2] - chunk[1];
+        let [first_word, first_shingle] = sb.docs[d];
+        let doc_end = sb.docs[d + 1][0];
+        for t in 0..n {
+            let w0 = first_word + (chunk[1] + t - first_shingle);
+            let w_end = (w0 + cfg.k).min(doc_end);
+            let b0 = sb.word_start[w0 as usize];
+            let b1 = sb.word_start[w_end as usize] - 1;
+            let mut h = (FNV_OFFSET_LO, FNV_OFFSET_HI);
+            for i in b0..b1 {
+                h.0 ^= byte_at(&sb.bytes, i);
+                h = fnv_mul(h);
+            }
+            tile[t as usize] = mod_p_u64(h);
+        }
+        for (i, &[a, b]) in perms.iter().enumerate() {
+            let mut m = P;
+            for &x in &tile[..n as usize] {
+                m = m.min(permute(a, b, x));
+            }
+            let slot = &mut sigs[d * n_perm + i];
+            *slot = (*slot).min(m);
+        }
+    }
+}
+
 /// Merge a sub-batch's signature rows into the batch's output: copied for whole documents,
 /// min-merged for fragments (whose row was set to `P` before the first fragment).
 pub fn merge_rows(sb: &SubBatch, rows: &[u32], num_perm: usize, out: &mut [u32]) {
@@ -172,6 +206,7 @@ pub struct PortsEngine {
     perms: Vec<[u32; 2]>,
     ref_perms: PermParams,
     limits: SubBatchLimits,
+    kernels: Kernels,
 }
 
 impl PortsEngine {
@@ -184,7 +219,14 @@ impl PortsEngine {
             ref_perms,
             limits: SubBatchLimits::new(128 << 20, params.num_perm, batch_bytes),
             params,
+            kernels: Kernels::Split,
         })
+    }
+
+    /// The same, running the ports of `kernels`.
+    pub fn with_kernels(mut self, kernels: Kernels) -> Self {
+        self.kernels = kernels;
+        self
     }
 }
 
@@ -196,7 +238,10 @@ impl Engine for PortsEngine {
     fn info(&self) -> EngineInfo {
         EngineInfo {
             kind: "ports",
-            detail: "the GPU stages ported to the CPU".into(),
+            detail: match self.kernels {
+                Kernels::Split => "the GPU stages ported to the CPU".into(),
+                Kernels::Fused => "the fused GPU stage ported to the CPU".into(),
+            },
         }
     }
 
@@ -210,10 +255,15 @@ impl Engine for PortsEngine {
         for sub in &p.subs {
             let sb = SubBatch::layout(sub, parts, k);
             let cfg = GpuConfig::for_sub_batch(&sb, k, np);
-            let mut xs = vec![0u32; sb.num_shingles as usize];
-            hash_stage(&cfg, &sb, &mut xs);
             let mut rows = vec![0u32; sb.num_docs() * np];
-            minhash_stage(&cfg, &sb, &xs, &self.perms, &mut rows);
+            match self.kernels {
+                Kernels::Split => {
+                    let mut xs = vec![0u32; sb.num_shingles as usize];
+                    hash_stage(&cfg, &sb, &mut xs);
+                    minhash_stage(&cfg, &sb, &xs, &self.perms, &mut rows);
+                }
+                Kernels::Fused => fused_stage(&cfg, &sb, &self.perms, &mut rows),
+            }
             merge_rows(&sb, &rows, np, out);
         }
         sign_on_host(parts, &p.host_docs, k, &self.ref_perms, out);

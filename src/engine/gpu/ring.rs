@@ -222,13 +222,15 @@ fn slots_and_timing(
 }
 
 /// What [`Ring::new`] takes: the device, its pipelines (`init_signatures`, `hash_shingles`,
-/// `minhash`) and the shared buffers they bind.
+/// `minhash` or `minhash_fused`) and the shared buffers they bind.
 pub struct RingParts {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pub adapter: String,
     pub backend: String,
     pub pipelines: [wgpu::ComputePipeline; 3],
+    /// Which kernels the third pipeline runs (and whether `hash_shingles` runs at all).
+    pub kernels: super::Kernels,
     pub bind_group: wgpu::BindGroup,
     pub shared: Shared,
     pub errors: Arc<Mutex<Option<String>>>,
@@ -410,7 +412,7 @@ impl Ring {
         }
         // The fields, not `timed()`: the host timings are written while `timing` is held.
         let timing = self.timing.as_ref().filter(|_| self.timing_on);
-        let mut dispatches = cfg.dispatches();
+        let mut dispatches = cfg.dispatches(self.dev.kernels);
         if !self.kernels_on {
             dispatches = [(0, 0, 0); 3];
         }
@@ -528,8 +530,12 @@ impl Ring {
                         .get_mapped_range()
                         .map_err(|e| EngineError::Gpu(format!("reading timestamps: {e}")))?;
                     let ts: &[u64] = bytemuck::cast_slice(&view);
+                    // Fused kernels leave the hashing pass empty: it has no time of its own.
+                    let fused = self.dev.kernels == super::Kernels::Fused;
                     for (i, k) in self.kernel_seconds.iter_mut().enumerate() {
-                        *k += ts[2 * i + 1].saturating_sub(ts[2 * i]) as f64 * t.period * 1e-9;
+                        if !(fused && i == 1) {
+                            *k += ts[2 * i + 1].saturating_sub(ts[2 * i]) as f64 * t.period * 1e-9;
+                        }
                     }
                 }
                 t.readback.unmap();

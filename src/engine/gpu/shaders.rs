@@ -7,9 +7,15 @@ pub const U64: &str = include_str!("../../../shaders/u64.wgsl");
 pub const HASH: &str = include_str!("../../../shaders/hash.wgsl");
 /// Stage 2: permutation min-reduction.
 pub const MINHASH: &str = include_str!("../../../shaders/minhash.wgsl");
+/// Stages 1 and 2 in one dispatch (`--gpu-kernels fused`): each chunk hashed into its tile.
+pub const FUSED: &str = include_str!("../../../shaders/fused.wgsl");
 
 /// Every stage shader, by file name (for validation tests and error messages).
-pub const STAGES: [(&str, &str); 2] = [("hash.wgsl", HASH), ("minhash.wgsl", MINHASH)];
+pub const STAGES: [(&str, &str); 3] = [
+    ("hash.wgsl", HASH),
+    ("minhash.wgsl", MINHASH),
+    ("fused.wgsl", FUSED),
+];
 
 /// A stage's source with the shared helpers in front.
 pub fn composed(stage: &str) -> String {

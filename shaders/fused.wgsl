@@ -1,0 +1,82 @@
+// Hashing fused into the min-reduction: sig[d][i] = min over the shingles of d of
+// (a_i * x + b_i) mod P, where each x = fnv1a64(shingle bytes) mod P is computed into the
+// workgroup's tile instead of being read from the `xs` that `hash_shingles` writes.
+// Composed after u64.wgsl at load time; `init_signatures` (minhash.wgsl) runs first.
+//
+// One workgroup takes one chunk (at most CHUNK shingles of one document) and every
+// permutation, so each shingle is hashed once: hash.wgsl's `doc_of` search is not needed (the
+// chunk names its document) and x never goes through device memory. The minima are merged
+// with atomicMin, as in minhash.wgsl, so the order in which chunks finish cannot change a bit.
+//
+// Mirror of `GpuConfig` in src/engine/gpu/mod.rs; keep the two in step.
+struct Config {
+    k: u32,
+    num_docs: u32,
+    num_shingles: u32,
+    num_perm: u32,
+    num_chunks: u32,
+    hash_groups_x: u32,
+    min_groups_x: u32,
+    init_groups_x: u32,
+}
+
+@group(0) @binding(0) var<uniform> cfg: Config;
+// Word bytes, four to a u32 (little-endian); every word is followed by one space.
+@group(0) @binding(1) var<storage, read> bytes: array<u32>;
+// Byte offset of each word, plus a sentinel.
+@group(0) @binding(2) var<storage, read> word_start: array<u32>;
+// Per document (plus a sentinel): x = first word, y = first shingle.
+@group(0) @binding(3) var<storage, read> docs: array<vec2<u32>>;
+// Per chunk: x = document, y = first shingle, z = one past the last shingle, w unused.
+@group(0) @binding(5) var<storage, read> chunks: array<vec4<u32>>;
+// Per permutation: x = a_i, y = b_i.
+@group(0) @binding(6) var<storage, read> perms: array<vec2<u32>>;
+// Output: num_docs rows of num_perm entries.
+@group(0) @binding(7) var<storage, read_write> sigs: array<atomic<u32>>;
+
+const FUSED_WG: u32 = 64u;
+const CHUNK: u32 = 256u;
+
+var<workgroup> tile: array<u32, CHUNK>;
+
+fn byte_at(i: u32) -> u32 {
+    return (bytes[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+@compute @workgroup_size(64)
+fn minhash_fused(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let c = wid.y * cfg.min_groups_x + wid.x;
+    // Uniform control flow: every invocation of the workgroup takes the same branch.
+    if (c >= cfg.num_chunks) {
+        return;
+    }
+    let chunk = chunks[c];
+    let d = chunk.x;
+    let n = chunk.z - chunk.y;
+    let first_word = docs[d].x;
+    let first_shingle = docs[d].y;
+    // A document of fewer than k words has one shingle of all its words.
+    let doc_end = docs[d + 1u].x;
+    for (var t = lid.x; t < n; t = t + FUSED_WG) {
+        let w0 = first_word + (chunk.y + t - first_shingle);
+        let w_end = min(w0 + cfg.k, doc_end);
+        let b0 = word_start[w0];
+        // The shingle ends before the space that follows its last word.
+        let b1 = word_start[w_end] - 1u;
+        var h = vec2<u32>(FNV_OFFSET_LO, FNV_OFFSET_HI);
+        for (var i = b0; i < b1; i = i + 1u) {
+            h.x = h.x ^ byte_at(i);
+            h = fnv_mul(h);
+        }
+        tile[t] = mod_p_u64(h);
+    }
+    workgroupBarrier();
+    for (var i = lid.x; i < cfg.num_perm; i = i + FUSED_WG) {
+        let ab = perms[i];
+        var m = P;
+        for (var t = 0u; t < n; t = t + 1u) {
+            m = min(m, permute(ab.x, ab.y, tile[t]));
+        }
+        atomicMin(&sigs[d * cfg.num_perm + i], m);
+    }
+}
