@@ -13,9 +13,11 @@
 #   2. the GPU conformance suite and the host-side tests (every GPU test of the integration
 #      binary);
 #   3. `verify` on 200k synthetic documents;
-#   4. the deciding run: `signatures --engine cpu` and `--engine gpu` alternating, three rounds,
-#      with per-stage timings, and `compare` of the two outputs;
-#   5. the kernels alone at full-size batches (`bench --engine gpu`, GPU timestamps);
+#   4. the deciding run: `signatures --engine cpu`, `--engine gpu` and `--engine gpu
+#      --gpu-kernels fused` alternating, three rounds, with per-stage timings, and `compare` of
+#      the outputs;
+#   5. the kernels alone at full-size batches (`bench --engine gpu`, GPU timestamps), split and
+#      fused;
 #   6. a sweep of GPU sub-batch sizes, each output compared with the CPU engine's.
 #
 # Every step runs under its own timeout; OUTDIR gets one log per step and summary.txt, and the
@@ -76,13 +78,16 @@ conformance() {
 deciding() {
     "$nd" synth "$docs" -o "$corpus" --words 300 --seed 1 || return 1
     for round in 1 2 3; do
-        for e in cpu gpu; do
-            echo "== round $round, --engine $e"
-            NEARDUP_DEBUG_STAGES=1 "$nd" signatures "$corpus" -o "/tmp/neardup_$e.npy" --engine "$e" \
+        for e in cpu gpu gpu-fused; do
+            echo "== round $round, $e"
+            local flags=(--engine "${e%-fused}")
+            [ "$e" = gpu-fused ] && flags+=(--gpu-kernels fused)
+            NEARDUP_DEBUG_STAGES=1 "$nd" signatures "$corpus" -o "/tmp/neardup_$e.npy" "${flags[@]}" \
                 || return 1
         done
     done
-    "$nd" compare /tmp/neardup_cpu.npy /tmp/neardup_gpu.npy
+    "$nd" compare /tmp/neardup_cpu.npy /tmp/neardup_gpu.npy || return 1
+    "$nd" compare /tmp/neardup_cpu.npy /tmp/neardup_gpu-fused.npy
 }
 
 verify() {
@@ -90,7 +95,8 @@ verify() {
 }
 
 kernels() {
-    "$nd" bench "$corpus" --engine gpu --repeat 3
+    "$nd" bench "$corpus" --engine gpu --repeat 3 || return 1
+    "$nd" bench "$corpus" --engine gpu --repeat 3 --gpu-kernels fused
 }
 
 sweep() {
@@ -116,7 +122,7 @@ run() {
     local status=0
     : > "$out/summary.txt"
     # The limits add up to under four minutes.
-    for step in preflight:20 conformance:60 deciding:50 verify:30 kernels:30 sweep:45; do
+    for step in preflight:20 conformance:60 deciding:45 verify:30 kernels:40 sweep:40; do
         local name=${step%%:*} secs=${step##*:} t0 rc took
         t0=$(date +%s.%N)
         timeout "$secs" "$0" _step "$name" > "$out/$name.log" 2>&1
