@@ -97,21 +97,27 @@ fn doc_of(cfg: &GpuConfig, docs: &[[u32; 2]], g: u32) -> u32 {
     lo
 }
 
+/// The value of the shingle starting at word `w0` of a document whose words end at
+/// `doc_end`, as `hash_shingles` and `minhash_fused` compute it.
+fn shingle_x(cfg: &GpuConfig, sb: &SubBatch, w0: u32, doc_end: u32) -> u32 {
+    let w_end = (w0 + cfg.k).min(doc_end);
+    let b0 = sb.word_start[w0 as usize];
+    let b1 = sb.word_start[w_end as usize] - 1;
+    let mut h = (FNV_OFFSET_LO, FNV_OFFSET_HI);
+    for i in b0..b1 {
+        h.0 ^= byte_at(&sb.bytes, i);
+        h = fnv_mul(h);
+    }
+    mod_p_u64(h)
+}
+
 /// `hash.wgsl: hash_shingles`, every invocation in turn.
 pub fn hash_stage(cfg: &GpuConfig, sb: &SubBatch, xs: &mut [u32]) {
     for g in 0..cfg.num_shingles {
         let d = doc_of(cfg, &sb.docs, g) as usize;
         let j = g - sb.docs[d][1];
         let w0 = sb.docs[d][0] + j;
-        let w_end = (w0 + cfg.k).min(sb.docs[d + 1][0]);
-        let b0 = sb.word_start[w0 as usize];
-        let b1 = sb.word_start[w_end as usize] - 1;
-        let mut h = (FNV_OFFSET_LO, FNV_OFFSET_HI);
-        for i in b0..b1 {
-            h.0 ^= byte_at(&sb.bytes, i);
-            h = fnv_mul(h);
-        }
-        xs[g as usize] = mod_p_u64(h);
+        xs[g as usize] = shingle_x(cfg, sb, w0, sb.docs[d + 1][0]);
     }
 }
 
@@ -153,15 +159,7 @@ pub fn fused_stage(cfg: &GpuConfig, sb: &SubBatch, perms: &[[u32; 2]], sigs: &mu
         let doc_end = sb.docs[d + 1][0];
         for t in 0..n {
             let w0 = first_word + (chunk[1] + t - first_shingle);
-            let w_end = (w0 + cfg.k).min(doc_end);
-            let b0 = sb.word_start[w0 as usize];
-            let b1 = sb.word_start[w_end as usize] - 1;
-            let mut h = (FNV_OFFSET_LO, FNV_OFFSET_HI);
-            for i in b0..b1 {
-                h.0 ^= byte_at(&sb.bytes, i);
-                h = fnv_mul(h);
-            }
-            tile[t as usize] = mod_p_u64(h);
+            tile[t as usize] = shingle_x(cfg, sb, w0, doc_end);
         }
         for (i, &[a, b]) in perms.iter().enumerate() {
             let mut m = P;
