@@ -144,10 +144,84 @@ impl PackedBatch {
     }
 }
 
+/// Packed batches to tokenize into again. A streaming engine hands each chunk's parts back
+/// once they are signed, and the next chunk's workers take them: a run, and every later run
+/// of the same engine, cycles through warm buffers instead of faulting in fresh pages (and
+/// copying on growth) for every chunk. Holds at most `max` batches; more are freed.
+#[derive(Debug)]
+pub struct SpareParts {
+    held: std::sync::Mutex<Vec<PackedBatch>>,
+    max: usize,
+}
+
+impl SpareParts {
+    pub fn new(max: usize) -> Self {
+        SpareParts {
+            held: std::sync::Mutex::new(Vec::new()),
+            max,
+        }
+    }
+
+    /// An empty batch under `rule`: a spare one (its capacity kept) when there is one.
+    pub fn take(&self, rule: TextRule) -> PackedBatch {
+        let spare = self.held.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match spare {
+            Some(mut b) => {
+                b.clear();
+                b.rule = rule;
+                b
+            }
+            None => PackedBatch::with_rule(rule),
+        }
+    }
+
+    /// Keep `parts` for [`SpareParts::take`], as many as there is room for.
+    pub fn give(&self, parts: impl IntoIterator<Item = PackedBatch>) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let room = self.max.saturating_sub(held.len());
+        held.extend(parts.into_iter().take(room));
+    }
+
+    /// The most batches kept.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// How many batches are kept.
+    pub fn len(&self) -> usize {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
-
     use super::*;
+
+    /// A spare comes back empty, under the rule asked for, with its capacity; past `max`,
+    /// batches handed back are freed.
+    #[test]
+    fn spare_parts_come_back_cleared_and_stay_bounded() {
+        let spares = SpareParts::new(2);
+        let mut b = PackedBatch::new();
+        b.push_text("some words here");
+        let cap = b.bytes.len();
+        spares.give([b.clone(), b.clone(), b]);
+        assert_eq!(spares.len(), 2);
+        let rule = TextRule {
+            shingle: crate::text::ShingleUnit::Char,
+            ..TextRule::default()
+        };
+        let t = spares.take(rule);
+        assert_eq!(t, PackedBatch::with_rule(rule));
+        assert!(t.bytes.capacity() >= cap);
+        spares.take(rule);
+        assert!(spares.is_empty());
+        assert_eq!(spares.take(rule), PackedBatch::with_rule(rule));
+    }
 
     #[test]
     fn packs_words_with_sentinels() {

@@ -158,6 +158,12 @@ pub fn parse_chunk(
     parse_chunk_into(chunk, fields, file_name, &|| PackedBatch::with_rule(rule))
 }
 
+/// How many pieces [`parse_chunk_into`] cuts a chunk into (fewer for a chunk of fewer
+/// records): one batch each.
+pub fn pieces_per_chunk() -> usize {
+    rayon::current_num_threads() * 4
+}
+
 /// [`parse_chunk`] into batches `new_part` hands out (empty, under the rule wanted): a caller
 /// that gets its parts back when they are signed passes them in again, so a run cycles through
 /// warm buffers instead of faulting in fresh pages for every chunk.
@@ -169,7 +175,7 @@ pub fn parse_chunk_into(
 ) -> Result<ParsedChunk, Error> {
     let t0 = Instant::now();
     let n = chunk.len();
-    let pieces = (rayon::current_num_threads() * 4).clamp(1, n.max(1));
+    let pieces = pieces_per_chunk().clamp(1, n.max(1));
     let per = n.div_ceil(pieces).max(1);
     let parts: Vec<Result<ParsedChunk, Error>> = (0..n)
         .step_by(per)
@@ -180,7 +186,17 @@ pub fn parse_chunk_into(
                 parts: vec![new_part()],
                 ..Default::default()
             };
-            for i in start..(start + per).min(n) {
+            let end = (start + per).min(n);
+            // Room for the piece's words up front: growing a fresh batch copies it at every
+            // doubling. Packed words are never longer than their record but for a few
+            // characters that lowercase longer, and average more than four bytes with their
+            // space in any text.
+            let raw: usize = (start..end).map(|i| chunk.record_bytes(i)).sum();
+            let b = &mut part.parts[0];
+            b.bytes.reserve(raw);
+            b.word_start.reserve(raw / 4 + 1);
+            b.doc_word_start.reserve(end - start);
+            for i in start..end {
                 let rec = record(chunk, i, fields, file_name)?;
                 if fields.keep.is_some() || fields.group.is_some() {
                     part.extras

@@ -5,7 +5,7 @@
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::{Duration, Instant};
 
-use crate::batch::PackedBatch;
+use crate::batch::SpareParts;
 use crate::corpus::{parse_chunk_into, signature_rows, ScannedChunk, SPARE_SIGS};
 use crate::engine::SignJob;
 use crate::io::{Chunk, Inputs, ReadPlan};
@@ -290,19 +290,13 @@ pub fn scan(
         let mut sign_seconds = 0.0;
         let prepare_cpu = std::sync::Mutex::new(0f64);
         // Parts come back with their signatures and are parsed into again (cleared).
-        let spare_parts = std::sync::Mutex::new(Vec::<PackedBatch>::new());
-        let spare_max = rayon::current_num_threads() * 8;
-        let new_part = || {
-            let spare = spare_parts.lock().expect("not poisoned").pop();
-            match spare {
-                Some(mut b) => {
-                    b.clear();
-                    b.rule = rule;
-                    b
-                }
-                None => PackedBatch::with_rule(rule),
-            }
-        };
+        let spare_parts = engine
+            .streamer()
+            .and_then(|s| s.spare_parts())
+            .unwrap_or_else(|| {
+                std::sync::Arc::new(SpareParts::new(crate::corpus::pieces_per_chunk() * 2))
+            });
+        let new_part = || spare_parts.take(rule);
         let mut waiting: std::collections::VecDeque<ScannedChunk> = Default::default();
         let mut hand_back = |jobs: Vec<SignJob>,
                              waiting: &mut std::collections::VecDeque<ScannedChunk>,
@@ -311,10 +305,7 @@ pub fn scan(
             for job in jobs {
                 let mut sc = waiting.pop_front().expect("a chunk for every job");
                 sc.sigs = job.sigs;
-                let mut spare = spare_parts.lock().expect("not poisoned");
-                let room = spare_max.saturating_sub(spare.len());
-                spare.extend(job.parts.into_iter().take(room));
-                drop(spare);
+                spare_parts.give(job.parts);
                 account(sc, stats)?;
             }
             Ok(())

@@ -118,6 +118,11 @@ pub trait StreamSigner {
     fn submit(&mut self, job: SignJob) -> Result<Vec<SignJob>, EngineError>;
     /// Finish every job handed in; returns them.
     fn finish(&mut self) -> Result<Vec<SignJob>, EngineError>;
+    /// Where the parts of finished jobs go to be tokenized into again, when the engine keeps
+    /// them from one run to the next (`None`: each run keeps its own).
+    fn spare_parts(&self) -> Option<std::sync::Arc<crate::batch::SpareParts>> {
+        None
+    }
 }
 
 /// Parses, tokenizes and signs chunks of JSONL records; callable from many threads at once.

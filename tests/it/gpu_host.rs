@@ -270,3 +270,54 @@ fn a_hash_grid_past_65535_workgroups_conforms() {
         "the tail holds no minimum: the case tests nothing"
     );
 }
+
+/// A run's parts go back to the engine once signed, and the next run of the same engine
+/// tokenizes into them (warm buffers): the spares never pass their bound, and every run signs
+/// the CPU engine's bits.
+#[test]
+fn parts_are_kept_for_the_next_run_and_stay_bounded() {
+    use neardup::io::{Fields, InputSpec, Inputs};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.jsonl");
+    let mut rng = Pcg32::new(7);
+    let mut text = String::new();
+    for i in 0..3000 {
+        let doc = serde_json::json!({"id": i.to_string(), "text": document(&mut rng)});
+        text.push_str(&format!("{doc}\n"));
+    }
+    std::fs::write(&path, text).unwrap();
+    let inputs = Inputs::new(&[InputSpec::Path(path)], false).unwrap();
+    let p = params(5, 64);
+    let scan = |e: &mut dyn Engine| {
+        let mut rows = Vec::new();
+        neardup::pipeline::scan(
+            &inputs,
+            &Fields::default(),
+            e,
+            false,
+            &neardup::progress::Progress::hidden(),
+            |sc| {
+                rows.extend_from_slice(&sc.sigs);
+                Ok(())
+            },
+        )
+        .unwrap();
+        rows
+    };
+    let want = scan(&mut CpuEngine::new(p, 2).unwrap());
+    let Some(mut g) = gpu(p, 4 << 10) else {
+        return;
+    };
+    let spares = g.spare_parts().expect("the GPU engine keeps its parts");
+    assert!(spares.is_empty());
+    assert_eq!(scan(&mut g), want);
+    let kept = spares.len();
+    assert!(kept > 0, "no part came back to the engine");
+    assert!(
+        kept <= spares.max(),
+        "{kept} parts kept, over {}",
+        spares.max()
+    );
+    assert_eq!(scan(&mut g), want);
+    assert!(spares.len() <= spares.max());
+}

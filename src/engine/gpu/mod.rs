@@ -424,6 +424,10 @@ pub struct GpuEngine {
     /// Documents signed on the host because one of their shingles outgrew a sub-batch or
     /// [`plan::MAX_SHINGLE_BYTES`].
     pub host_docs: u64,
+    /// The parts of finished jobs, for the next chunks to tokenize into: as many as the stream
+    /// holds at once (the ring's jobs, the one being prepared and the one handed over), kept
+    /// while the engine lives, so a later run starts warm too.
+    spare_parts: std::sync::Arc<crate::batch::SpareParts>,
 }
 
 /// A job of the stream, with its plan and how far it has come.
@@ -622,6 +626,9 @@ impl GpuEngine {
             stream_front: 0,
             broken: None,
             host_docs: 0,
+            spare_parts: std::sync::Arc::new(crate::batch::SpareParts::new(
+                crate::corpus::pieces_per_chunk() * (ring::RING + 3),
+            )),
         })
     }
 
@@ -785,6 +792,10 @@ impl StreamSigner for GpuEngine {
             Ok(()) => Ok(self.pop_done()),
             Err(e) => self.fail(e),
         }
+    }
+
+    fn spare_parts(&self) -> Option<std::sync::Arc<crate::batch::SpareParts>> {
+        Some(self.spare_parts.clone())
     }
 }
 
