@@ -360,21 +360,38 @@ fn split_at_ends<'a>(
 /// a block at a time through a buffer on the stack, so that mapped memory (perhaps
 /// write-combined) sees whole copies.
 fn write_u32s(mut r: wgpu::WriteOnly<'_, [u8]>, values: impl Iterator<Item = u32>) {
-    const BLOCK: usize = 1024;
-    let mut buf = [0u8; BLOCK * 4];
+    let mut buf = [0u32; WRITE_BLOCK];
     let mut n = 0;
     for v in values {
-        buf[n * 4..n * 4 + 4].copy_from_slice(&v.to_le_bytes());
+        buf[n] = v.to_le();
         n += 1;
-        if n == BLOCK {
-            let (head, rest) = r.split_at(BLOCK * 4);
-            let mut head = head;
-            head.copy_from_slice(&buf);
+        if n == WRITE_BLOCK {
+            let (mut head, rest) = r.split_at(WRITE_BLOCK * 4);
+            head.copy_from_slice(bytemuck::cast_slice(&buf));
             r = rest;
             n = 0;
         }
     }
-    r.copy_from_slice(&buf[..n * 4]);
+    r.copy_from_slice(bytemuck::cast_slice(&buf[..n]));
+}
+
+/// u32 values a block of [`write_u32s`] and [`write_shifted`] holds (16 KiB on the stack).
+const WRITE_BLOCK: usize = 4096;
+
+/// [`write_u32s`] of `src`, each plus `shift` (wrapping): the word starts of a piece, rebased.
+/// The add runs over a whole block at a time, so that it vectorizes (a value at a time through
+/// an iterator, it was most of `fill`'s own time).
+fn write_shifted(mut r: wgpu::WriteOnly<'_, [u8]>, src: &[u32], shift: u32) {
+    let mut buf = [0u32; WRITE_BLOCK];
+    for block in src.chunks(WRITE_BLOCK) {
+        let out = &mut buf[..block.len()];
+        for (o, &s) in out.iter_mut().zip(block) {
+            *o = s.wrapping_add(shift).to_le();
+        }
+        let (mut head, rest) = r.split_at(block.len() * 4);
+        head.copy_from_slice(bytemuck::cast_slice(out));
+        r = rest;
+    }
 }
 
 /// Lay sub-batch `sub` of `parts` out for the shaders, into `regions` (each exactly
@@ -448,7 +465,7 @@ fn fill_piece(
     let base = ws[w0];
     bytes.copy_from_slice(&b.bytes[base as usize..ws[w1] as usize]);
     let shift = p.at.bytes.wrapping_sub(base);
-    write_u32s(words, ws[w0..w1].iter().map(|&s| s.wrapping_add(shift)));
+    write_shifted(words, &ws[w0..w1], shift);
     let counts: Vec<u32> = if fragment {
         vec![window(b, k, w0, w1).shingles]
     } else {
