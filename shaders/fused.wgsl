@@ -37,7 +37,8 @@ struct Config {
 const FUSED_WG: u32 = 64u;
 const CHUNK: u32 = 256u;
 
-var<workgroup> tile: array<u32, CHUNK>;
+// The chunk's shingle values, split into limbs once for all the permutations.
+var<workgroup> tile: array<vec2<u32>, CHUNK>;
 
 fn byte_at(i: u32) -> u32 {
     return (bytes[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
@@ -68,14 +69,14 @@ fn minhash_fused(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
             h.x = h.x ^ byte_at(i);
             h = fnv_mul(h);
         }
-        tile[t] = mod_p_u64(h);
+        tile[t] = limbs(mod_p_u64(h));
     }
     workgroupBarrier();
     for (var i = lid.x; i < cfg.num_perm; i = i + FUSED_WG) {
         let ab = perms[i];
         var m = P;
         for (var t = 0u; t < n; t = t + 1u) {
-            m = min(m, permute(ab.x, ab.y, tile[t]));
+            m = min(m, permute_limbs(ab.x, ab.y, tile[t]));
         }
         atomicMin(&sigs[d * cfg.num_perm + i], m);
     }

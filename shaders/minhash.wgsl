@@ -30,7 +30,8 @@ struct Config {
 const PERM_WG: u32 = 64u;
 const CHUNK: u32 = 256u;
 
-var<workgroup> tile: array<u32, CHUNK>;
+// The chunk's shingle values, split into limbs once for all the permutations.
+var<workgroup> tile: array<vec2<u32>, CHUNK>;
 
 // Every entry starts at P: a document with no shingles keeps it.
 @compute @workgroup_size(256)
@@ -51,7 +52,7 @@ fn minhash(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
     let chunk = chunks[c];
     let n = chunk.z - chunk.y;
     for (var t = lid.x; t < n; t = t + PERM_WG) {
-        tile[t] = xs[chunk.y + t];
+        tile[t] = limbs(xs[chunk.y + t]);
     }
     workgroupBarrier();
     let i = wid.z * PERM_WG + lid.x;
@@ -61,7 +62,7 @@ fn minhash(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) 
     let ab = perms[i];
     var m = P;
     for (var t = 0u; t < n; t = t + 1u) {
-        m = min(m, permute(ab.x, ab.y, tile[t]));
+        m = min(m, permute_limbs(ab.x, ab.y, tile[t]));
     }
     atomicMin(&sigs[chunk.x * cfg.num_perm + i], m);
 }

@@ -14,13 +14,20 @@ const FNV_OFFSET_HI: u32 = 0xcbf29ce4u;
 // The FNV-1a 64 prime is 2^40 + 0x1b3.
 const FNV_PRIME_LOW_PART: u32 = 0x1b3u;
 
-// The full 64-bit product of two 32-bit values, by 16-bit limbs.
+// b as the 16-bit limbs the products below take: x = low 16 bits, y = high 16 bits. The
+// kernels split each shingle value once, as they fill their workgroup's tile, rather than
+// once for every permutation that reads it.
+fn limbs(b: u32) -> vec2<u32> {
+    return vec2<u32>(b & 0xffffu, b >> 16u);
+}
+
+// The full 64-bit product of a and b = bl.x + bl.y * 2^16, by 16-bit limbs.
 // mid = a0*b1 + hi16(a0*b0) + lo16(a1*b0) is at most 2^32 - 1, so nothing overflows.
-fn mul32x32(a: u32, b: u32) -> vec2<u32> {
+fn mul32x32_limbs(a: u32, bl: vec2<u32>) -> vec2<u32> {
     let a0 = a & 0xffffu;
     let a1 = a >> 16u;
-    let b0 = b & 0xffffu;
-    let b1 = b >> 16u;
+    let b0 = bl.x;
+    let b1 = bl.y;
     let p00 = a0 * b0;
     let p01 = a0 * b1;
     let p10 = a1 * b0;
@@ -29,6 +36,11 @@ fn mul32x32(a: u32, b: u32) -> vec2<u32> {
     let lo = (mid << 16u) | (p00 & 0xffffu);
     let hi = p11 + (mid >> 16u) + (p10 >> 16u);
     return vec2<u32>(lo, hi);
+}
+
+// The full 64-bit product of two 32-bit values.
+fn mul32x32(a: u32, b: u32) -> vec2<u32> {
+    return mul32x32_limbs(a, limbs(b));
 }
 
 // h * (2^40 + 0x1b3) mod 2^64: the 2^40 term only moves the low half into the high half
@@ -55,14 +67,19 @@ fn mod_p_u64(v: vec2<u32>) -> u32 {
     return s;
 }
 
-// (a*x + b) mod P for a, x, b < P: the 62-bit product plus b, with the carry, then mod P.
+// (a*x + b) mod P for a, x, b < P, x given as its limbs: the 62-bit product plus b, with the carry, then mod P.
 // Since a, x, b <= P - 1, v = a*x + b < 2^62 - 3*2^31 + 3, so its top two bits are zero and
 // f = (v >> 31) + (v & P) = ((hi << 1) | (lo >> 31)) + (lo & P) is below 2P: v mod P is the
 // smaller of f and f - P (which wraps around when f < P). Cheaper than mod_p_u64.
-fn permute(a: u32, b: u32, x: u32) -> u32 {
-    let prod = mul32x32(a, x);
+fn permute_limbs(a: u32, b: u32, xl: vec2<u32>) -> u32 {
+    let prod = mul32x32_limbs(a, xl);
     let lo = prod.x + b;
     let hi = prod.y + select(0u, 1u, lo < b);
     let f = ((hi << 1u) | (lo >> 31u)) + (lo & P);
     return min(f, f - P);
+}
+
+// (a*x + b) mod P for a, x, b < P.
+fn permute(a: u32, b: u32, x: u32) -> u32 {
+    return permute_limbs(a, b, limbs(x));
 }

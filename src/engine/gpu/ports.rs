@@ -19,12 +19,16 @@ pub const FNV_PRIME_LOW_PART: u32 = 0x1b3;
 /// A 64-bit value as the shaders hold it: `(low, high)`.
 pub type U64 = (u32, u32);
 
-/// `u64.wgsl: mul32x32`.
-pub fn mul32x32(a: u32, b: u32) -> U64 {
+/// `u64.wgsl: limbs`.
+pub fn limbs(b: u32) -> (u32, u32) {
+    (b & 0xffff, b >> 16)
+}
+
+/// `u64.wgsl: mul32x32_limbs`.
+pub fn mul32x32_limbs(a: u32, bl: (u32, u32)) -> U64 {
     let a0 = a & 0xffff;
     let a1 = a >> 16;
-    let b0 = b & 0xffff;
-    let b1 = b >> 16;
+    let (b0, b1) = bl;
     let p00 = a0 * b0;
     let p01 = a0 * b1;
     let p10 = a1 * b0;
@@ -34,6 +38,11 @@ pub fn mul32x32(a: u32, b: u32) -> U64 {
     let lo = (mid << 16) | (p00 & 0xffff);
     let hi = p11 + (mid >> 16) + (p10 >> 16);
     (lo, hi)
+}
+
+/// `u64.wgsl: mul32x32`.
+pub fn mul32x32(a: u32, b: u32) -> U64 {
+    mul32x32_limbs(a, limbs(b))
 }
 
 /// `u64.wgsl: fnv_mul`.
@@ -60,13 +69,19 @@ pub fn mod_p_u64(v: U64) -> u32 {
     s
 }
 
-/// `u64.wgsl: permute` (valid for `a, b, x < P`, as every permutation parameter and `x` is).
-pub fn permute(a: u32, b: u32, x: u32) -> u32 {
-    let prod = mul32x32(a, x);
+/// `u64.wgsl: permute_limbs` (valid for `a, b, x < P`, as every permutation parameter and `x`
+/// is).
+pub fn permute_limbs(a: u32, b: u32, xl: (u32, u32)) -> u32 {
+    let prod = mul32x32_limbs(a, xl);
     let lo = prod.0.wrapping_add(b);
     let hi = prod.1 + u32::from(lo < b);
     let f = ((hi << 1) | (lo >> 31)) + (lo & P);
     f.min(f.wrapping_sub(P))
+}
+
+/// `u64.wgsl: permute`.
+pub fn permute(a: u32, b: u32, x: u32) -> u32 {
+    permute_limbs(a, b, limbs(x))
 }
 
 /// FNV-1a 64 of a byte string, reduced mod P, the way `hash.wgsl` computes it.
@@ -131,14 +146,16 @@ pub fn minhash_stage(
 ) {
     let n_perm = cfg.num_perm as usize;
     sigs[..cfg.num_docs as usize * n_perm].fill(P);
-    let mut tile = [0u32; CHUNK];
+    let mut tile = [(0u32, 0u32); CHUNK];
     for chunk in &sb.chunks {
         let n = (chunk[2] - chunk[1]) as usize;
-        tile[..n].copy_from_slice(&xs[chunk[1] as usize..chunk[2] as usize]);
+        for (t, &x) in tile[..n].iter_mut().zip(&xs[chunk[1] as usize..]) {
+            *t = limbs(x);
+        }
         for (i, &[a, b]) in perms.iter().enumerate() {
             let mut m = P;
-            for &x in &tile[..n] {
-                m = m.min(permute(a, b, x));
+            for &xl in &tile[..n] {
+                m = m.min(permute_limbs(a, b, xl));
             }
             let slot = &mut sigs[chunk[0] as usize * n_perm + i];
             *slot = (*slot).min(m);
@@ -151,7 +168,7 @@ pub fn minhash_stage(
 pub fn fused_stage(cfg: &GpuConfig, sb: &SubBatch, perms: &[[u32; 2]], sigs: &mut [u32]) {
     let n_perm = cfg.num_perm as usize;
     sigs[..cfg.num_docs as usize * n_perm].fill(P);
-    let mut tile = [0u32; CHUNK];
+    let mut tile = [(0u32, 0u32); CHUNK];
     for chunk in &sb.chunks {
         let d = chunk[0] as usize;
         let n = chunk[2] - chunk[1];
@@ -159,12 +176,12 @@ pub fn fused_stage(cfg: &GpuConfig, sb: &SubBatch, perms: &[[u32; 2]], sigs: &mu
         let doc_end = sb.docs[d + 1][0];
         for t in 0..n {
             let w0 = first_word + (chunk[1] + t - first_shingle);
-            tile[t as usize] = shingle_x(cfg, sb, w0, doc_end);
+            tile[t as usize] = limbs(shingle_x(cfg, sb, w0, doc_end));
         }
         for (i, &[a, b]) in perms.iter().enumerate() {
             let mut m = P;
-            for &x in &tile[..n as usize] {
-                m = m.min(permute(a, b, x));
+            for &xl in &tile[..n as usize] {
+                m = m.min(permute_limbs(a, b, xl));
             }
             let slot = &mut sigs[d * n_perm + i];
             *slot = (*slot).min(m);
