@@ -49,6 +49,7 @@ def signatures(
     engine: str = "auto",
     threads: int = 0,
     column: str = "text",
+    gpu_kernels: str = "split",
 ) -> np.ndarray:
     """MinHash signatures of ``texts``: a ``uint32`` array of shape ``[len(texts), num_perm]``.
 
@@ -61,7 +62,9 @@ def signatures(
     ``"nfkc"``: the contract's text options).
 
     ``engine`` is ``"auto"`` (a hardware GPU when there is one, else the CPU), ``"cpu"`` or
-    ``"gpu"``; ``threads`` sizes the CPU engine (0: all cores).
+    ``"gpu"``; ``threads`` sizes the CPU engine (0: all cores). ``gpu_kernels`` (``"split"``
+    or ``"fused"``, the command line's ``--gpu-kernels``) picks the GPU engine's kernels; the
+    signatures are the same bits either way.
     """
     buf, n, _info = _neardup.signatures(
         _arrow_or_list(texts),
@@ -73,6 +76,7 @@ def signatures(
         engine=engine,
         threads=threads,
         column=column,
+        gpu_kernels=gpu_kernels,
     )
     return np.frombuffer(buf, dtype=np.uint32).reshape(n, num_perm)
 
@@ -122,6 +126,7 @@ def dedup(
     group_missing: str = "error",
     engine: str = "auto",
     threads: int = 0,
+    gpu_kernels: str = "split",
 ) -> DedupResult:
     """Near-dedup documents in memory, as ``neardup dedup`` does files.
 
@@ -131,7 +136,8 @@ def dedup(
     ``keep`` is ``"smallest-id"``, ``"first"``, ``"longest"``, or ``"max"``/``"min"`` of
     ``keep_values`` (one number per document); ``groups`` (one name, or ``None``, per
     document) keeps clusters within groups, and ``group_missing="own"`` puts documents without
-    one in a group of their own.
+    one in a group of their own. ``engine``, ``threads`` and ``gpu_kernels`` are
+    :func:`signatures`'s.
     """
     options = _options(
         k=k,
@@ -155,6 +161,7 @@ def dedup(
         groups=None if groups is None else list(groups),
         engine=engine,
         threads=threads,
+        gpu_kernels=gpu_kernels,
     )
     root_a = np.frombuffer(root, dtype=np.uint32)
     id_list = ids.to_pylist() if hasattr(ids, "to_pylist") else (ids.to_list() if hasattr(ids, "to_list") else list(ids))

@@ -101,10 +101,16 @@ def shape(work_dir: "str | os.PathLike[str]") -> Tuple[int, int]:
 
 
 def sign(
-    work_dir: "str | os.PathLike[str]", shard: int, *, engine: str = "auto", threads: int = 0
+    work_dir: "str | os.PathLike[str]",
+    shard: int,
+    *,
+    engine: str = "auto",
+    threads: int = 0,
+    gpu_kernels: str = "split",
 ) -> Optional[Dict[str, Any]]:
-    """Stage 1: sign shard ``shard`` (``engine``: ``"auto"``, ``"cpu"`` or ``"gpu"``)."""
-    return _json(_neardup.stage_sign(os.fspath(work_dir), shard, engine, threads))
+    """Stage 1: sign shard ``shard`` (``engine``: ``"auto"``, ``"cpu"`` or ``"gpu"``;
+    ``gpu_kernels``: ``"split"`` or ``"fused"``, the same bits either way)."""
+    return _json(_neardup.stage_sign(os.fspath(work_dir), shard, engine, threads, gpu_kernels))
 
 
 def rank(work_dir: "str | os.PathLike[str]", sort_memory: int = 256) -> Optional[Dict[str, Any]]:

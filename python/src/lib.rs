@@ -15,6 +15,7 @@ use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyCapsule, PyDict, PyString};
 
+use neardup::engine::gpu::Kernels;
 use neardup::engine::{build_engine, Engine, EngineChoice, GpuOptions};
 use neardup::io::Fields;
 use neardup::progress::ProgressFactory;
@@ -206,14 +207,27 @@ fn engine_choice(engine: &str) -> PyResult<EngineChoice> {
     }
 }
 
-fn make_engine(engine: &str, params: MinHashParams, threads: usize) -> PyResult<Box<dyn Engine>> {
-    build_engine(
-        engine_choice(engine)?,
-        params,
-        threads,
-        &GpuOptions::default(),
-    )
-    .map_err(err)
+fn gpu_kernels(kernels: &str) -> PyResult<Kernels> {
+    match kernels {
+        "split" => Ok(Kernels::Split),
+        "fused" => Ok(Kernels::Fused),
+        _ => Err(PyValueError::new_err(format!(
+            "gpu_kernels {kernels:?}: split or fused"
+        ))),
+    }
+}
+
+fn make_engine(
+    engine: &str,
+    params: MinHashParams,
+    threads: usize,
+    kernels: &str,
+) -> PyResult<Box<dyn Engine>> {
+    let opts = GpuOptions {
+        kernels: gpu_kernels(kernels)?,
+        ..GpuOptions::default()
+    };
+    build_engine(engine_choice(engine)?, params, threads, &opts).map_err(err)
 }
 
 /// The text options (SPEC §1.4) as Python spells them.
@@ -335,7 +349,7 @@ fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
 /// Signatures of `texts` as native-endian u32 rows in a bytearray; with the row count and the
 /// engine's description.
 #[pyfunction]
-#[pyo3(signature = (texts, *, k, num_perm, seed, shingle, normalize, engine, threads, column))]
+#[pyo3(signature = (texts, *, k, num_perm, seed, shingle, normalize, engine, threads, column, gpu_kernels = "split"))]
 #[allow(clippy::too_many_arguments)]
 fn signatures<'py>(
     py: Python<'py>,
@@ -348,6 +362,7 @@ fn signatures<'py>(
     engine: &str,
     threads: usize,
     column: &str,
+    gpu_kernels: &str,
 ) -> PyResult<(Bound<'py, PyByteArray>, usize, String)> {
     let params = MinHashParams::new(k, num_perm, seed)
         .map_err(err)?
@@ -356,7 +371,7 @@ fn signatures<'py>(
     let strs = t.strs("texts")?;
     let n = strs.len();
     let (out, info) = py.detach(|| -> PyResult<(Vec<u32>, String)> {
-        let mut e = make_engine(engine, params, threads)?;
+        let mut e = make_engine(engine, params, threads, gpu_kernels)?;
         let mut out = vec![0u32; n * num_perm];
         e.sign_texts(&strs, &mut out).map_err(engine_err)?;
         Ok((out, e.info().to_string()))
@@ -367,7 +382,7 @@ fn signatures<'py>(
 /// In-memory dedup: each document's root (document index, native-endian u32) and survival (a
 /// byte per document), whether it is an exact duplicate, and the counts as JSON.
 #[pyfunction]
-#[pyo3(signature = (ids, texts, options, *, keep_values, groups, engine, threads))]
+#[pyo3(signature = (ids, texts, options, *, keep_values, groups, engine, threads, gpu_kernels = "split"))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn dedup<'py>(
     py: Python<'py>,
@@ -378,6 +393,7 @@ fn dedup<'py>(
     groups: Option<Vec<Option<String>>>,
     engine: &str,
     threads: usize,
+    gpu_kernels: &str,
 ) -> PyResult<(
     Bound<'py, PyByteArray>,
     Bound<'py, PyByteArray>,
@@ -394,7 +410,7 @@ fn dedup<'py>(
         .as_ref()
         .map(|g| g.iter().map(|x| x.as_deref()).collect());
     let (c, info) = py.detach(|| -> PyResult<_> {
-        let mut e = make_engine(engine, cfg.params, threads)?;
+        let mut e = make_engine(engine, cfg.params, threads, gpu_kernels)?;
         let docs = MemoryDocs {
             ids: &id_s,
             texts: &text_s,
@@ -451,16 +467,18 @@ fn stage_shape(work_dir: PathBuf) -> PyResult<(usize, usize)> {
 }
 
 #[pyfunction]
+#[pyo3(signature = (work_dir, shard, engine, threads, gpu_kernels = "split"))]
 fn stage_sign(
     py: Python<'_>,
     work_dir: PathBuf,
     shard: usize,
     engine: &str,
     threads: usize,
+    gpu_kernels: &str,
 ) -> PyResult<Option<String>> {
     py.detach(|| {
         let w = open(&work_dir)?;
-        let mut e = make_engine(engine, w.config().params, threads)?;
+        let mut e = make_engine(engine, w.config().params, threads, gpu_kernels)?;
         let s =
             sharded::sign::sign(&w, shard, e.as_mut(), &ProgressFactory::hidden()).map_err(err)?;
         Ok(s.map(|s| json(&s)))

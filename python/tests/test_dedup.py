@@ -99,6 +99,8 @@ def test_stages_from_python_equal_the_command_line(cli, example, tmp_path, shard
     work = tmp_path / "work"
     assert stages.init(work, paths, partitions=partitions, exact=True) == (shards, partitions)
     assert stages.shape(work) == (shards, partitions)
+    with pytest.raises(ValueError, match="gpu_kernels"):
+        stages.sign(work, 0, engine="cpu", gpu_kernels="fast")
     for s in range(shards):
         assert stages.sign(work, s, engine="cpu") is not None
         assert stages.sign(work, s, engine="cpu") is None, "a finished stage is skipped"

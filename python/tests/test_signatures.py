@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
@@ -114,6 +115,8 @@ def test_bad_inputs_are_clear_errors():
         neardup.signatures(["x"], num_perm=0)
     with pytest.raises(ValueError, match="engine"):
         neardup.signatures(["x"], engine="tpu")
+    with pytest.raises(ValueError, match="gpu_kernels"):
+        neardup.signatures(["x"], engine="cpu", gpu_kernels="fast")
 
 
 def test_the_gil_is_released_while_the_engine_runs():
@@ -139,3 +142,28 @@ def test_the_gil_is_released_while_the_engine_runs():
     inside = [x for x in ticks if span["start"] + 0.05 < x < span["end"] - 0.05]
     # With the GIL held, this thread could not run at all while the engine signed.
     assert len(inside) > 10, f"{len(inside)} ticks during a {took:.2f} s call"
+
+
+@pytest.mark.parametrize("kernels", ["split", "fused"])
+def test_the_gpu_engine_gives_the_cpu_engines_bits_with_either_kernels(kernels):
+    # A software adapter (llvmpipe) serves where there is no GPU; NEARDUP_REQUIRE_GPU=1 (as
+    # CI sets) makes a missing adapter a failure.
+    texts = ["", "one", "two words", " ".join(f"w{i % 97}" for i in range(3000)),
+             "x" * 70_000, "naïve Straße " * 40]
+    texts.append(texts[3].replace("w5 ", "v5 ", 1))  # a near duplicate of texts[3]
+    want = neardup.signatures(texts, num_perm=64, engine="cpu")
+    try:
+        got = neardup.signatures(texts, num_perm=64, engine="gpu", gpu_kernels=kernels)
+    except neardup.NeardupError as e:
+        if os.environ.get("NEARDUP_REQUIRE_GPU") == "1":
+            pytest.fail(f"no GPU adapter and NEARDUP_REQUIRE_GPU=1: {e}")
+        pytest.skip(f"no GPU adapter: {e}")
+    np.testing.assert_array_equal(got, want)
+    ids = [str(i) for i in range(len(texts))]
+    gpu = neardup.dedup(ids, texts, engine="gpu", gpu_kernels=kernels)
+    cpu = neardup.dedup(ids, texts, engine="cpu")
+    assert gpu.engine.startswith("gpu") and cpu.engine.startswith("cpu")
+    assert ("fused kernels" in gpu.engine) == (kernels == "fused"), gpu.engine
+    np.testing.assert_array_equal(gpu.root, cpu.root)
+    np.testing.assert_array_equal(gpu.survives, cpu.survives)
+    assert gpu.root[-1] == 3
