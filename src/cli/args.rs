@@ -415,6 +415,10 @@ pub struct GpuArgs {
     /// GPU kernels: split (hash, then reduce) or fused (both in one dispatch).
     #[arg(long = "gpu-kernels", value_enum, default_value_t = Kernels::Split)]
     pub gpu_kernels: Kernels,
+    /// Native 64-bit shader integers instead of the emulated arithmetic (the same bits; the
+    /// adapter must offer them: see `neardup devices`).
+    #[arg(long = "gpu-int64")]
+    pub gpu_int64: bool,
 }
 
 impl GpuArgs {
@@ -439,6 +443,7 @@ impl GpuArgs {
             wait_timeout: std::time::Duration::from_secs_f64(self.gpu_timeout),
             batch_bytes: self.gpu_batch_mib << 20,
             kernels: self.gpu_kernels.into(),
+            int64: self.gpu_int64,
             ..GpuOptions::default()
         })
     }

@@ -862,6 +862,35 @@ fn adapter_picks_one_gpu_by_index_or_name_and_says_when_it_is_software() {
             "{err}"
         );
         assert_eq!(body(&out), body(&cpu), "adapter {i}: {name}");
+        // Native 64-bit shader integers: the same rows where the adapter has them, else a
+        // clear error and no output.
+        let (o, out) = sigs(
+            &format!("gpu{i}-int64.tsv"),
+            &[
+                "--engine",
+                "gpu",
+                "--adapter",
+                &i.to_string(),
+                "--gpu-int64",
+            ],
+        );
+        if d["shader_int64"].as_bool().unwrap() {
+            ok(&o);
+            assert!(
+                stderr(&o).contains("native 64-bit integers"),
+                "{}",
+                stderr(&o)
+            );
+            assert_eq!(body(&out), body(&cpu), "adapter {i}: {name}, --gpu-int64");
+        } else {
+            assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+            assert!(
+                stderr(&o).contains("no 64-bit shader integers"),
+                "{}",
+                stderr(&o)
+            );
+            assert!(!out.exists());
+        }
     }
     // A name part that matches exactly one adapter picks it; in any case.
     let first = list[0]["name"].as_str().unwrap();

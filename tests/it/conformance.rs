@@ -1,8 +1,8 @@
 //! One conformance suite, run against every engine: the CPU engine (1 and 3 threads), the GPU
 //! stages ported to the CPU (with tiny sub-batches, so documents are fragmented), and the GPU
-//! engine (default and tiny sub-batches). Every signature is compared with `assert_eq!` to the
-//! naive oracle (`minhash` over the SPEC's shingle strings) and, where the SPEC gives them, to
-//! its vectors.
+//! engine (default and tiny sub-batches, both kernels, emulated and native 64-bit arithmetic).
+//! Every signature is compared with `assert_eq!` to the naive oracle (`minhash` over the SPEC's
+//! shingle strings) and, where the SPEC gives them, to its vectors.
 //!
 //! GPU tests need an adapter. With `NEARDUP_REQUIRE_GPU=1` (CI sets it, with Mesa's software
 //! Vulkan driver installed) a missing adapter fails the test; without it the test says loudly on
@@ -446,6 +446,25 @@ fn gpu_engine_with_fused_kernels_conforms() {
     }
 }
 
+/// Native 64-bit shader integers (`u64_native.wgsl`): both kernels, default and tiny
+/// sub-batches. Mesa's llvmpipe offers them, so CI runs this on every push.
+#[test]
+fn gpu_engine_with_native_int64_conforms() {
+    for kernels in KERNELS {
+        for (label, batch_bytes) in [("", 32 << 20), ("/4KiB", 4096)] {
+            gpu_suite(
+                &format!("gpu/int64/{kernels:?}{label}"),
+                GpuOptions {
+                    batch_bytes,
+                    kernels,
+                    int64: true,
+                    ..GpuOptions::default()
+                },
+            );
+        }
+    }
+}
+
 #[test]
 fn gpu_engine_with_tiny_sub_batches_conforms() {
     gpu_suite(
@@ -614,17 +633,20 @@ fn every_engine_agrees_at_every_shingle_length_boundary() {
                 &texts,
                 &want,
             );
-            let opts = GpuOptions {
-                batch_bytes,
-                kernels,
-                ..GpuOptions::default()
-            };
-            if let Some(mut g) = gpu(params, &opts) {
-                boundary_suite(&format!("gpu/{label}"), &mut g, &texts, &want);
-                assert!(
-                    g.host_docs > 0,
-                    "the longest shingles are signed on the host"
-                );
+            for int64 in [false, true] {
+                let opts = GpuOptions {
+                    batch_bytes,
+                    kernels,
+                    int64,
+                    ..GpuOptions::default()
+                };
+                if let Some(mut g) = gpu(params, &opts) {
+                    boundary_suite(&format!("gpu/{label}/{int64}"), &mut g, &texts, &want);
+                    assert!(
+                        g.host_docs > 0,
+                        "the longest shingles are signed on the host"
+                    );
+                }
             }
         }
     }
@@ -644,12 +666,15 @@ fn every_engine_agrees_at_the_shingle_boundaries_for_every_signature_length() {
                 &texts,
                 &want,
             );
-            let opts = GpuOptions {
-                kernels,
-                ..GpuOptions::default()
-            };
-            if let Some(mut g) = gpu(params, &opts) {
-                boundary_suite(&format!("gpu/{label}"), &mut g, &texts, &want);
+            for int64 in [false, true] {
+                let opts = GpuOptions {
+                    kernels,
+                    int64,
+                    ..GpuOptions::default()
+                };
+                if let Some(mut g) = gpu(params, &opts) {
+                    boundary_suite(&format!("gpu/{label}/{int64}"), &mut g, &texts, &want);
+                }
             }
         }
     }

@@ -1,7 +1,7 @@
 //! The CPU ports of the shader arithmetic (`src/engine/gpu/ports.rs`, same shape as the WGSL)
 //! against native u64/u128 arithmetic: exhaustively at the edges, randomly elsewhere. A failure
 //! names the stage: the 32x32 multiply, the FNV multiply, the reduction mod P, the permutation,
-//! or the whole shingle hash.
+//! or the whole shingle hash; and the twins of the native 64-bit prelude against them.
 
 use neardup::engine::gpu::ports::{fnv_mul, mod_p_u64, mul32x32, permute, shingle_hash, U64};
 use neardup::hash::{fnv1a64, FNV_PRIME, P};
@@ -170,5 +170,50 @@ proptest! {
     #[test]
     fn shingle_hash_random(bytes in proptest::collection::vec(any::<u8>(), 0..100)) {
         prop_assert_eq!(shingle_hash(&bytes), (fnv1a64(&bytes) % P as u64) as u32);
+    }
+}
+
+/// The twins of `u64_native.wgsl` give the emulated twins' bits at every edge and for random
+/// values: either prelude signs the same.
+#[test]
+fn native_twins_agree_with_the_emulated_ones_at_the_edges() {
+    use neardup::engine::gpu::ports::native;
+    let e = edges32();
+    for &a in &e {
+        for &b in &e {
+            assert_eq!(native::mul32x32(a, b), mul32x32(a, b), "mul32x32({a}, {b})");
+            if a < P && b < P {
+                for &x in e.iter().filter(|&&x| x < P) {
+                    assert_eq!(native::permute(a, b, x), permute(a, b, x), "{a} {b} {x}");
+                }
+            }
+        }
+    }
+    for &lo in &e {
+        for &hi in &e {
+            let v = (lo, hi);
+            assert_eq!(native::fnv_mul(v), fnv_mul(v), "fnv_mul({v:?})");
+            assert_eq!(native::mod_p_u64(v), mod_p_u64(v), "mod_p_u64({v:?})");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
+
+    #[test]
+    fn native_mod_p_random(v in any::<u64>()) {
+        use neardup::engine::gpu::ports::native;
+        prop_assert_eq!(native::mod_p_u64(split(v)) as u64, v % P as u64);
+        prop_assert_eq!(join(native::fnv_mul(split(v))), v.wrapping_mul(FNV_PRIME));
+    }
+
+    #[test]
+    fn native_permute_random(a in 1u32..P, b in 0u32..P, x in 0u32..P) {
+        use neardup::engine::gpu::ports::native;
+        prop_assert_eq!(
+            native::permute(a, b, x),
+            ((a as u64 * x as u64 + b as u64) % P as u64) as u32
+        );
     }
 }

@@ -3,19 +3,25 @@
 //! fields and size, and the tiling constants.
 
 use neardup::engine::gpu::plan::CHUNK;
-use neardup::engine::gpu::shaders::{composed, STAGES, U64};
+use neardup::engine::gpu::shaders::{composed, composed_with, STAGES, U64, U64_NATIVE};
 use neardup::engine::gpu::GpuConfig;
 
 fn validate(name: &str, src: &str) -> naga::Module {
+    validate_with(name, src, naga::valid::Capabilities::empty())
+}
+
+fn validate_with(name: &str, src: &str, caps: naga::valid::Capabilities) -> naga::Module {
     let module = naga::front::wgsl::parse_str(src)
         .unwrap_or_else(|e| panic!("{name} does not parse:\n{}", e.emit_to_string(src)));
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| panic!("{name} does not validate:\n{}", e.emit_to_string(src)));
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{name} does not validate:\n{}", e.emit_to_string(src)));
     module
+}
+
+/// The native prelude needs 64-bit shader integers, and nothing else.
+fn validate_native(name: &str, src: &str) -> naga::Module {
+    validate_with(name, src, naga::valid::Capabilities::SHADER_INT64)
 }
 
 #[test]
@@ -27,23 +33,72 @@ fn every_wgsl_file_in_shaders_validates() {
         if path.extension().is_some_and(|e| e == "wgsl") {
             let src = std::fs::read_to_string(&path).unwrap();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            // Stages use the shared helpers, so they are validated as the engine composes them.
-            let full = if name == "u64.wgsl" {
-                src
-            } else {
-                composed(&src)
-            };
-            validate(&name, &full);
+            // Stages use the shared helpers, so they are validated as the engine composes them,
+            // after either prelude.
+            match name.as_str() {
+                "u64.wgsl" => drop(validate(&name, &src)),
+                "u64_native.wgsl" => drop(validate_native(&name, &src)),
+                _ => {
+                    validate(&name, &composed(&src));
+                    validate_native(&name, &composed_with(U64_NATIVE, &src));
+                }
+            }
             seen += 1;
         }
     }
-    assert_eq!(seen, 4, "u64.wgsl, hash.wgsl, minhash.wgsl and fused.wgsl");
+    assert_eq!(
+        seen, 5,
+        "u64.wgsl, u64_native.wgsl, hash.wgsl, minhash.wgsl and fused.wgsl"
+    );
+}
+
+/// Without 64-bit shader integers the native prelude is refused, so it can only be loaded on
+/// an adapter that offers them.
+#[test]
+fn the_native_prelude_needs_64_bit_shader_integers() {
+    let module = naga::front::wgsl::parse_str(U64_NATIVE).expect("it parses");
+    let r = naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::empty(),
+    )
+    .validate(&module);
+    assert!(r.is_err(), "u64_native.wgsl validated without SHADER_INT64");
+}
+
+/// Both preludes define the same functions with the same signatures, so a stage composes after
+/// either unchanged.
+#[test]
+fn both_preludes_define_the_same_functions() {
+    let sigs = |m: &naga::Module| {
+        let mut v: Vec<(String, usize, bool)> = m
+            .functions
+            .iter()
+            .map(|(_, f)| {
+                (
+                    f.name.clone().unwrap(),
+                    f.arguments.len(),
+                    f.result.is_some(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let emulated = sigs(&validate("u64.wgsl", U64));
+    let native = sigs(&validate_native("u64_native.wgsl", U64_NATIVE));
+    for f in &emulated {
+        assert!(native.contains(f), "u64_native.wgsl lacks {f:?}");
+    }
 }
 
 #[test]
 fn the_embedded_sources_are_the_files_on_disk() {
     let dir = crate::common::root().join("shaders");
     assert_eq!(U64, std::fs::read_to_string(dir.join("u64.wgsl")).unwrap());
+    assert_eq!(
+        U64_NATIVE,
+        std::fs::read_to_string(dir.join("u64_native.wgsl")).unwrap()
+    );
     for (name, src) in STAGES {
         assert_eq!(
             src,

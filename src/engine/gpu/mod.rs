@@ -188,6 +188,9 @@ pub struct GpuOptions {
     pub wait_timeout: std::time::Duration,
     /// The kernels that sign (the same bits either way).
     pub kernels: Kernels,
+    /// Native 64-bit shader integers (`u64_native.wgsl`) in place of the emulated arithmetic
+    /// (the same bits); an adapter without them is an error.
+    pub int64: bool,
 }
 
 /// [`GpuOptions::wait_timeout`]'s default: far beyond any sub-batch's work on a working device,
@@ -204,6 +207,7 @@ impl Default for GpuOptions {
             adapter: None,
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             kernels: Kernels::Split,
+            int64: false,
         }
     }
 }
@@ -428,6 +432,8 @@ pub struct GpuEngine {
     /// holds at once (the ring's jobs, the one being prepared and the one handed over), kept
     /// while the engine lives, so a later run starts warm too.
     spare_parts: std::sync::Arc<crate::batch::SpareParts>,
+    /// Whether the shaders run on native 64-bit integers ([`GpuOptions::int64`]).
+    int64: bool,
 }
 
 /// A job of the stream, with its plan and how far it has come.
@@ -447,13 +453,23 @@ impl GpuEngine {
         let summary = summarize(&adapter);
         let alimits = adapter.limits();
         let profile = opts.profile && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        if opts.int64 && !summary.shader_int64 {
+            return Err(EngineError::Gpu(format!(
+                "{} has no 64-bit shader integers (SHADER_INT64): leave out --gpu-int64",
+                summary.name
+            ))
+            .into());
+        }
+        let mut required_features = wgpu::Features::empty();
+        if profile {
+            required_features |= wgpu::Features::TIMESTAMP_QUERY;
+        }
+        if opts.int64 {
+            required_features |= wgpu::Features::SHADER_INT64;
+        }
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("neardup"),
-            required_features: if profile {
-                wgpu::Features::TIMESTAMP_QUERY
-            } else {
-                wgpu::Features::empty()
-            },
+            required_features,
             required_limits: alimits.clone(),
             experimental_features: wgpu::ExperimentalFeatures::disabled(),
             memory_hints: wgpu::MemoryHints::Performance,
@@ -482,9 +498,20 @@ impl GpuEngine {
                 source: wgpu::ShaderSource::Wgsl(src.into()),
             })
         };
-        let hash_mod = module("hash.wgsl", shaders::composed(shaders::HASH));
-        let min_mod = module("minhash.wgsl", shaders::composed(shaders::MINHASH));
-        let fused_mod = module("fused.wgsl", shaders::composed(shaders::FUSED));
+        let prelude = if opts.int64 {
+            shaders::U64_NATIVE
+        } else {
+            shaders::U64
+        };
+        let hash_mod = module("hash.wgsl", shaders::composed_with(prelude, shaders::HASH));
+        let min_mod = module(
+            "minhash.wgsl",
+            shaders::composed_with(prelude, shaders::MINHASH),
+        );
+        let fused_mod = module(
+            "fused.wgsl",
+            shaders::composed_with(prelude, shaders::FUSED),
+        );
 
         let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
             binding,
@@ -629,6 +656,7 @@ impl GpuEngine {
             spare_parts: std::sync::Arc::new(crate::batch::SpareParts::new(
                 crate::corpus::pieces_per_chunk() * (ring::RING + 3),
             )),
+            int64: opts.int64,
         })
     }
 
@@ -808,7 +836,7 @@ impl Engine for GpuEngine {
         EngineInfo {
             kind: "gpu",
             detail: format!(
-                "{} via {}{}{}",
+                "{} via {}{}{}{}",
                 self.adapter.name,
                 self.adapter.backend,
                 if self.adapter.software {
@@ -819,6 +847,11 @@ impl Engine for GpuEngine {
                 match self.ring.dev.kernels {
                     Kernels::Split => "",
                     Kernels::Fused => ", fused kernels",
+                },
+                if self.int64 {
+                    ", native 64-bit integers"
+                } else {
+                    ""
                 }
             ),
         }

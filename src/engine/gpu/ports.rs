@@ -84,6 +84,66 @@ pub fn permute(a: u32, b: u32, x: u32) -> u32 {
     permute_limbs(a, b, limbs(x))
 }
 
+/// Twins of `u64_native.wgsl` (`--gpu-int64`): the same functions as the emulated ones above,
+/// on native 64-bit integers, as the shaders compute them.
+pub mod native {
+    use super::U64;
+    use crate::hash::P;
+
+    const FNV_PRIME: u64 = 0x100_0000_01b3;
+
+    pub fn join64(v: U64) -> u64 {
+        (v.1 as u64) << 32 | v.0 as u64
+    }
+
+    pub fn halves(v: u64) -> U64 {
+        (v as u32, (v >> 32) as u32)
+    }
+
+    /// `u64_native.wgsl: limbs`: the value itself, a native multiply needs no limbs.
+    pub fn limbs(b: u32) -> (u32, u32) {
+        (b, 0)
+    }
+
+    /// `u64_native.wgsl: mul32x32_limbs`.
+    pub fn mul32x32_limbs(a: u32, bl: (u32, u32)) -> U64 {
+        halves(a as u64 * bl.0 as u64)
+    }
+
+    /// `u64_native.wgsl: mul32x32`.
+    pub fn mul32x32(a: u32, b: u32) -> U64 {
+        halves(a as u64 * b as u64)
+    }
+
+    /// `u64_native.wgsl: fnv_mul`.
+    pub fn fnv_mul(h: U64) -> U64 {
+        halves(join64(h).wrapping_mul(FNV_PRIME))
+    }
+
+    /// `u64_native.wgsl: mod_p_u64`.
+    pub fn mod_p_u64(v: U64) -> u32 {
+        let x = join64(v);
+        let s = (x & P as u64) + (x >> 31);
+        let mut t = (s & P as u64) as u32 + (s >> 31) as u32;
+        if t >= P {
+            t -= P;
+        }
+        t
+    }
+
+    /// `u64_native.wgsl: permute_limbs` (valid for `a, b, x < P`).
+    pub fn permute_limbs(a: u32, b: u32, xl: (u32, u32)) -> u32 {
+        let v = a as u64 * xl.0 as u64 + b as u64;
+        let f = (v >> 31) as u32 + (v & P as u64) as u32;
+        f.min(f.wrapping_sub(P))
+    }
+
+    /// `u64_native.wgsl: permute`.
+    pub fn permute(a: u32, b: u32, x: u32) -> u32 {
+        permute_limbs(a, b, limbs(x))
+    }
+}
+
 /// FNV-1a 64 of a byte string, reduced mod P, the way `hash.wgsl` computes it.
 pub fn shingle_hash(bytes: &[u8]) -> u32 {
     let mut h = (FNV_OFFSET_LO, FNV_OFFSET_HI);

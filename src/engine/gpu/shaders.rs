@@ -1,8 +1,11 @@
 //! The WGSL sources, embedded at build time, and their composition: `u64.wgsl` (the emulated
-//! 64-bit helpers) is prepended to each stage's source when it is loaded.
+//! 64-bit helpers), or `u64_native.wgsl` (the same functions on native 64-bit integers, for
+//! `--gpu-int64`), is prepended to each stage's source when it is loaded.
 
 /// Shared helpers: 32x32->64 multiply, the FNV multiply, reduction mod P, the permutation.
 pub const U64: &str = include_str!("../../../shaders/u64.wgsl");
+/// [`U64`]'s functions on native 64-bit shader integers (`SHADER_INT64`).
+pub const U64_NATIVE: &str = include_str!("../../../shaders/u64_native.wgsl");
 /// Stage 1: shingle hashing.
 pub const HASH: &str = include_str!("../../../shaders/hash.wgsl");
 /// Stage 2: permutation min-reduction.
@@ -19,8 +22,13 @@ pub const STAGES: [(&str, &str); 3] = [
 
 /// A stage's source with the shared helpers in front.
 pub fn composed(stage: &str) -> String {
-    let mut s = String::with_capacity(U64.len() + stage.len() + 1);
-    s.push_str(U64);
+    composed_with(U64, stage)
+}
+
+/// A stage's source with `prelude` ([`U64`] or [`U64_NATIVE`]) in front.
+pub fn composed_with(prelude: &str, stage: &str) -> String {
+    let mut s = String::with_capacity(prelude.len() + stage.len() + 1);
+    s.push_str(prelude);
     s.push('\n');
     s.push_str(stage);
     s
