@@ -13,11 +13,11 @@
 #   2. the GPU conformance suite and the host-side tests (every GPU test of the integration
 #      binary);
 #   3. `verify` on 200k synthetic documents;
-#   4. the deciding run: `signatures --engine cpu`, `--engine gpu` and `--engine gpu
-#      --gpu-kernels fused` alternating, three rounds, with per-stage timings, and `compare` of
-#      the outputs;
-#   5. the kernels alone at full-size batches (`bench --engine gpu`, GPU timestamps), split and
-#      fused;
+#   4. the deciding run: `signatures --engine cpu`, `--engine gpu`, `--engine gpu --gpu-kernels
+#      fused` and `--engine gpu --gpu-int64` alternating, three rounds, with per-stage timings,
+#      and `compare` of the outputs;
+#   5. the kernels alone at full-size batches (`bench --engine gpu`, GPU timestamps): split,
+#      fused, and split on native 64-bit integers;
 #   6. a sweep of GPU sub-batch sizes, each output compared with the CPU engine's.
 #
 # Every step runs under its own timeout; OUTDIR gets one log per step and summary.txt, and the
@@ -78,16 +78,18 @@ conformance() {
 deciding() {
     "$nd" synth "$docs" -o "$corpus" --words 300 --seed 1 || return 1
     for round in 1 2 3; do
-        for e in cpu gpu gpu-fused; do
+        for e in cpu gpu gpu-fused gpu-int64; do
             echo "== round $round, $e"
-            local flags=(--engine "${e%-fused}")
+            local flags=(--engine "${e%%-*}")
             [ "$e" = gpu-fused ] && flags+=(--gpu-kernels fused)
+            [ "$e" = gpu-int64 ] && flags+=(--gpu-int64)
             NEARDUP_DEBUG_STAGES=1 "$nd" signatures "$corpus" -o "/tmp/neardup_$e.npy" "${flags[@]}" \
                 || return 1
         done
     done
     "$nd" compare /tmp/neardup_cpu.npy /tmp/neardup_gpu.npy || return 1
-    "$nd" compare /tmp/neardup_cpu.npy /tmp/neardup_gpu-fused.npy
+    "$nd" compare /tmp/neardup_cpu.npy /tmp/neardup_gpu-fused.npy || return 1
+    "$nd" compare /tmp/neardup_cpu.npy /tmp/neardup_gpu-int64.npy
 }
 
 verify() {
@@ -95,8 +97,9 @@ verify() {
 }
 
 kernels() {
-    "$nd" bench "$corpus" --engine gpu --repeat 3 || return 1
-    "$nd" bench "$corpus" --engine gpu --repeat 3 --gpu-kernels fused
+    "$nd" bench "$corpus" --engine gpu --repeat 2 || return 1
+    "$nd" bench "$corpus" --engine gpu --repeat 2 --gpu-kernels fused || return 1
+    "$nd" bench "$corpus" --engine gpu --repeat 2 --gpu-int64
 }
 
 sweep() {
