@@ -50,6 +50,7 @@ def signatures(
     threads: int = 0,
     column: str = "text",
     gpu_kernels: str = "split",
+    gpu_int64: bool = False,
 ) -> np.ndarray:
     """MinHash signatures of ``texts``: a ``uint32`` array of shape ``[len(texts), num_perm]``.
 
@@ -63,7 +64,8 @@ def signatures(
 
     ``engine`` is ``"auto"`` (a hardware GPU when there is one, else the CPU), ``"cpu"`` or
     ``"gpu"``; ``threads`` sizes the CPU engine (0: all cores). ``gpu_kernels`` (``"split"``
-    or ``"fused"``, the command line's ``--gpu-kernels``) picks the GPU engine's kernels; the
+    or ``"fused"``, the command line's ``--gpu-kernels``) picks the GPU engine's kernels, and
+    ``gpu_int64=True`` (``--gpu-int64``) runs them on the adapter's native 64-bit integers; the
     signatures are the same bits either way.
     """
     buf, n, _info = _neardup.signatures(
@@ -77,6 +79,7 @@ def signatures(
         threads=threads,
         column=column,
         gpu_kernels=gpu_kernels,
+        gpu_int64=gpu_int64,
     )
     return np.frombuffer(buf, dtype=np.uint32).reshape(n, num_perm)
 
@@ -127,6 +130,7 @@ def dedup(
     engine: str = "auto",
     threads: int = 0,
     gpu_kernels: str = "split",
+    gpu_int64: bool = False,
 ) -> DedupResult:
     """Near-dedup documents in memory, as ``neardup dedup`` does files.
 
@@ -136,8 +140,8 @@ def dedup(
     ``keep`` is ``"smallest-id"``, ``"first"``, ``"longest"``, or ``"max"``/``"min"`` of
     ``keep_values`` (one number per document); ``groups`` (one name, or ``None``, per
     document) keeps clusters within groups, and ``group_missing="own"`` puts documents without
-    one in a group of their own. ``engine``, ``threads`` and ``gpu_kernels`` are
-    :func:`signatures`'s.
+    one in a group of their own. ``engine``, ``threads``, ``gpu_kernels`` and
+    ``gpu_int64`` are :func:`signatures`'s.
     """
     options = _options(
         k=k,
@@ -162,6 +166,7 @@ def dedup(
         engine=engine,
         threads=threads,
         gpu_kernels=gpu_kernels,
+        gpu_int64=gpu_int64,
     )
     root_a = np.frombuffer(root, dtype=np.uint32)
     id_list = ids.to_pylist() if hasattr(ids, "to_pylist") else (ids.to_list() if hasattr(ids, "to_list") else list(ids))

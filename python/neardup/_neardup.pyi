@@ -20,6 +20,7 @@ def signatures(
     threads: int,
     column: str,
     gpu_kernels: str = "split",
+    gpu_int64: bool = False,
 ) -> Tuple[bytearray, int, str]: ...
 def dedup(
     ids: Any,
@@ -31,6 +32,7 @@ def dedup(
     engine: str,
     threads: int,
     gpu_kernels: str = "split",
+    gpu_int64: bool = False,
 ) -> Tuple[bytearray, bytearray, bytearray, str, str]: ...
 def stage_init(
     work_dir: str,
@@ -41,7 +43,12 @@ def stage_init(
 ) -> Tuple[int, int]: ...
 def stage_shape(work_dir: str) -> Tuple[int, int]: ...
 def stage_sign(
-    work_dir: str, shard: int, engine: str, threads: int, gpu_kernels: str = "split"
+    work_dir: str,
+    shard: int,
+    engine: str,
+    threads: int,
+    gpu_kernels: str = "split",
+    gpu_int64: bool = False,
 ) -> Optional[str]: ...
 def stage_rank(work_dir: str, sort_memory: int = 256) -> Optional[str]: ...
 def stage_bands(work_dir: str, shard: int) -> bool: ...

@@ -97,6 +97,7 @@ def dedup(
     sort_memory: int = 256,
     engine: str = "auto",
     gpu_kernels: str = "split",
+    gpu_int64: bool = False,
     threads: Optional[int] = None,
     num_cpus: float = 1,
     max_retries: int = 3,
@@ -117,8 +118,9 @@ def dedup(
     partitions (one task per ``num_cpus`` CPUs of the cluster). ``sort_memory`` is the MiB of
     id records ``rank`` sorts at once (:func:`neardup.stages.rank`). Each task asks Ray for
     ``num_cpus`` CPUs and signs with ``threads`` threads (default: ``num_cpus``); ``engine`` is
-    ``"auto"``, ``"cpu"`` or ``"gpu"`` (``gpu_kernels``: :func:`neardup.stages.sign`'s). A task whose worker dies is retried up to
-    ``max_retries`` times.
+    ``"auto"``, ``"cpu"`` or ``"gpu"`` (``gpu_kernels`` and ``gpu_int64``:
+    :func:`neardup.stages.sign`'s). A task whose worker dies is retried up to ``max_retries``
+    times.
     ``scheduling_strategy`` is Ray's (by default ``"SPREAD"``: a stage's tasks go to as many
     nodes as there are, so their reads and writes spread too).
 
@@ -178,7 +180,9 @@ def dedup(
         seconds[name] = time.time() - t0
         return results
 
-    signed = stage("sign", [(s, (work_dir, s), {"engine": engine, "threads": threads, "gpu_kernels": gpu_kernels}) for s in range(shards)])
+    sign_kw = {"engine": engine, "threads": threads, "gpu_kernels": gpu_kernels,
+               "gpu_int64": gpu_int64}
+    signed = stage("sign", [(s, (work_dir, s), sign_kw) for s in range(shards)])
     docs = sum(x["documents"] for x in signed if x is not None)
     say.info("sign: %d shards, %d documents signed now, %.2f s", shards, docs, seconds["sign"])
     ranked = stage("rank", [(None, (work_dir,), {"sort_memory": sort_memory})])[0]

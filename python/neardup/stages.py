@@ -107,10 +107,14 @@ def sign(
     engine: str = "auto",
     threads: int = 0,
     gpu_kernels: str = "split",
+    gpu_int64: bool = False,
 ) -> Optional[Dict[str, Any]]:
     """Stage 1: sign shard ``shard`` (``engine``: ``"auto"``, ``"cpu"`` or ``"gpu"``;
-    ``gpu_kernels``: ``"split"`` or ``"fused"``, the same bits either way)."""
-    return _json(_neardup.stage_sign(os.fspath(work_dir), shard, engine, threads, gpu_kernels))
+    ``gpu_kernels`` and ``gpu_int64``: :func:`neardup.signatures`'s, the same bits either
+    way)."""
+    return _json(
+        _neardup.stage_sign(os.fspath(work_dir), shard, engine, threads, gpu_kernels, gpu_int64)
+    )
 
 
 def rank(work_dir: "str | os.PathLike[str]", sort_memory: int = 256) -> Optional[Dict[str, Any]]:

@@ -222,9 +222,11 @@ fn make_engine(
     params: MinHashParams,
     threads: usize,
     kernels: &str,
+    int64: bool,
 ) -> PyResult<Box<dyn Engine>> {
     let opts = GpuOptions {
         kernels: gpu_kernels(kernels)?,
+        int64,
         ..GpuOptions::default()
     };
     build_engine(engine_choice(engine)?, params, threads, &opts).map_err(err)
@@ -349,7 +351,7 @@ fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
 /// Signatures of `texts` as native-endian u32 rows in a bytearray; with the row count and the
 /// engine's description.
 #[pyfunction]
-#[pyo3(signature = (texts, *, k, num_perm, seed, shingle, normalize, engine, threads, column, gpu_kernels = "split"))]
+#[pyo3(signature = (texts, *, k, num_perm, seed, shingle, normalize, engine, threads, column, gpu_kernels = "split", gpu_int64 = false))]
 #[allow(clippy::too_many_arguments)]
 fn signatures<'py>(
     py: Python<'py>,
@@ -363,6 +365,7 @@ fn signatures<'py>(
     threads: usize,
     column: &str,
     gpu_kernels: &str,
+    gpu_int64: bool,
 ) -> PyResult<(Bound<'py, PyByteArray>, usize, String)> {
     let params = MinHashParams::new(k, num_perm, seed)
         .map_err(err)?
@@ -371,7 +374,7 @@ fn signatures<'py>(
     let strs = t.strs("texts")?;
     let n = strs.len();
     let (out, info) = py.detach(|| -> PyResult<(Vec<u32>, String)> {
-        let mut e = make_engine(engine, params, threads, gpu_kernels)?;
+        let mut e = make_engine(engine, params, threads, gpu_kernels, gpu_int64)?;
         let mut out = vec![0u32; n * num_perm];
         e.sign_texts(&strs, &mut out).map_err(engine_err)?;
         Ok((out, e.info().to_string()))
@@ -382,7 +385,7 @@ fn signatures<'py>(
 /// In-memory dedup: each document's root (document index, native-endian u32) and survival (a
 /// byte per document), whether it is an exact duplicate, and the counts as JSON.
 #[pyfunction]
-#[pyo3(signature = (ids, texts, options, *, keep_values, groups, engine, threads, gpu_kernels = "split"))]
+#[pyo3(signature = (ids, texts, options, *, keep_values, groups, engine, threads, gpu_kernels = "split", gpu_int64 = false))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn dedup<'py>(
     py: Python<'py>,
@@ -394,6 +397,7 @@ fn dedup<'py>(
     engine: &str,
     threads: usize,
     gpu_kernels: &str,
+    gpu_int64: bool,
 ) -> PyResult<(
     Bound<'py, PyByteArray>,
     Bound<'py, PyByteArray>,
@@ -410,7 +414,7 @@ fn dedup<'py>(
         .as_ref()
         .map(|g| g.iter().map(|x| x.as_deref()).collect());
     let (c, info) = py.detach(|| -> PyResult<_> {
-        let mut e = make_engine(engine, cfg.params, threads, gpu_kernels)?;
+        let mut e = make_engine(engine, cfg.params, threads, gpu_kernels, gpu_int64)?;
         let docs = MemoryDocs {
             ids: &id_s,
             texts: &text_s,
@@ -467,7 +471,8 @@ fn stage_shape(work_dir: PathBuf) -> PyResult<(usize, usize)> {
 }
 
 #[pyfunction]
-#[pyo3(signature = (work_dir, shard, engine, threads, gpu_kernels = "split"))]
+#[pyo3(signature = (work_dir, shard, engine, threads, gpu_kernels = "split", gpu_int64 = false))]
+#[allow(clippy::too_many_arguments)]
 fn stage_sign(
     py: Python<'_>,
     work_dir: PathBuf,
@@ -475,10 +480,11 @@ fn stage_sign(
     engine: &str,
     threads: usize,
     gpu_kernels: &str,
+    gpu_int64: bool,
 ) -> PyResult<Option<String>> {
     py.detach(|| {
         let w = open(&work_dir)?;
-        let mut e = make_engine(engine, w.config().params, threads, gpu_kernels)?;
+        let mut e = make_engine(engine, w.config().params, threads, gpu_kernels, gpu_int64)?;
         let s =
             sharded::sign::sign(&w, shard, e.as_mut(), &ProgressFactory::hidden()).map_err(err)?;
         Ok(s.map(|s| json(&s)))

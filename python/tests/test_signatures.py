@@ -145,7 +145,8 @@ def test_the_gil_is_released_while_the_engine_runs():
 
 
 @pytest.mark.parametrize("kernels", ["split", "fused"])
-def test_the_gpu_engine_gives_the_cpu_engines_bits_with_either_kernels(kernels):
+@pytest.mark.parametrize("int64", [False, True])
+def test_the_gpu_engine_gives_the_cpu_engines_bits_with_either_kernels(kernels, int64):
     # A software adapter (llvmpipe) serves where there is no GPU; NEARDUP_REQUIRE_GPU=1 (as
     # CI sets) makes a missing adapter a failure.
     texts = ["", "one", "two words", " ".join(f"w{i % 97}" for i in range(3000)),
@@ -153,17 +154,19 @@ def test_the_gpu_engine_gives_the_cpu_engines_bits_with_either_kernels(kernels):
     texts.append(texts[3].replace("w5 ", "v5 ", 1))  # a near duplicate of texts[3]
     want = neardup.signatures(texts, num_perm=64, engine="cpu")
     try:
-        got = neardup.signatures(texts, num_perm=64, engine="gpu", gpu_kernels=kernels)
+        got = neardup.signatures(texts, num_perm=64, engine="gpu", gpu_kernels=kernels,
+                                 gpu_int64=int64)
     except neardup.NeardupError as e:
         if os.environ.get("NEARDUP_REQUIRE_GPU") == "1":
-            pytest.fail(f"no GPU adapter and NEARDUP_REQUIRE_GPU=1: {e}")
-        pytest.skip(f"no GPU adapter: {e}")
+            pytest.fail(f"no GPU engine and NEARDUP_REQUIRE_GPU=1: {e}")
+        pytest.skip(f"no GPU engine: {e}")
     np.testing.assert_array_equal(got, want)
     ids = [str(i) for i in range(len(texts))]
-    gpu = neardup.dedup(ids, texts, engine="gpu", gpu_kernels=kernels)
+    gpu = neardup.dedup(ids, texts, engine="gpu", gpu_kernels=kernels, gpu_int64=int64)
     cpu = neardup.dedup(ids, texts, engine="cpu")
     assert gpu.engine.startswith("gpu") and cpu.engine.startswith("cpu")
     assert ("fused kernels" in gpu.engine) == (kernels == "fused"), gpu.engine
+    assert ("native 64-bit" in gpu.engine) == int64, gpu.engine
     np.testing.assert_array_equal(gpu.root, cpu.root)
     np.testing.assert_array_equal(gpu.survives, cpu.survives)
     assert gpu.root[-1] == 3
