@@ -96,6 +96,11 @@ impl PackedBatch {
             .extend(other.doc_word_start[1..].iter().map(|&w| w + word_off));
     }
 
+    /// Bytes of heap the batch holds (its capacity, not its length).
+    pub fn capacity_bytes(&self) -> usize {
+        self.bytes.capacity() + 4 * (self.word_start.capacity() + self.doc_word_start.capacity())
+    }
+
     pub fn num_docs(&self) -> usize {
         self.doc_word_start.len() - 1
     }
@@ -147,18 +152,25 @@ impl PackedBatch {
 /// Packed batches to tokenize into again. A streaming engine hands each chunk's parts back
 /// once they are signed, and the next chunk's workers take them: a run, and every later run
 /// of the same engine, cycles through warm buffers instead of faulting in fresh pages (and
-/// copying on growth) for every chunk. Holds at most `max` batches; more are freed.
+/// copying on growth) for every chunk. Holds at most `max` batches, each of at most
+/// [`SPARE_PART_BYTES_MAX`] bytes of capacity (one grown by an outlier document is freed); the
+/// rest are freed.
 #[derive(Debug)]
 pub struct SpareParts {
     held: std::sync::Mutex<Vec<PackedBatch>>,
     max: usize,
+    reused: std::sync::atomic::AtomicU64,
 }
+
+/// The most capacity, in bytes, of a batch [`SpareParts`] keeps.
+pub const SPARE_PART_BYTES_MAX: usize = 64 << 20;
 
 impl SpareParts {
     pub fn new(max: usize) -> Self {
         SpareParts {
             held: std::sync::Mutex::new(Vec::new()),
             max,
+            reused: Default::default(),
         }
     }
 
@@ -167,6 +179,8 @@ impl SpareParts {
         let spare = self.held.lock().unwrap_or_else(|e| e.into_inner()).pop();
         match spare {
             Some(mut b) => {
+                self.reused
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 b.clear();
                 b.rule = rule;
                 b
@@ -179,7 +193,17 @@ impl SpareParts {
     pub fn give(&self, parts: impl IntoIterator<Item = PackedBatch>) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let room = self.max.saturating_sub(held.len());
-        held.extend(parts.into_iter().take(room));
+        held.extend(
+            parts
+                .into_iter()
+                .filter(|b| b.capacity_bytes() <= SPARE_PART_BYTES_MAX)
+                .take(room),
+        );
+    }
+
+    /// How many batches [`SpareParts::take`] has handed out warm.
+    pub fn reused(&self) -> u64 {
+        self.reused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The most batches kept.
@@ -220,7 +244,14 @@ mod tests {
         assert!(t.bytes.capacity() >= cap);
         spares.take(rule);
         assert!(spares.is_empty());
+        assert_eq!(spares.reused(), 2);
         assert_eq!(spares.take(rule), PackedBatch::with_rule(rule));
+        assert_eq!(spares.reused(), 2, "a fresh batch is not a reused one");
+        // A batch past the capacity cap is freed, not kept.
+        let mut big = PackedBatch::new();
+        big.bytes.reserve(SPARE_PART_BYTES_MAX + 1);
+        spares.give([big, PackedBatch::new()]);
+        assert_eq!(spares.len(), 1);
     }
 
     #[test]

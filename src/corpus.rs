@@ -158,6 +158,9 @@ pub fn parse_chunk(
     parse_chunk_into(chunk, fields, file_name, &|| PackedBatch::with_rule(rule))
 }
 
+/// The most record bytes a piece of [`parse_chunk_into`] reserves room for up front.
+const RESERVE_MAX: usize = 64 << 20;
+
 /// How many pieces [`parse_chunk_into`] cuts a chunk into (fewer for a chunk of fewer
 /// records): one batch each.
 pub fn pieces_per_chunk() -> usize {
@@ -187,14 +190,21 @@ pub fn parse_chunk_into(
                 ..Default::default()
             };
             let end = (start + per).min(n);
-            // Room for the piece's words up front: growing a fresh batch copies it at every
-            // doubling. Packed words are never longer than their record but for a few
-            // characters that lowercase longer, and average more than four bytes with their
-            // space in any text.
+            // Room for the piece's words up front, a guess from its record bytes: growing a
+            // fresh batch copies it at every doubling. Packed words take about their text's
+            // bytes, and a word averages four bytes or more with its space; a character unit
+            // (`--shingle char`) is one to four bytes with its space. A record of other
+            // fields than the text makes the guess large, so it is capped; past the cap the
+            // batch grows as it must.
             let raw: usize = (start..end).map(|i| chunk.record_bytes(i)).sum();
+            let raw = raw.min(RESERVE_MAX);
             let b = &mut part.parts[0];
+            let per_unit = match b.rule.shingle {
+                crate::text::ShingleUnit::Word => 4,
+                crate::text::ShingleUnit::Char => 2,
+            };
             b.bytes.reserve(raw);
-            b.word_start.reserve(raw / 4 + 1);
+            b.word_start.reserve(raw / per_unit + 1);
             b.doc_word_start.reserve(end - start);
             for i in start..end {
                 let rec = record(chunk, i, fields, file_name)?;
