@@ -392,6 +392,7 @@ fn write_shifted(mut r: wgpu::WriteOnly<'_, [u8]>, src: &[u32], shift: u32) {
         head.copy_from_slice(bytemuck::cast_slice(out));
         r = rest;
     }
+    assert!(r.is_empty(), "a region of word starts is exactly filled");
 }
 
 /// Lay sub-batch `sub` of `parts` out for the shaders, into `regions` (each exactly

@@ -209,7 +209,9 @@ pub fn minhash_stage(
     let mut tile = [(0u32, 0u32); CHUNK];
     for chunk in &sb.chunks {
         let n = (chunk[2] - chunk[1]) as usize;
-        for (t, &x) in tile[..n].iter_mut().zip(&xs[chunk[1] as usize..]) {
+        let chunk_xs = &xs[chunk[1] as usize..chunk[2] as usize];
+        assert_eq!(chunk_xs.len(), n, "a chunk's shingles");
+        for (t, &x) in tile[..n].iter_mut().zip(chunk_xs) {
             *t = limbs(x);
         }
         for (i, &[a, b]) in perms.iter().enumerate() {
