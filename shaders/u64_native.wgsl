@@ -45,7 +45,7 @@ fn fnv_mul(h: vec2<u32>) -> vec2<u32> {
 }
 
 // v mod P for any 64-bit v, by folding (2^31 = 1 mod P): s = (v & P) + (v >> 31) is below
-// 2^33 + 2^31; a second fold leaves at most P + 8; one subtraction finishes.
+// 2^33 + 2^31; a second fold leaves at most P + 4; one subtraction finishes.
 fn mod_p_u64(v: vec2<u32>) -> u32 {
     let x = join64(v);
     let s = (x & u64(P)) + (x >> 31u);

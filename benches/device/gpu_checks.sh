@@ -72,7 +72,7 @@ preflight() {
 }
 
 conformance() {
-    NEARDUP_REQUIRE_GPU=1 "$bin/it" --test-threads 2 conformance gpu_host
+    NEARDUP_REQUIRE_GPU=1 NEARDUP_REQUIRE_GPU_INT64=1 "$bin/it" --test-threads 2 conformance gpu_host
 }
 
 deciding() {

@@ -3,7 +3,9 @@
 //! names the stage: the 32x32 multiply, the FNV multiply, the reduction mod P, the permutation,
 //! or the whole shingle hash; and the twins of the native 64-bit prelude against them.
 
-use neardup::engine::gpu::ports::{fnv_mul, mod_p_u64, mul32x32, permute, shingle_hash, U64};
+use neardup::engine::gpu::ports::{
+    fnv_mul, limbs, mod_p_u64, mul32x32, mul32x32_limbs, permute, shingle_hash, U64,
+};
 use neardup::hash::{fnv1a64, FNV_PRIME, P};
 use proptest::prelude::*;
 
@@ -187,6 +189,16 @@ fn native_twins_agree_with_the_emulated_ones_at_the_edges() {
                     assert_eq!(native::permute(a, b, x), permute(a, b, x), "{a} {b} {x}");
                 }
             }
+        }
+    }
+    for &a in &e {
+        for &b in &e {
+            // Each prelude's split form of a value, multiplied: the same product.
+            assert_eq!(
+                native::mul32x32_limbs(a, native::limbs(b)),
+                mul32x32_limbs(a, limbs(b)),
+                "mul32x32_limbs({a}, {b})"
+            );
         }
     }
     for &lo in &e {
