@@ -67,7 +67,8 @@ fn mod_p_u64(v: vec2<u32>) -> u32 {
     return s;
 }
 
-// (a*x + b) mod P for a, x, b < P, x given as its limbs: the 62-bit product plus b, with the carry, then mod P.
+// (a*x + b) mod P for a, x, b < P, x given as its limbs: the 62-bit product plus b, with the
+// carry, then mod P.
 // Since a, x, b <= P - 1, v = a*x + b < 2^62 - 3*2^31 + 3, so its top two bits are zero and
 // f = (v >> 31) + (v & P) = ((hi << 1) | (lo >> 31)) + (lo & P) is below 2P: v mod P is the
 // smaller of f and f - P (which wraps around when f < P). Cheaper than mod_p_u64.

@@ -36,7 +36,7 @@ fn mul32x32_limbs(a: u32, bl: vec2<u32>) -> vec2<u32> {
 
 // The full 64-bit product of two 32-bit values.
 fn mul32x32(a: u32, b: u32) -> vec2<u32> {
-    return halves(u64(a) * u64(b));
+    return mul32x32_limbs(a, limbs(b));
 }
 
 // h * FNV prime mod 2^64.

@@ -112,7 +112,7 @@ pub mod native {
 
     /// `u64_native.wgsl: mul32x32`.
     pub fn mul32x32(a: u32, b: u32) -> U64 {
-        halves(a as u64 * b as u64)
+        mul32x32_limbs(a, limbs(b))
     }
 
     /// `u64_native.wgsl: fnv_mul`.
