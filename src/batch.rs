@@ -96,6 +96,22 @@ impl PackedBatch {
             .extend(other.doc_word_start[1..].iter().map(|&w| w + word_off));
     }
 
+    /// Room up front for `docs` more documents of about `text_bytes` bytes of text: growing a
+    /// fresh batch copies it at every doubling. Packed words take about their text's bytes,
+    /// and a word averages four bytes or more with its space; a character unit (`--shingle
+    /// char`) is one to four bytes with its space. The guess is capped at [`RESERVE_MAX`]
+    /// bytes; past it the batch grows as it must.
+    pub fn reserve_for(&mut self, text_bytes: usize, docs: usize) {
+        let raw = text_bytes.min(RESERVE_MAX);
+        let per_unit = match self.rule.shingle {
+            crate::text::ShingleUnit::Word => 4,
+            crate::text::ShingleUnit::Char => 2,
+        };
+        self.bytes.reserve(raw);
+        self.word_start.reserve(raw / per_unit + 1);
+        self.doc_word_start.reserve(docs);
+    }
+
     /// Bytes of heap the batch holds (its capacity, not its length).
     pub fn capacity_bytes(&self) -> usize {
         self.bytes.capacity() + 4 * (self.word_start.capacity() + self.doc_word_start.capacity())
@@ -148,6 +164,9 @@ impl PackedBatch {
         (0..count).map(move |j| self.span(r.start + j, r.start + j + width))
     }
 }
+
+/// The most text bytes [`PackedBatch::reserve_for`] makes room for.
+pub const RESERVE_MAX: usize = 64 << 20;
 
 /// Packed batches to tokenize into again. A streaming engine hands each chunk's parts back
 /// once they are signed, and the next chunk's workers take them: a run, and every later run

@@ -158,9 +158,6 @@ pub fn parse_chunk(
     parse_chunk_into(chunk, fields, file_name, &|| PackedBatch::with_rule(rule))
 }
 
-/// The most record bytes a piece of [`parse_chunk_into`] reserves room for up front.
-const RESERVE_MAX: usize = 64 << 20;
-
 /// How many pieces [`parse_chunk_into`] cuts a chunk into (fewer for a chunk of fewer
 /// records): one batch each.
 pub fn pieces_per_chunk() -> usize {
@@ -190,22 +187,10 @@ pub fn parse_chunk_into(
                 ..Default::default()
             };
             let end = (start + per).min(n);
-            // Room for the piece's words up front, a guess from its record bytes: growing a
-            // fresh batch copies it at every doubling. Packed words take about their text's
-            // bytes, and a word averages four bytes or more with its space; a character unit
-            // (`--shingle char`) is one to four bytes with its space. A record of other
-            // fields than the text makes the guess large, so it is capped; past the cap the
-            // batch grows as it must.
+            // Room for the piece's words up front, a guess from its record bytes (a record
+            // of other fields than the text makes the guess large; it is capped).
             let raw: usize = (start..end).map(|i| chunk.record_bytes(i)).sum();
-            let raw = raw.min(RESERVE_MAX);
-            let b = &mut part.parts[0];
-            let per_unit = match b.rule.shingle {
-                crate::text::ShingleUnit::Word => 4,
-                crate::text::ShingleUnit::Char => 2,
-            };
-            b.bytes.reserve(raw);
-            b.word_start.reserve(raw / per_unit + 1);
-            b.doc_word_start.reserve(end - start);
+            part.parts[0].reserve_for(raw, end - start);
             for i in start..end {
                 let rec = record(chunk, i, fields, file_name)?;
                 if fields.keep.is_some() || fields.group.is_some() {

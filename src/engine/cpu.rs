@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::{check_output, Engine, EngineError, EngineInfo, RecordSigner};
+use super::{check_output, split_lens, Engine, EngineError, EngineInfo, RecordSigner};
 use crate::batch::PackedBatch;
 use crate::corpus::ScannedChunk;
 use crate::hash::PermParams;
@@ -143,27 +143,6 @@ impl CpuEngine {
     }
 }
 
-/// Cut `texts` into at most `pieces` contiguous ranges of about equal bytes (a range never
-/// passes 1 GiB, within a packed batch's 4 GiB limit).
-fn split_lens(texts: &[&str], pieces: usize) -> Vec<(usize, usize)> {
-    let total: usize = texts.iter().map(|t| t.len() + 1).sum();
-    let target = total.div_ceil(pieces.max(1)).clamp(1, 1 << 30);
-    let mut out = Vec::with_capacity(pieces);
-    let (mut start, mut acc) = (0, 0);
-    for (i, t) in texts.iter().enumerate() {
-        acc += t.len() + 1;
-        if acc >= target {
-            out.push((start, i + 1));
-            start = i + 1;
-            acc = 0;
-        }
-    }
-    if start < texts.len() {
-        out.push((start, texts.len()));
-    }
-    out
-}
-
 impl RecordSigner for CpuEngine {
     /// Cut the chunk's lines into pieces and, per piece on its own thread, parse each record,
     /// tokenize it into a reused per-thread batch and sign it while the text is still in cache.
@@ -283,39 +262,6 @@ pub(crate) const DOCS_PER_TASK: usize = 16;
 mod tests {
     use super::*;
     use crate::sign::docs::SPLIT_DOC_SHINGLES;
-
-    /// The pieces cover every text once, in order, and never more pieces than asked.
-    #[test]
-    fn text_pieces_cover_every_text_in_order() {
-        let long = "x".repeat(10_000);
-        for n in [0usize, 1, 2, 3, 7, 8, 9, 100] {
-            for pieces in [1usize, 2, 8, 16, 1000] {
-                for big_at in [None, Some(0), Some(n / 2)] {
-                    let texts: Vec<&str> = (0..n)
-                        .map(|i| {
-                            if Some(i) == big_at {
-                                long.as_str()
-                            } else {
-                                "a b c"
-                            }
-                        })
-                        .collect();
-                    let r = split_lens(&texts, pieces);
-                    assert!(
-                        r.len() <= pieces.max(1),
-                        "{n} texts, {pieces} pieces: {r:?}"
-                    );
-                    let mut next = 0;
-                    for &(a, b) in &r {
-                        assert_eq!(a, next, "{r:?}");
-                        assert!(b > a, "{r:?}");
-                        next = b;
-                    }
-                    assert_eq!(next, n, "{r:?}");
-                }
-            }
-        }
-    }
 
     /// Through the record path (parse, tokenize and sign per piece, several threads): pieces
     /// holding documents signed in parts, among small ones, equal the oracle. The parts run on

@@ -55,8 +55,9 @@ pub trait Engine: Send {
 
     /// Signatures of in-memory texts into `out` (`texts.len() * num_perm`), in order: packed
     /// in batches of about [`preferred_chunk_bytes`](Engine::preferred_chunk_bytes) of text,
-    /// each signed with [`sign`](Engine::sign). The CPU engine tokenizes and signs pieces on
-    /// all its threads instead.
+    /// each signed with [`sign`](Engine::sign). Both engines override it: the CPU engine
+    /// tokenizes and signs pieces on all its threads, the GPU engine tokenizes each chunk on
+    /// the pool while the previous one is on the device.
     fn sign_texts(&mut self, texts: &[&str], out: &mut [u32]) -> Result<(), EngineError> {
         let np = self.params().num_perm;
         check_rows(texts.len(), np, out)?;
@@ -192,6 +193,27 @@ pub fn gpu_device_nodes(dev: &std::path::Path) -> Option<bool> {
     )
 }
 
+/// Cut `texts` into at most `pieces` contiguous ranges of about equal bytes (a range never
+/// passes 1 GiB, within a packed batch's 4 GiB limit).
+pub(crate) fn split_lens(texts: &[&str], pieces: usize) -> Vec<(usize, usize)> {
+    let total: usize = texts.iter().map(|t| t.len() + 1).sum();
+    let target = total.div_ceil(pieces.max(1)).clamp(1, 1 << 30);
+    let mut out = Vec::with_capacity(pieces);
+    let (mut start, mut acc) = (0, 0);
+    for (i, t) in texts.iter().enumerate() {
+        acc += t.len() + 1;
+        if acc >= target {
+            out.push((start, i + 1));
+            start = i + 1;
+            acc = 0;
+        }
+    }
+    if start < texts.len() {
+        out.push((start, texts.len()));
+    }
+    out
+}
+
 /// Which engine to use, as chosen on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -236,7 +258,40 @@ pub fn build_engine(
 
 #[cfg(test)]
 mod tests {
-    use super::gpu_device_nodes;
+    use super::{gpu_device_nodes, split_lens};
+
+    /// The pieces cover every text once, in order, and never more pieces than asked.
+    #[test]
+    fn text_pieces_cover_every_text_in_order() {
+        let long = "x".repeat(10_000);
+        for n in [0usize, 1, 2, 3, 7, 8, 9, 100] {
+            for pieces in [1usize, 2, 8, 16, 1000] {
+                for big_at in [None, Some(0), Some(n / 2)] {
+                    let texts: Vec<&str> = (0..n)
+                        .map(|i| {
+                            if Some(i) == big_at {
+                                long.as_str()
+                            } else {
+                                "a b c"
+                            }
+                        })
+                        .collect();
+                    let r = split_lens(&texts, pieces);
+                    assert!(
+                        r.len() <= pieces.max(1),
+                        "{n} texts, {pieces} pieces: {r:?}"
+                    );
+                    let mut next = 0;
+                    for &(a, b) in &r {
+                        assert_eq!(a, next, "{r:?}");
+                        assert!(b > a, "{r:?}");
+                        next = b;
+                    }
+                    assert_eq!(next, n, "{r:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn gpu_device_nodes_are_told_apart_from_a_machine_without_any() {

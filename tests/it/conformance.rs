@@ -601,19 +601,25 @@ fn cpu_signatures(params: MinHashParams, texts: &[String]) -> Vec<u32> {
     CpuEngine::new(params, 2).unwrap().sign_vec(&batch).unwrap()
 }
 
-/// An engine against the CPU engine's signatures `want`, entry by entry.
+/// An engine against the CPU engine's signatures `want`, entry by entry: a packed batch, and
+/// the in-memory path (which cuts the texts into chunks of its own).
 fn boundary_suite(label: &str, engine: &mut dyn Engine, texts: &[String], want: &[u32]) {
     let params = *engine.params();
     let batch = PackedBatch::from_texts(texts);
     let got = engine.sign_vec(&batch).unwrap();
+    let strs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let mut from_texts = vec![0u32; want.len()];
+    engine.sign_texts(&strs, &mut from_texts).unwrap();
     let n = params.num_perm;
-    for (d, t) in texts.iter().enumerate() {
-        assert_eq!(
-            got[d * n..(d + 1) * n],
-            want[d * n..(d + 1) * n],
-            "{label}: num_perm {n}, document {d} of {} bytes",
-            t.len()
-        );
+    for (path, got) in [("batch", &got), ("texts", &from_texts)] {
+        for (d, t) in texts.iter().enumerate() {
+            assert_eq!(
+                got[d * n..(d + 1) * n],
+                want[d * n..(d + 1) * n],
+                "{label} ({path}): num_perm {n}, document {d} of {} bytes",
+                t.len()
+            );
+        }
     }
 }
 
@@ -699,9 +705,10 @@ fn a_shingle_at_the_invocation_cap_is_hashed_on_the_device_and_one_past_it_on_th
             let texts = [random_word(&mut rng, len)];
             let want = cpu_signatures(*g.params(), &texts);
             boundary_suite(&format!("gpu/{kernels:?}"), &mut g, &texts, &want);
+            // Once through each of the suite's two paths.
             assert_eq!(
                 g.host_docs - before,
-                on_host,
+                2 * on_host,
                 "{kernels:?}: a shingle of {len} bytes"
             );
         }
@@ -747,10 +754,11 @@ fn every_engine_agrees_around_the_documents_per_sub_batch_cap() {
             let want = cpu_signatures(params, &texts);
             let before = g.sub_batches();
             boundary_suite(&format!("gpu/{kernels:?}"), &mut g, &texts, &want);
+            // Through each of the suite's two paths (the texts are one chunk of the second).
             let subs = g.sub_batches() - before;
             assert_eq!(
                 subs,
-                if n > cap { 2 } else { 1 },
+                2 * if n > cap { 2 } else { 1 },
                 "{n} documents, cap {cap}"
             );
             boundary_suite(

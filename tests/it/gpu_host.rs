@@ -325,3 +325,50 @@ fn parts_are_kept_for_the_next_run_and_stay_bounded() {
     many.give((0..10).map(|_| neardup::PackedBatch::new()));
     assert_eq!(many.len(), many.max());
 }
+
+/// The in-memory path (`sign_texts`, the Python package's and in-memory dedup's) cuts texts
+/// into chunks of about a sub-batch and streams them: with 4 KiB sub-batches, many chunks of
+/// every kind of document (fragments and host documents among them) come back in order with
+/// the CPU engine's bits, and a second call tokenizes into the parts the first one kept.
+#[test]
+fn texts_stream_in_chunks_and_reuse_their_parts() {
+    let mut rng = Pcg32::new(19);
+    let texts: Vec<String> = (0..600).map(|_| document(&mut rng)).collect();
+    let strs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let total: usize = strs.iter().map(|t| t.len()).sum();
+    let p = params(5, 32);
+    let mut want = vec![0u32; strs.len() * p.num_perm];
+    CpuEngine::new(p, 2)
+        .unwrap()
+        .sign_texts(&strs, &mut want)
+        .unwrap();
+    let Some(mut g) = gpu(p, 4 << 10) else {
+        return;
+    };
+    assert!(total > 20 * (4 << 10), "a few chunks only: {total} bytes");
+    let spares = g.spare_parts().expect("the GPU engine keeps its parts");
+    for call in 0..2 {
+        let mut got = vec![0u32; strs.len() * p.num_perm];
+        g.sign_texts(&strs, &mut got).unwrap();
+        for d in 0..strs.len() {
+            let row = d * p.num_perm..(d + 1) * p.num_perm;
+            assert_eq!(got[row.clone()], want[row], "call {call}, text {d}");
+        }
+        assert!(g.host_docs > 0, "no document was signed on the host");
+        assert!(!spares.is_empty(), "no part came back to the engine");
+    }
+    assert!(
+        spares.reused() > 0,
+        "the second call tokenized into fresh parts"
+    );
+    // Texts of a few bytes each: the chunks hold documents only.
+    let short: Vec<&str> = (0..5000).map(|i| ["a b c d e f", "", "g"][i % 3]).collect();
+    let mut want = vec![0u32; short.len() * p.num_perm];
+    CpuEngine::new(p, 1)
+        .unwrap()
+        .sign_texts(&short, &mut want)
+        .unwrap();
+    let mut got = vec![0u32; short.len() * p.num_perm];
+    g.sign_texts(&short, &mut got).unwrap();
+    assert_eq!(got, want);
+}

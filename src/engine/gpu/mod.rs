@@ -781,6 +781,43 @@ impl GpuEngine {
         out
     }
 
+    /// Plan chunk `i` of [`Engine::sign_texts`] (its parts tokenized), submit its sub-batches
+    /// (reading back older ones whenever the ring is full) and sign its host documents.
+    fn submit_chunk(
+        &mut self,
+        i: usize,
+        parts: &[PackedBatch],
+        chunks: &[(usize, usize)],
+        out: &mut [u32],
+    ) -> Result<(), EngineError> {
+        let np = self.params.num_perm;
+        let (start, end) = chunks[i];
+        let p = self.prepare(parts, &mut out[start * np..end * np]);
+        for sub in &p.subs {
+            while self.ring.full() {
+                self.collect_oldest_chunk(chunks, out)?;
+            }
+            self.ring.submit(sub, parts, i as u64)?;
+        }
+        // The host's documents are signed while the GPU works.
+        self.sign_host_docs(parts, &p, &mut out[start * np..end * np]);
+        Ok(())
+    }
+
+    /// Read the oldest sub-batch in flight back into the rows of its chunk.
+    fn collect_oldest_chunk(
+        &mut self,
+        chunks: &[(usize, usize)],
+        out: &mut [u32],
+    ) -> Result<(), EngineError> {
+        let Some(i) = self.ring.oldest_job() else {
+            return Ok(());
+        };
+        let np = self.params.num_perm;
+        let (start, end) = chunks[i as usize];
+        self.ring.collect_oldest(&mut out[start * np..end * np])
+    }
+
     /// Record the first error of a stream, and drop its jobs.
     fn fail<T>(&mut self, e: EngineError) -> Result<T, EngineError> {
         self.broken = Some(e.to_string());
@@ -864,6 +901,66 @@ impl Engine for GpuEngine {
 
     fn sign(&mut self, batch: &PackedBatch, out: &mut [u32]) -> Result<(), EngineError> {
         self.sign_parts(std::slice::from_ref(batch), out)
+    }
+
+    /// Texts in chunks of about one sub-batch of bytes, each tokenized in pieces on the pool
+    /// (into the engine's spare parts) while the previous one is submitted; the ring stays
+    /// full from one chunk to the next, and rows are read straight into `out`.
+    fn sign_texts(&mut self, texts: &[&str], out: &mut [u32]) -> Result<(), EngineError> {
+        self.check_usable()?;
+        let np = self.params.num_perm;
+        super::check_rows(texts.len(), np, out)?;
+        if texts.is_empty() {
+            return Ok(());
+        }
+        if !self.stream.is_empty() {
+            return Err(EngineError::Gpu(
+                "sign called while streamed jobs are in flight: finish the stream first".into(),
+            ));
+        }
+        let total: usize = texts.iter().map(|t| t.len() + 1).sum();
+        let chunks = super::split_lens(texts, total.div_ceil(self.limits.max_bytes));
+        let (spare, rule) = (self.spare_parts.clone(), self.params.rule());
+        let tokenize = |(start, end): (usize, usize)| -> Vec<PackedBatch> {
+            use rayon::prelude::*;
+            let texts = &texts[start..end];
+            super::split_lens(texts, crate::corpus::pieces_per_chunk())
+                .into_par_iter()
+                .map(|(a, b)| {
+                    let mut part = spare.take(rule);
+                    part.reserve_for(texts[a..b].iter().map(|t| t.len() + 1).sum(), b - a);
+                    for t in &texts[a..b] {
+                        part.push_text(t);
+                    }
+                    part
+                })
+                .collect()
+        };
+        let r = (|| {
+            let mut next = Some(tokenize(chunks[0]));
+            for i in 0..chunks.len() {
+                let parts = next
+                    .take()
+                    .expect("each chunk is tokenized before it is signed");
+                let following = chunks.get(i + 1).copied();
+                let (submitted, tokenized) = rayon::join(
+                    || self.submit_chunk(i, &parts, &chunks, out),
+                    || following.map(&tokenize),
+                );
+                // Submitted sub-batches were copied into staging: the parts are free again.
+                spare.give(parts);
+                submitted?;
+                next = tokenized;
+            }
+            while !self.ring.idle() {
+                self.collect_oldest_chunk(&chunks, out)?;
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) => self.fail(e),
+        }
     }
 
     fn sign_parts(&mut self, parts: &[PackedBatch], out: &mut [u32]) -> Result<(), EngineError> {
