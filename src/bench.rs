@@ -312,6 +312,10 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
     push(&mut stages, "read+parse", "host", parse_secs, &facts);
     push(&mut stages, "tokenize", "host", tok_secs, &facts);
 
+    let texts: Vec<&str> = parsed
+        .iter()
+        .flat_map(|(_, t)| t.iter().map(String::as_str))
+        .collect();
     let mut skipped = Vec::new();
     let mut notes = Vec::new();
     let mut host_cpu = Vec::new();
@@ -404,6 +408,14 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
             &facts,
         );
         sigs = s;
+        let secs = time_texts(&mut cpu, &texts, a.repeat, &sigs)?;
+        push(
+            &mut stages,
+            TEXTS_ROW,
+            &cpu.info().to_string(),
+            secs,
+            &facts,
+        );
         host_cpu.push(end_to_end(&mut cpu, &files.0, &fields, a.repeat, |_| None)?);
     }
     if want_gpu {
@@ -428,6 +440,19 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
                 let (secs, s) = time_engine(&mut gpu, &batches, a.repeat)?;
                 let name = gpu.info().to_string();
                 push(&mut stages, "sign (hash+permute+min)", &name, secs, &facts);
+                // The in-memory path (the Python package's), with the kernels and without.
+                let texts_secs = time_texts(&mut gpu, &texts, a.repeat, &s)?;
+                push(&mut stages, TEXTS_ROW, &name, texts_secs, &facts);
+                gpu.set_kernels(false);
+                let texts_secs = time_texts(&mut gpu, &texts, a.repeat, &[])?;
+                gpu.set_kernels(true);
+                push(
+                    &mut stages,
+                    "  texts, kernels left out",
+                    &name,
+                    texts_secs,
+                    &facts,
+                );
                 // A first pass faults in the staging and readback buffers (wgpu zeroes each
                 // range the first time it is mapped); the figures are of the passes after it.
                 let host = |g: &GpuEngine| Some(g.host_seconds());
@@ -745,6 +770,35 @@ fn time_engine(
         best = best.min(t.elapsed().as_secs_f64());
     }
     Ok((best, sigs))
+}
+
+/// The stage name of the in-memory path's rows.
+const TEXTS_ROW: &str = "sign texts (in memory)";
+
+/// Best wall time of `repeat` runs of [`Engine::sign_texts`] over every text at once, as the
+/// Python package and in-memory dedup sign; the signatures must equal `want` unless it is
+/// empty.
+fn time_texts(
+    engine: &mut dyn Engine,
+    texts: &[&str],
+    repeat: usize,
+    want: &[u32],
+) -> Result<f64, Error> {
+    let mut sigs = vec![0u32; texts.len() * engine.params().num_perm];
+    let mut best = f64::INFINITY;
+    for _ in 0..repeat.max(1) {
+        let t = Instant::now();
+        engine.sign_texts(texts, &mut sigs)?;
+        best = best.min(t.elapsed().as_secs_f64());
+        if !want.is_empty() && sigs != want {
+            return Err(Error::Incomparable(format!(
+                "{}: the in-memory path's signatures differ from the packed batches': run \
+                 `neardup verify`",
+                engine.info()
+            )));
+        }
+    }
+    Ok(best)
 }
 
 /// Synthetic documents as JSONL chunks (generation is not timed).
