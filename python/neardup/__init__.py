@@ -6,7 +6,7 @@ near-dedup with the command line's options; the sharded stages over files
 (:mod:`neardup.stages`); and a driver that runs them on a Ray cluster (:mod:`neardup.ray`).
 
 Errors are :class:`NeardupError`, with the message the command line prints. The engines run
-with the GIL released.
+with the GIL released, and are kept from one call to the next (see :func:`release_engines`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ __all__ = [
     "DedupResult",
     "NeardupError",
     "dedup",
+    "release_engines",
     "signatures",
 ]
 __version__: str = _neardup.__version__
@@ -107,6 +108,20 @@ class DedupResult:
 
 def _options(**kw: Any) -> Dict[str, Any]:
     return {k: v for k, v in kw.items() if v is not None}
+
+
+def release_engines() -> int:
+    """Free the engines kept between calls, and return how many there were.
+
+    Building an engine costs more than signing a small batch (a GPU engine opens its device and
+    compiles its shaders; a CPU engine starts its threads), so each call of :func:`signatures`,
+    :func:`dedup` and :func:`neardup.stages.sign` takes an idle engine an earlier call made
+    with the same options (``engine``, ``threads``, the signature parameters and the GPU
+    options), and keeps it afterwards: up to two (past that, the one idle longest is freed). They hold their
+    threads, and a GPU engine its device memory, until this is called (or the process ends).
+    A process forked from this one builds its own.
+    """
+    return _neardup.release_engines()
 
 
 def dedup(

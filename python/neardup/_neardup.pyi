@@ -22,6 +22,7 @@ def signatures(
     gpu_kernels: str = "split",
     gpu_int64: bool = False,
 ) -> Tuple[bytearray, int, str]: ...
+def release_engines() -> int: ...
 def dedup(
     ids: Any,
     texts: Any,

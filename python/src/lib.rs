@@ -217,19 +217,128 @@ fn gpu_kernels(kernels: &str) -> PyResult<Kernels> {
     }
 }
 
-fn make_engine(
+/// What an engine is built from: calls that ask for the same get the same kind of engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct EngineKey {
+    engine: EngineChoice,
+    params: MinHashParams,
+    threads: usize,
+    kernels: Kernels,
+    int64: bool,
+}
+
+/// Engines built by earlier calls and idle now, most recently used last. Building an engine
+/// costs far more than a call on a small batch (a GPU engine opens its device and compiles its
+/// pipelines; a CPU engine starts its threads), and an engine kept keeps its warm buffers; so
+/// each call takes a kept engine made for the same options, and gives it back when it
+/// succeeds (an engine that failed is dropped: its state is unknown). At most [`KEPT_MAX`] are
+/// kept; [`release_engines`] frees them.
+struct Kept {
+    /// The process the engines and the pool were built in: a child forked from it leaves
+    /// them alone (their threads and device handles stayed with the parent).
+    pid: u32,
+    /// The threads every call runs on (see [`detached`]).
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
+    idle: Vec<(EngineKey, Box<dyn Engine>)>,
+}
+
+/// The most idle engines kept between calls.
+const KEPT_MAX: usize = 2;
+
+static KEPT: std::sync::Mutex<Option<Kept>> = std::sync::Mutex::new(None);
+
+/// The kept engines and pool of this process, after forgetting any a parent process built.
+fn kept() -> std::sync::MutexGuard<'static, Option<Kept>> {
+    let mut k = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    let pid = std::process::id();
+    if k.as_ref().is_some_and(|k| k.pid != pid) {
+        // Not dropped: dropping would join threads and close devices this process never had.
+        std::mem::forget(k.take());
+    }
+    k.get_or_insert_with(|| Kept {
+        pid,
+        pool: None,
+        idle: Vec::new(),
+    });
+    k
+}
+
+/// This process's worker threads, started on first use.
+fn pool() -> PyResult<std::sync::Arc<rayon::ThreadPool>> {
+    let mut k = kept();
+    let k = k.as_mut().expect("made by kept()");
+    if let Some(p) = &k.pool {
+        return Ok(p.clone());
+    }
+    let p = rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("neardup-{i}"))
+        .build()
+        .map_err(|e| NeardupError::new_err(format!("cannot start the worker threads: {e}")))?;
+    Ok(k.pool.insert(std::sync::Arc::new(p)).clone())
+}
+
+/// Run `f` with the GIL released, on this process's own pool rather than rayon's global one:
+/// a process forked after a call (Python's `multiprocessing` forks by default on Linux) has
+/// none of the parent's threads, and work handed to the global pool there would wait forever;
+/// the child starts a pool of its own instead.
+fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> PyResult<T> + Send) -> PyResult<T> {
+    py.detach(|| pool()?.install(f))
+}
+
+/// Run `f` with an engine for these options: a kept one when there is one, else a new one,
+/// kept afterwards when `f` succeeds.
+fn with_engine<T>(
     engine: &str,
     params: MinHashParams,
     threads: usize,
     kernels: &str,
     int64: bool,
-) -> PyResult<Box<dyn Engine>> {
-    let opts = GpuOptions {
+    f: impl FnOnce(&mut dyn Engine) -> PyResult<T>,
+) -> PyResult<T> {
+    let key = EngineKey {
+        engine: engine_choice(engine)?,
+        params,
+        threads,
         kernels: gpu_kernels(kernels)?,
         int64,
-        ..GpuOptions::default()
     };
-    build_engine(engine_choice(engine)?, params, threads, &opts).map_err(err)
+    let found = {
+        let mut k = kept();
+        let idle = &mut k.as_mut().expect("made by kept()").idle;
+        idle.iter()
+            .rposition(|(k, _)| *k == key)
+            .map(|i| idle.remove(i).1)
+    };
+    let mut e = match found {
+        Some(e) => e,
+        None => {
+            let opts = GpuOptions {
+                kernels: key.kernels,
+                int64,
+                ..GpuOptions::default()
+            };
+            build_engine(key.engine, params, threads, &opts).map_err(err)?
+        }
+    };
+    let r = f(e.as_mut());
+    if r.is_ok() {
+        let mut k = kept();
+        let idle = &mut k.as_mut().expect("made by kept()").idle;
+        idle.push((key, e));
+        if idle.len() > KEPT_MAX {
+            idle.remove(0);
+        }
+    }
+    r
+}
+
+/// Free the engines kept between calls; returns how many there were.
+#[pyfunction]
+fn release_engines(py: Python<'_>) -> usize {
+    let idle = std::mem::take(&mut kept().as_mut().expect("made by kept()").idle);
+    let n = idle.len();
+    py.detach(move || drop(idle));
+    n
 }
 
 /// The text options (SPEC §1.4) as Python spells them.
@@ -373,11 +482,12 @@ fn signatures<'py>(
     let t = texts_of(texts, column, "texts")?;
     let strs = t.strs("texts")?;
     let n = strs.len();
-    let (out, info) = py.detach(|| -> PyResult<(Vec<u32>, String)> {
-        let mut e = make_engine(engine, params, threads, gpu_kernels, gpu_int64)?;
-        let mut out = vec![0u32; n * num_perm];
-        e.sign_texts(&strs, &mut out).map_err(engine_err)?;
-        Ok((out, e.info().to_string()))
+    let (out, info) = detached(py, || -> PyResult<(Vec<u32>, String)> {
+        with_engine(engine, params, threads, gpu_kernels, gpu_int64, |e| {
+            let mut out = vec![0u32; n * num_perm];
+            e.sign_texts(&strs, &mut out).map_err(engine_err)?;
+            Ok((out, e.info().to_string()))
+        })
     })?;
     Ok((PyByteArray::new(py, bytemuck::cast_slice(&out)), n, info))
 }
@@ -413,16 +523,17 @@ fn dedup<'py>(
     let group_s: Option<Vec<Option<&str>>> = groups
         .as_ref()
         .map(|g| g.iter().map(|x| x.as_deref()).collect());
-    let (c, info) = py.detach(|| -> PyResult<_> {
-        let mut e = make_engine(engine, cfg.params, threads, gpu_kernels, gpu_int64)?;
+    let (c, info) = detached(py, || -> PyResult<_> {
         let docs = MemoryDocs {
             ids: &id_s,
             texts: &text_s,
             keep_values: keep_values.as_deref(),
             groups: group_s.as_deref(),
         };
-        let c = neardup::stages::dedup::cluster_docs(&docs, &cfg, e.as_mut()).map_err(err)?;
-        Ok((c, e.info().to_string()))
+        with_engine(engine, cfg.params, threads, gpu_kernels, gpu_int64, |e| {
+            let c = neardup::stages::dedup::cluster_docs(&docs, &cfg, e).map_err(err)?;
+            Ok((c, e.info().to_string()))
+        })
     })?;
     let survives: Vec<u8> = c.survives.iter().map(|&b| b as u8).collect();
     let exact: Vec<u8> = c.exact_duplicate.iter().map(|&b| b as u8).collect();
@@ -454,7 +565,7 @@ fn stage_init(
     against: Vec<PathBuf>,
 ) -> PyResult<(usize, usize)> {
     let (cfg, fields) = parse_options(options)?;
-    py.detach(|| {
+    detached(py, || {
         let m = Manifest::new(&inputs, cfg, fields, partitions)
             .and_then(|m| m.with_against(&against))
             .map_err(err)?;
@@ -482,11 +593,12 @@ fn stage_sign(
     gpu_kernels: &str,
     gpu_int64: bool,
 ) -> PyResult<Option<String>> {
-    py.detach(|| {
+    detached(py, || {
         let w = open(&work_dir)?;
-        let mut e = make_engine(engine, w.config().params, threads, gpu_kernels, gpu_int64)?;
-        let s =
-            sharded::sign::sign(&w, shard, e.as_mut(), &ProgressFactory::hidden()).map_err(err)?;
+        let params = w.config().params;
+        let s = with_engine(engine, params, threads, gpu_kernels, gpu_int64, |e| {
+            sharded::sign::sign(&w, shard, e, &ProgressFactory::hidden()).map_err(err)
+        })?;
         Ok(s.map(|s| json(&s)))
     })
 }
@@ -500,7 +612,7 @@ fn stage_rank(py: Python<'_>, work_dir: PathBuf, sort_memory: u64) -> PyResult<O
         ));
     }
     let budget = usize::try_from(sort_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-    py.detach(|| {
+    detached(py, || {
         let w = open(&work_dir)?;
         let s = sharded::rank::rank_within(&w, &ProgressFactory::hidden(), budget).map_err(err)?;
         Ok(s.map(|s| json(&s)))
@@ -509,12 +621,14 @@ fn stage_rank(py: Python<'_>, work_dir: PathBuf, sort_memory: u64) -> PyResult<O
 
 #[pyfunction]
 fn stage_bands(py: Python<'_>, work_dir: PathBuf, shard: usize) -> PyResult<bool> {
-    py.detach(|| sharded::bands::bands(&open(&work_dir)?, shard).map_err(err))
+    detached(py, || {
+        sharded::bands::bands(&open(&work_dir)?, shard).map_err(err)
+    })
 }
 
 #[pyfunction]
 fn stage_confirm(py: Python<'_>, work_dir: PathBuf, partition: usize) -> PyResult<Option<String>> {
-    py.detach(|| {
+    detached(py, || {
         let w = open(&work_dir)?;
         let s =
             sharded::confirm::confirm(&w, partition, &ProgressFactory::hidden()).map_err(err)?;
@@ -529,7 +643,7 @@ fn stage_confirm_group(
     work_dir: PathBuf,
     partitions: Vec<usize>,
 ) -> PyResult<Vec<Option<String>>> {
-    py.detach(|| {
+    detached(py, || {
         let w = open(&work_dir)?;
         let done = sharded::confirm::confirm_together(
             &w,
@@ -552,7 +666,7 @@ fn stage_cluster(
     clusters: Option<String>,
     pairs: Option<String>,
 ) -> PyResult<String> {
-    py.detach(|| {
+    detached(py, || {
         let w = open(&work_dir)?;
         sharded::cluster::cluster(&w, &ProgressFactory::hidden()).map_err(err)?;
         for (to, from) in [(clusters, w.clusters_jsonl()), (pairs, w.pairs_jsonl())] {
@@ -574,7 +688,7 @@ fn stage_apply(
     shard: usize,
     output: String,
 ) -> PyResult<String> {
-    py.detach(|| {
+    detached(py, || {
         let w = open(&work_dir)?;
         w.check_shard(shard).map_err(err)?;
         let input = w.inputs(&[shard]).map_err(err)?;
@@ -601,7 +715,7 @@ fn stage_report(
     output: String,
     seconds: Option<f64>,
 ) -> PyResult<String> {
-    py.detach(|| {
+    detached(py, || {
         let w = open(&work_dir)?;
         let s =
             neardup::report::write_stage_reports(&w, &reports, &output, seconds).map_err(err)?;
@@ -626,6 +740,7 @@ fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(signatures, m)?)?;
     m.add_function(wrap_pyfunction!(dedup, m)?)?;
+    m.add_function(wrap_pyfunction!(release_engines, m)?)?;
     m.add_function(wrap_pyfunction!(stage_init, m)?)?;
     m.add_function(wrap_pyfunction!(stage_shape, m)?)?;
     m.add_function(wrap_pyfunction!(stage_sign, m)?)?;

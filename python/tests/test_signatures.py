@@ -174,3 +174,68 @@ def test_the_gpu_engine_gives_the_cpu_engines_bits_with_either_kernels(kernels, 
     np.testing.assert_array_equal(gpu.root, cpu.root)
     np.testing.assert_array_equal(gpu.survives, cpu.survives)
     assert gpu.root[-1] == 3
+
+
+def test_an_engine_is_kept_between_calls_made_with_the_same_options():
+    texts = ["alpha beta gamma delta epsilon zeta", "eta theta iota kappa lambda", ""]
+    neardup.release_engines()
+    first = neardup.signatures(texts, seed=1, engine="cpu", threads=1)
+    again = neardup.signatures(texts, seed=1, engine="cpu", threads=1)
+    np.testing.assert_array_equal(first, again)
+    # The second call took the first one's engine: one is kept, not two.
+    assert neardup.release_engines() == 1
+    assert neardup.release_engines() == 0
+    # An engine kept for other options is never taken: each call's bits are those of an engine
+    # built for it alone.
+    options = [dict(seed=1), dict(seed=2), dict(seed=1, k=3), dict(seed=1, num_perm=64),
+               dict(seed=1, shingle="char"), dict(seed=1, normalize="nfkc"),
+               dict(seed=1, threads=2)]
+    fresh = []
+    for o in options:
+        neardup.release_engines()
+        fresh.append(neardup.signatures(texts, engine="cpu", **{"threads": 1, **o}))
+    for o, want in zip(options * 2, fresh * 2):
+        np.testing.assert_array_equal(
+            neardup.signatures(texts, engine="cpu", **{"threads": 1, **o}), want, err_msg=str(o))
+    assert neardup.release_engines() == 2, "at most two are kept"
+    # In-memory dedup and the signatures share the kept engines.
+    neardup.signatures(texts, engine="cpu", threads=1)
+    neardup.dedup([str(i) for i in range(len(texts))], texts, engine="cpu", threads=1)
+    assert neardup.release_engines() == 1
+
+
+def test_a_forked_child_has_threads_and_engines_of_its_own():
+    # A child forked after a call (as multiprocessing does by default on Linux) has none of
+    # the parent's threads: work handed to them, or to the parent's kept engine, would wait
+    # forever.
+    texts = [f"word{i} " * 20 + f"tail {i}" for i in range(300)]
+    ids = [str(i) for i in range(len(texts))]
+    want = neardup.signatures(texts, engine="cpu")
+    want_root = neardup.dedup(ids, texts, engine="cpu").root
+    neardup.signatures(texts, engine="cpu", threads=2)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            same = np.array_equal(neardup.signatures(texts, engine="cpu"), want)
+            same &= np.array_equal(neardup.signatures(texts, engine="cpu", threads=2), want)
+            same &= np.array_equal(neardup.dedup(ids, texts, engine="cpu").root, want_root)
+            os.write(write, b"ok" if same else b"differ")
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child did not finish its calls within 60 s")
+    assert os.read(read, 16) == b"ok"
+    assert os.waitstatus_to_exitcode(status) == 0
+    neardup.release_engines()
