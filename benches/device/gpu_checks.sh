@@ -125,7 +125,7 @@ run() {
     local status=0
     : > "$out/summary.txt"
     # The limits add up to under four minutes.
-    for step in preflight:20 conformance:60 deciding:45 verify:30 kernels:40 sweep:40; do
+    for step in preflight:20 conformance:60 deciding:45 verify:20 kernels:50 sweep:40; do
         local name=${step%%:*} secs=${step##*:} t0 rc took
         t0=$(date +%s.%N)
         timeout "$secs" "$0" _step "$name" > "$out/$name.log" 2>&1
