@@ -119,7 +119,8 @@ def release_engines() -> int:
     with the same options (``engine``, ``threads``, the signature parameters and the GPU
     options), and keeps it afterwards: up to two (past that, the one idle longest is freed). They hold their
     threads, and a GPU engine its device memory, until this is called (or the process ends).
-    A process forked from this one builds its own.
+    A child forked after a call can use none of them, nor call at all (it raises
+    :class:`NeardupError`): start such children with ``multiprocessing.get_context("spawn")``.
     """
     return _neardup.release_engines()
 

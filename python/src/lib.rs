@@ -234,11 +234,8 @@ struct EngineKey {
 /// succeeds (an engine that failed is dropped: its state is unknown). At most [`KEPT_MAX`] are
 /// kept; [`release_engines`] frees them.
 struct Kept {
-    /// The process the engines and the pool were built in: a child forked from it leaves
-    /// them alone (their threads and device handles stayed with the parent).
+    /// The process the engines were built in.
     pid: u32,
-    /// The threads every call runs on (see [`detached`]).
-    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
     idle: Vec<(EngineKey, Box<dyn Engine>)>,
 }
 
@@ -247,7 +244,7 @@ const KEPT_MAX: usize = 2;
 
 static KEPT: std::sync::Mutex<Option<Kept>> = std::sync::Mutex::new(None);
 
-/// The kept engines and pool of this process, after forgetting any a parent process built.
+/// The kept engines of this process (none in a child forked from the process that built them).
 fn kept() -> std::sync::MutexGuard<'static, Option<Kept>> {
     let mut k = KEPT.lock().unwrap_or_else(|e| e.into_inner());
     let pid = std::process::id();
@@ -257,32 +254,35 @@ fn kept() -> std::sync::MutexGuard<'static, Option<Kept>> {
     }
     k.get_or_insert_with(|| Kept {
         pid,
-        pool: None,
         idle: Vec::new(),
     });
     k
 }
 
-/// This process's worker threads, started on first use.
-fn pool() -> PyResult<std::sync::Arc<rayon::ThreadPool>> {
-    let mut k = kept();
-    let k = k.as_mut().expect("made by kept()");
-    if let Some(p) = &k.pool {
-        return Ok(p.clone());
-    }
-    let p = rayon::ThreadPoolBuilder::new()
-        .thread_name(|i| format!("neardup-{i}"))
-        .build()
-        .map_err(|e| NeardupError::new_err(format!("cannot start the worker threads: {e}")))?;
-    Ok(k.pool.insert(std::sync::Arc::new(p)).clone())
-}
+/// The process that made the first call, or 0 before any.
+static CALLER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
-/// Run `f` with the GIL released, on this process's own pool rather than rayon's global one:
-/// a process forked after a call (Python's `multiprocessing` forks by default on Linux) has
-/// none of the parent's threads, and work handed to the global pool there would wait forever;
-/// the child starts a pool of its own instead.
+/// Run `f` with the GIL released, once this process is known to hold the threads earlier
+/// calls started. The engines' work runs on rayon's pools, whose threads start at a process's
+/// first call; a process forked after one (Python's `multiprocessing` forks by default on
+/// Linux) has none of them, so its work would wait forever for threads that are not there.
+/// Such a child gets an error naming the way out instead.
 fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> PyResult<T> + Send) -> PyResult<T> {
-    py.detach(|| pool()?.install(f))
+    use std::sync::atomic::Ordering;
+    let pid = std::process::id();
+    match CALLER.compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => {}
+        Err(first) if first == pid => {}
+        Err(first) => {
+            return Err(NeardupError::new_err(format!(
+                "this process was forked from process {first} after that one called neardup, \
+                 and its worker threads stayed there: start child processes with \
+                 multiprocessing's \"spawn\" or \"forkserver\" method \
+                 (multiprocessing.get_context(\"spawn\")), or fork before the first call"
+            )));
+        }
+    }
+    py.detach(f)
 }
 
 /// Run `f` with an engine for these options: a kept one when there is one, else a new one,

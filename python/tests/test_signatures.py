@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -204,24 +206,14 @@ def test_an_engine_is_kept_between_calls_made_with_the_same_options():
     assert neardup.release_engines() == 1
 
 
-def test_a_forked_child_has_threads_and_engines_of_its_own():
-    # A child forked after a call (as multiprocessing does by default on Linux) has none of
-    # the parent's threads: work handed to them, or to the parent's kept engine, would wait
-    # forever.
-    texts = [f"word{i} " * 20 + f"tail {i}" for i in range(300)]
-    ids = [str(i) for i in range(len(texts))]
-    want = neardup.signatures(texts, engine="cpu")
-    want_root = neardup.dedup(ids, texts, engine="cpu").root
-    neardup.signatures(texts, engine="cpu", threads=2)
+def _in_forked_child(work) -> bytes:
+    """Run ``work`` in a forked child; what it returns (bytes), or a failure past 60 s."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
         code = 1
         try:
-            same = np.array_equal(neardup.signatures(texts, engine="cpu"), want)
-            same &= np.array_equal(neardup.signatures(texts, engine="cpu", threads=2), want)
-            same &= np.array_equal(neardup.dedup(ids, texts, engine="cpu").root, want_root)
-            os.write(write, b"ok" if same else b"differ")
+            os.write(write, work())
             code = 0
         finally:
             os._exit(code)
@@ -235,7 +227,47 @@ def test_a_forked_child_has_threads_and_engines_of_its_own():
     else:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
-        pytest.fail("the forked child did not finish its calls within 60 s")
-    assert os.read(read, 16) == b"ok"
+        pytest.fail("the forked child did not finish within 60 s")
     assert os.waitstatus_to_exitcode(status) == 0
-    neardup.release_engines()
+    return os.read(read, 4096)
+
+
+def test_a_child_forked_after_a_call_gets_an_error_not_a_hang():
+    # Its parent's worker threads did not come with it: work handed to them would wait
+    # forever, so every call says how to start children instead.
+    texts = [f"word{i} " * 20 + f"tail {i}" for i in range(300)]
+    neardup.signatures(texts, engine="cpu")
+    neardup.signatures(texts, engine="cpu", threads=2)
+
+    def work():
+        out = []
+        for call in (lambda: neardup.signatures(texts, engine="cpu"),
+                     lambda: neardup.dedup(["a", "b"], ["x y", "x y"], engine="cpu")):
+            try:
+                call()
+                out.append("no error")
+            except neardup.NeardupError as e:
+                out.append(str(e))
+        return "\n".join(out).encode()
+
+    got = _in_forked_child(work).decode()
+    for line in got.splitlines():
+        assert "forked from process" in line and '"spawn"' in line, got
+
+
+def test_a_process_that_forks_before_its_first_call_signs_in_the_child(tmp_path):
+    # In a fresh interpreter: the pytest process has made calls already.
+    script = tmp_path / "fork_first.py"
+    script.write_text(
+        "import os, sys, numpy as np, neardup\n"
+        "texts = ['a b c d e f g', 'h i j k l m n']\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    got = neardup.signatures(texts, engine='cpu')\n"
+        "    os._exit(0 if got.shape == (2, 128) else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "neardup.signatures(texts, engine='cpu')\n"
+        "sys.exit(os.waitstatus_to_exitcode(status))\n"
+    )
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
