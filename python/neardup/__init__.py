@@ -117,8 +117,9 @@ def release_engines() -> int:
     compiles its shaders; a CPU engine starts its threads), so each call of :func:`signatures`,
     :func:`dedup` and :func:`neardup.stages.sign` takes an idle engine an earlier call made
     with the same options (``engine``, ``threads``, the signature parameters and the GPU
-    options), and keeps it afterwards: up to two (past that, the one idle longest is freed). They hold their
-    threads, and a GPU engine its device memory, until this is called (or the process ends).
+    options), and keeps it afterwards if the call succeeded: up to two (past that, the one idle
+    longest is freed). They hold their threads, and a GPU engine its device memory, until this
+    is called (or the process ends).
     A child forked after a call can use none of them, nor call at all (it raises
     :class:`NeardupError`): start such children with ``multiprocessing.get_context("spawn")``.
     """

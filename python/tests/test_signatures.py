@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import neardup
+from neardup import stages
 from conftest import need, read_jsonl, run
 
 
@@ -178,7 +179,7 @@ def test_the_gpu_engine_gives_the_cpu_engines_bits_with_either_kernels(kernels, 
     assert gpu.root[-1] == 3
 
 
-def test_an_engine_is_kept_between_calls_made_with_the_same_options():
+def test_an_engine_is_kept_between_calls_made_with_the_same_options(tmp_path):
     texts = ["alpha beta gamma delta epsilon zeta", "eta theta iota kappa lambda", ""]
     neardup.release_engines()
     first = neardup.signatures(texts, seed=1, engine="cpu", threads=1)
@@ -200,6 +201,15 @@ def test_an_engine_is_kept_between_calls_made_with_the_same_options():
         np.testing.assert_array_equal(
             neardup.signatures(texts, engine="cpu", **{"threads": 1, **o}), want, err_msg=str(o))
     assert neardup.release_engines() == 2, "at most two are kept"
+    # A call that fails keeps no engine: its state is unknown.
+    work = tmp_path / "work"
+    (tmp_path / "in.jsonl").write_text('{"id": "a", "text": "x y z"}\n')
+    stages.init(work, [tmp_path / "in.jsonl"], partitions=1)
+    with pytest.raises(neardup.NeardupError):
+        stages.sign(work, 5, engine="cpu", threads=1)
+    assert neardup.release_engines() == 0
+    assert stages.sign(work, 0, engine="cpu", threads=1) is not None
+    assert neardup.release_engines() == 1
     # In-memory dedup and the signatures share the kept engines.
     neardup.signatures(texts, engine="cpu", threads=1)
     neardup.dedup([str(i) for i in range(len(texts))], texts, engine="cpu", threads=1)
