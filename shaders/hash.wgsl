@@ -17,10 +17,12 @@ struct Config {
 @group(0) @binding(0) var<uniform> cfg: Config;
 // Word bytes, four to a u32 (little-endian); every word is followed by one space.
 @group(0) @binding(1) var<storage, read> bytes: array<u32>;
-// Byte offset of each word, plus a sentinel.
+// Start of each word, as the batch it was tokenized into holds it (see `docs`).
 @group(0) @binding(2) var<storage, read> word_start: array<u32>;
-// Per document (plus a sentinel): x = first word, y = first shingle.
-@group(0) @binding(3) var<storage, read> docs: array<vec2<u32>>;
+// Per document: x = first word, y = first shingle, z = end word (the slot after its last
+// word, holding where that word ends), w = the shift (wrapping) that turns its word starts
+// into offsets in `bytes`.
+@group(0) @binding(3) var<storage, read> docs: array<vec4<u32>>;
 // Output: x of every shingle.
 @group(0) @binding(4) var<storage, read_write> xs: array<u32>;
 
@@ -51,14 +53,13 @@ fn hash_shingles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     if (g >= cfg.num_shingles) {
         return;
     }
-    let d = doc_of(g);
-    let j = g - docs[d].y;
-    let w0 = docs[d].x + j;
+    let doc = docs[doc_of(g)];
+    let w0 = doc.x + (g - doc.y);
     // A document of fewer than k words has one shingle of all its words.
-    let w_end = min(w0 + cfg.k, docs[d + 1u].x);
-    let b0 = word_start[w0];
+    let w_end = min(w0 + cfg.k, doc.z);
+    let b0 = word_start[w0] + doc.w;
     // The shingle ends before the space that follows its last word.
-    let b1 = word_start[w_end] - 1u;
+    let b1 = word_start[w_end] + doc.w - 1u;
     var h = vec2<u32>(FNV_OFFSET_LO, FNV_OFFSET_HI);
     for (var i = b0; i < b1; i = i + 1u) {
         h.x = h.x ^ byte_at(i);

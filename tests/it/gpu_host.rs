@@ -171,7 +171,8 @@ fn every_sub_batch_limit_holds_at_its_cap_and_one_past_it_on_the_gpu() {
         (l.max_bytes, l.max_words, l.max_shingles),
         (4096, 1024, 1024)
     );
-    // Words (and shingles, k = 1): one document of n two-byte words.
+    // Word slots (and shingles, k = 1): one document of n two-byte words, whose piece takes
+    // one slot more for the end of its last word.
     let letters = |n: usize| -> String {
         (0..n)
             .map(|i| ((b'a' + (i % 26) as u8) as char).to_string())
@@ -186,8 +187,8 @@ fn every_sub_batch_limit_holds_at_its_cap_and_one_past_it_on_the_gpu() {
             .join(" ")
     };
     let cases: Vec<(String, String, u64)> = vec![
-        ("words at the cap".into(), letters(l.max_words), 1),
-        ("words past the cap".into(), letters(l.max_words + 1), 2),
+        ("words at the cap".into(), letters(l.max_words - 1), 1),
+        ("words past the cap".into(), letters(l.max_words), 2),
         ("bytes at the cap".into(), sevens(l.max_bytes), 1),
         // One more word: 4104 bytes.
         ("bytes past the cap".into(), sevens(l.max_bytes + 8), 2),

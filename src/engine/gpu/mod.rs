@@ -583,8 +583,8 @@ impl GpuEngine {
                 wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             ),
             bytes: buffer("bytes", limits.max_bytes, input),
-            word_start: buffer("word_start", (limits.max_words + 1) * 4, input),
-            docs: buffer("docs", (limits.max_docs + 1) * 8, input),
+            word_start: buffer("word_start", limits.max_words * 4, input),
+            docs: buffer("docs", limits.max_docs * 16, input),
             chunks: buffer("chunks", limits.max_chunks * 16, input),
             sigs: buffer(
                 "sigs",

@@ -3,8 +3,11 @@
 //!
 //! A job is a list of *parts* (batches tokenized side by side on different threads); a
 //! sub-batch may take documents from several parts, so the parts are never concatenated. The
-//! plan holds only offsets ([`SubPlan`]); [`fill`] then writes each sub-batch straight into the
-//! memory it is uploaded from, its pieces in parallel.
+//! plan holds only offsets ([`SubPlan`]); [`fill`] then copies each piece of a sub-batch (a run
+//! of one part's words) into the memory it is uploaded from, the pieces in parallel. A piece's
+//! bytes and word starts are copied as the part holds them: the word starts stay relative to
+//! the part, and each document's entry carries the shift that turns them into offsets in the
+//! sub-batch (the shaders add it), so no word is laid out again for the device.
 //!
 //! A sub-batch is either a run of whole documents, or one *fragment* of a document too big for
 //! a sub-batch on its own: fragments are windows of words overlapping by `k - 1`, so every
@@ -61,13 +64,13 @@ impl SubBatchLimits {
         let u32_slots = max_binding / 4;
         // Buffers are sized for words of four bytes on average (with their space; English text
         // averages near six). Text of shorter words simply makes more, smaller sub-batches: the
-        // planner checks every limit. The sentinel needs one more slot.
-        let max_words = (max_bytes / 4).clamp(16, u32_slots - 1);
+        // planner checks every limit, and counts the slot each piece's end takes.
+        let max_words = (max_bytes / 4).clamp(16, u32_slots);
         let max_shingles = max_words;
         // 64Ki documents a sub-batch is plenty (a 32 MiB sub-batch of 512-byte documents) and
         // keeps the signature and readback buffers at 32 MiB each for 128 permutations.
         let max_docs = (max_binding / (num_perm * 4))
-            .min(max_binding / 8 - 1)
+            .min(max_binding / 16)
             .clamp(1, 1 << 16);
         let max_chunks = (max_binding / 16).min(max_shingles / CHUNK + max_docs + 1);
         SubBatchLimits {
@@ -81,7 +84,8 @@ impl SubBatchLimits {
 }
 
 /// Where a sub-batch's pieces start, and (for the whole sub-batch) how much it holds: bytes,
-/// words, documents, shingles and 256-shingle chunks.
+/// word slots (each piece's words and one for its end), documents, shingles and 256-shingle
+/// chunks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     pub bytes: u32,
@@ -92,6 +96,15 @@ pub struct Counts {
 }
 
 impl Counts {
+    /// One more word slot: the end of a piece's last word.
+    const PIECE_END: Counts = Counts {
+        bytes: 0,
+        words: 1,
+        docs: 0,
+        shingles: 0,
+        chunks: 0,
+    };
+
     fn plus(self, o: Counts) -> Counts {
         Counts {
             bytes: self.bytes + o.bytes,
@@ -111,7 +124,7 @@ impl Counts {
     }
 }
 
-/// What document `d` of `b` adds to a sub-batch.
+/// What document `d` of `b` adds to a sub-batch, within a piece already open.
 fn doc_counts(b: &PackedBatch, k: usize, d: usize) -> Counts {
     let r = b.doc_words(d);
     let s = shingle_layout(r.len(), k).0;
@@ -125,7 +138,8 @@ fn doc_counts(b: &PackedBatch, k: usize, d: usize) -> Counts {
 }
 
 /// One run of a part's words in a sub-batch: documents `d0 .. d1` of part `part`, whose words
-/// are `w0 .. w1` (a fragment's window of its one document), starting at `at`.
+/// are `w0 .. w1` (a fragment's window of its one document), starting at `at`. Its word slots
+/// hold the part's word starts `w0 ..= w1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Piece {
     pub part: u32,
@@ -153,14 +167,14 @@ impl SubPlan {
         self.size.docs as usize
     }
 
-    /// Bytes of each region of the upload: word bytes (padded to four), word starts (with the
-    /// sentinel), documents (with the sentinel), chunks.
+    /// Bytes of each region of the upload: word bytes (padded to four), word starts,
+    /// documents, chunks.
     pub fn region_bytes(&self) -> [usize; 4] {
         let s = &self.size;
         [
             (s.bytes as usize).next_multiple_of(4),
-            (s.words as usize + 1) * 4,
-            (s.docs as usize + 1) * 8,
+            s.words as usize * 4,
+            s.docs as usize * 16,
             s.chunks as usize * 16,
         ]
     }
@@ -215,12 +229,12 @@ pub fn plan(parts: &[PackedBatch], k: usize, limits: &SubBatchLimits) -> Plan {
                 });
                 continue;
             };
-            if cur.size.docs > 0 && cur.size.plus(c).fits(limits) {
+            if cur.size.docs > 0 && cur.size.plus(cost(&cur, p, d, c)).fits(limits) {
                 push_doc(&mut cur, b, p, d, c);
                 continue;
             }
             close(&mut cur, &mut out);
-            if c.fits(limits) {
+            if c.plus(Counts::PIECE_END).fits(limits) {
                 cur.first_target = t;
                 push_doc(&mut cur, b, p, d, c);
                 continue;
@@ -240,25 +254,44 @@ pub fn plan(parts: &[PackedBatch], k: usize, limits: &SubBatchLimits) -> Plan {
     out
 }
 
+/// Whether document `d` of part `p` extends the last piece of `cur` (which ends just before it
+/// in the same part).
+fn extends(cur: &SubPlan, p: usize, d: usize) -> bool {
+    cur.pieces
+        .last()
+        .is_some_and(|last| last.part == p as u32 && last.d1 == d as u32)
+}
+
+/// What document `d` of part `p` (with counts `c`) adds to `cur`: a new piece takes a slot for
+/// its end too.
+fn cost(cur: &SubPlan, p: usize, d: usize, c: Counts) -> Counts {
+    if extends(cur, p, d) {
+        c
+    } else {
+        c.plus(Counts::PIECE_END)
+    }
+}
+
 /// Add document `d` of part `p` (with counts `c`) to `cur`: to its last piece when that one
 /// ends just before it in the same part.
 fn push_doc(cur: &mut SubPlan, b: &PackedBatch, p: usize, d: usize, c: Counts) {
     let r = b.doc_words(d);
-    match cur.pieces.last_mut() {
-        Some(last) if last.part == p as u32 && last.d1 == d as u32 => {
-            last.d1 += 1;
-            last.w1 = r.end as u32;
-        }
-        _ => cur.pieces.push(Piece {
+    let add = cost(cur, p, d, c);
+    if extends(cur, p, d) {
+        let last = cur.pieces.last_mut().expect("a piece to extend");
+        last.d1 += 1;
+        last.w1 = r.end as u32;
+    } else {
+        cur.pieces.push(Piece {
             part: p as u32,
             d0: d as u32,
             d1: d as u32 + 1,
             w0: r.start as u32,
             w1: r.end as u32,
             at: cur.size,
-        }),
+        });
     }
-    cur.size = cur.size.plus(c);
+    cur.size = cur.size.plus(add);
 }
 
 fn close(cur: &mut SubPlan, out: &mut Plan) {
@@ -267,12 +300,12 @@ fn close(cur: &mut SubPlan, out: &mut Plan) {
     }
 }
 
-/// The counts of words `s .. e` of one document as a fragment.
+/// The counts of words `s .. e` of one document as a fragment (one piece, with its end slot).
 fn window(b: &PackedBatch, k: usize, s: usize, e: usize) -> Counts {
     let sh = (e - s + 1).saturating_sub(k).max(1) as u32;
     Counts {
         bytes: b.word_start[e] - b.word_start[s],
-        words: (e - s) as u32,
+        words: (e - s + 1) as u32,
         docs: 1,
         shingles: sh,
         chunks: sh.div_ceil(CHUNK as u32),
@@ -375,30 +408,25 @@ fn write_u32s(mut r: wgpu::WriteOnly<'_, [u8]>, values: impl Iterator<Item = u32
     r.copy_from_slice(bytemuck::cast_slice(&buf[..n]));
 }
 
-/// u32 values a block of [`write_u32s`] and [`write_shifted`] holds (16 KiB on the stack).
+/// u32 values a block of [`write_u32s`] holds (16 KiB on the stack).
 const WRITE_BLOCK: usize = 4096;
 
-/// [`write_u32s`] of `src`, each plus `shift` (wrapping): the word starts of a piece, rebased.
-/// The add runs over a whole block at a time, so that it vectorizes (a value at a time through
-/// an iterator, it was most of `fill`'s own time).
-fn write_shifted(mut r: wgpu::WriteOnly<'_, [u8]>, src: &[u32], shift: u32) {
-    let mut buf = [0u32; WRITE_BLOCK];
-    for block in src.chunks(WRITE_BLOCK) {
-        let out = &mut buf[..block.len()];
-        for (o, &s) in out.iter_mut().zip(block) {
-            *o = s.wrapping_add(shift).to_le();
-        }
-        let (mut head, rest) = r.split_at(block.len() * 4);
-        head.copy_from_slice(bytemuck::cast_slice(out));
-        r = rest;
+/// Copy u32 values into `r` (exactly `4 * src.len()` bytes) as the GPU reads them: one copy of
+/// the bytes on a little-endian host.
+fn copy_u32s(mut r: wgpu::WriteOnly<'_, [u8]>, src: &[u32]) {
+    if cfg!(target_endian = "little") {
+        r.copy_from_slice(bytemuck::cast_slice(src));
+    } else {
+        write_u32s(r, src.iter().copied());
     }
-    assert!(r.is_empty(), "a region of word starts is exactly filled");
 }
 
 /// Lay sub-batch `sub` of `parts` out for the shaders, into `regions` (each exactly
-/// [`SubPlan::region_bytes`] long): word bytes (zero padded), word starts rebased to the
-/// sub-batch plus the sentinel, per document `[first word, first shingle]` plus the sentinel,
-/// per chunk `[document, first shingle, end shingle, 0]`. The pieces are written in parallel.
+/// [`SubPlan::region_bytes`] long): word bytes (zero padded); each piece's word starts
+/// `w0 ..= w1` as its part holds them; per document `[first word, first shingle, end word,
+/// shift]`, where the shift (wrapping) turns the document's word starts into byte offsets in
+/// the sub-batch; per chunk `[document, first shingle, end shingle, 0]`. The pieces are written
+/// in parallel.
 pub fn fill(
     sub: &SubPlan,
     parts: &[PackedBatch],
@@ -420,11 +448,8 @@ pub fn fill(
     let n = sub.pieces.len();
     let (b_out, mut pad) = split_at_ends(bytes, (0..n).map(|i| piece_counts(i).bytes as usize));
     pad.fill(0);
-    let (w_out, sentinel) =
-        split_at_ends(words, (0..n).map(|i| piece_counts(i).words as usize * 4));
-    write_u32s(sentinel, std::iter::once(sub.size.bytes));
-    let (d_out, sentinel) = split_at_ends(docs, (0..n).map(|i| piece_counts(i).docs as usize * 8));
-    write_u32s(sentinel, [sub.size.words, sub.size.shingles].into_iter());
+    let (w_out, _) = split_at_ends(words, (0..n).map(|i| piece_counts(i).words as usize * 4));
+    let (d_out, _) = split_at_ends(docs, (0..n).map(|i| piece_counts(i).docs as usize * 16));
     let (c_out, _) = split_at_ends(chunks, (0..n).map(|i| piece_counts(i).chunks as usize * 16));
     let work: Vec<_> = sub
         .pieces
@@ -465,8 +490,8 @@ fn fill_piece(
     let (w0, w1) = (p.w0 as usize, p.w1 as usize);
     let base = ws[w0];
     bytes.copy_from_slice(&b.bytes[base as usize..ws[w1] as usize]);
+    copy_u32s(words, &ws[w0..=w1]);
     let shift = p.at.bytes.wrapping_sub(base);
-    write_shifted(words, &ws[w0..w1], shift);
     let counts: Vec<u32> = if fragment {
         vec![window(b, k, w0, w1).shingles]
     } else {
@@ -474,16 +499,18 @@ fn fill_piece(
             .map(|d| shingle_layout(b.doc_words(d as usize).len(), k).0 as u32)
             .collect()
     };
-    let mut entries = Vec::with_capacity(counts.len() * 2);
+    let mut entries = Vec::with_capacity(counts.len() * 4);
     let mut runs = Vec::new();
     let mut s = p.at.shingles;
     for (i, &n) in counts.iter().enumerate() {
-        let first_word = if fragment {
-            p.at.words
+        let slot = |w: u32| p.at.words + w - p.w0;
+        let (first_word, end_word) = if fragment {
+            (slot(p.w0), slot(p.w1))
         } else {
-            p.at.words + b.doc_word_start[p.d0 as usize + i] - p.w0
+            let d = p.d0 as usize + i;
+            (slot(b.doc_word_start[d]), slot(b.doc_word_start[d + 1]))
         };
-        entries.extend([first_word, s]);
+        entries.extend([first_word, s, end_word, shift]);
         let doc = p.at.docs + i as u32;
         let mut c = s;
         while c < s + n {
@@ -502,10 +529,11 @@ fn fill_piece(
 pub struct SubBatch {
     /// Word bytes, four to a u32, little-endian, zero padded.
     pub bytes: Vec<u32>,
-    /// Byte offset of each word (rebased to this sub-batch), plus a sentinel.
+    /// Each piece's word starts, as its part holds them (the end of its last word included).
     pub word_start: Vec<u32>,
-    /// Per document plus a sentinel: `[first word, first shingle]`.
-    pub docs: Vec<[u32; 2]>,
+    /// Per document: `[first word, first shingle, end word, shift]`; word `w` of the document
+    /// starts at byte `word_start[w] + shift` (wrapping) of the sub-batch.
+    pub docs: Vec<[u32; 4]>,
     /// Per chunk: `[document, first shingle, end shingle, 0]`.
     pub chunks: Vec<[u32; 4]>,
     pub num_shingles: u32,
@@ -541,7 +569,10 @@ impl SubBatch {
         SubBatch {
             bytes: u32s(bytes),
             word_start: u32s(words),
-            docs: u32s(docs).chunks_exact(2).map(|c| [c[0], c[1]]).collect(),
+            docs: u32s(docs)
+                .chunks_exact(4)
+                .map(|c| [c[0], c[1], c[2], c[3]])
+                .collect(),
             chunks: u32s(chunks)
                 .chunks_exact(4)
                 .map(|c| [c[0], c[1], c[2], c[3]])
@@ -586,7 +617,7 @@ mod tests {
         assert_eq!(subs.len(), 1);
         let sb = &subs[0];
         assert_eq!(sb.targets, [0, 1, 2]);
-        assert_eq!(sb.docs, [[0, 0], [3, 1], [3, 1], [9, 5]]);
+        assert_eq!(sb.docs, [[0, 0, 3, 0], [3, 1, 3, 0], [3, 1, 9, 0]]);
         assert_eq!(sb.word_start, [0, 2, 4, 6, 8, 10, 12, 14, 16, 18]);
         assert_eq!(sb.chunks, [[0, 0, 1, 0], [2, 1, 5, 0]]);
         assert_eq!(sb.num_shingles, 5);
@@ -596,11 +627,69 @@ mod tests {
         assert_eq!(&bytes[18..], [0, 0]);
     }
 
-    /// Parts planned side by side give the very sub-batches (bytes, offsets, chunks, targets)
-    /// of the same documents packed into one batch, whatever the cut of the parts and the
-    /// limits (runs across parts, fragments, documents for the host).
+    /// Pieces from two parts, and a piece that starts inside its part: word starts as the
+    /// parts hold them, one end slot a piece, and each document's shift (wrapping when the
+    /// piece starts later in its part than in the sub-batch).
     #[test]
-    fn parts_lay_out_exactly_as_their_concatenation() {
+    fn pieces_keep_their_parts_word_starts_and_shift_them_per_document() {
+        // "a b c " (starts 0 2 4, end 6) and "dd e " (starts 0 3, end 5).
+        let parts = [
+            PackedBatch::from_texts(&["a b", "c"]),
+            PackedBatch::from_texts(&["dd e"]),
+        ];
+        let (subs, host) = laid(&parts, 1, &tiny(1 << 20));
+        assert!(host.is_empty());
+        assert_eq!(subs.len(), 1);
+        let sb = &subs[0];
+        assert_eq!(sb.word_start, [0, 2, 4, 6, 0, 3, 5]);
+        assert_eq!(
+            sb.docs,
+            [[0, 0, 2, 0], [2, 2, 3, 0], [4, 3, 6, 6]],
+            "the second part's words start 6 bytes into the sub-batch"
+        );
+        assert_eq!(sb.chunks, [[0, 0, 2, 0], [1, 2, 3, 0], [2, 3, 5, 0]]);
+        let bytes: Vec<u8> = sb.bytes.iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(&bytes[..11], b"a b c dd e ");
+
+        let mut one_doc = tiny(1 << 20);
+        one_doc.max_docs = 1;
+        let (subs, _) = laid(&parts, 1, &one_doc);
+        assert_eq!(subs.len(), 3);
+        // "c" starts 4 bytes into its part and at 0 in its sub-batch.
+        assert_eq!(subs[1].word_start, [4, 6]);
+        assert_eq!(subs[1].docs, [[0, 0, 1, 4u32.wrapping_neg()]]);
+        let bytes: Vec<u8> = subs[1].bytes.iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(bytes, b"c \0\0");
+    }
+
+    /// Each document's shingles as the shaders read them out of a laid-out sub-batch.
+    fn shingles_read_back(sb: &SubBatch, k: u32) -> Vec<(u32, Vec<Vec<u8>>)> {
+        let bytes: Vec<u8> = sb.bytes.iter().flat_map(|w| w.to_le_bytes()).collect();
+        (0..sb.num_docs())
+            .map(|i| {
+                let [first, s0, end, shift] = sb.docs[i];
+                let s1 = sb.docs.get(i + 1).map_or(sb.num_shingles, |d| d[1]);
+                let shingles = (0..s1 - s0)
+                    .map(|j| {
+                        let w0 = first + j;
+                        let w_end = (w0 + k).min(end);
+                        let b0 = sb.word_start[w0 as usize].wrapping_add(shift);
+                        let b1 = sb.word_start[w_end as usize].wrapping_add(shift) - 1;
+                        bytes[b0 as usize..b1 as usize].to_vec()
+                    })
+                    .collect();
+                (sb.targets[i], shingles)
+            })
+            .collect()
+    }
+
+    /// Parts planned side by side, whatever their cut and the limits (runs across parts,
+    /// fragments, documents for the host): every sub-batch fits, each laid out exactly fills
+    /// its regions, and reading the layout as the shaders do gives every shingle of the same
+    /// documents packed into one batch, once, in order; the documents left to the host are
+    /// those the one batch leaves to it.
+    #[test]
+    fn parts_lay_out_the_shingles_of_their_concatenation() {
         let mut rng = crate::hash::Pcg32::new(7);
         for round in 0..60 {
             let n = rng.below(40) as usize;
@@ -640,11 +729,28 @@ mod tests {
             let mut l = tiny(max);
             l.max_docs = 1 + rng.below(20) as usize;
             l.max_chunks = 1 + rng.below(30) as usize;
-            assert_eq!(
-                laid(&parts, k, &l),
-                laid(std::slice::from_ref(&whole), k, &l),
-                "round {round}: k {k}, limits {l:?}, cuts {cuts:?}"
-            );
+            let ctx = format!("round {round}: k {k}, limits {l:?}, cuts {cuts:?}");
+            let p = plan(&parts, k, &l);
+            let (_, want_host) = laid(std::slice::from_ref(&whole), k, &l);
+            let host: Vec<u32> = p.host_docs.iter().map(|h| h.target).collect();
+            assert_eq!(host, want_host, "{ctx}");
+            let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); n];
+            for sub in &p.subs {
+                assert!(sub.size.fits(&l), "{ctx}");
+                let sb = SubBatch::layout(sub, &parts, k);
+                assert_eq!(sb.word_start.len(), sub.size.words as usize, "{ctx}");
+                for (t, shingles) in shingles_read_back(&sb, k as u32) {
+                    got[t as usize].extend(shingles);
+                }
+            }
+            for (d, got) in got.iter().enumerate() {
+                let want: Vec<Vec<u8>> = if host.contains(&(d as u32)) {
+                    Vec::new()
+                } else {
+                    whole.shingles(d, k).map(<[u8]>::to_vec).collect()
+                };
+                assert_eq!(*got, want, "{ctx}: document {d}");
+            }
         }
     }
 
@@ -691,7 +797,8 @@ mod tests {
         type Cap = fn(&mut SubBatchLimits, usize);
         let cases: [(&str, Cap); 5] = [
             ("bytes", |l, n| l.max_bytes = 2 * n),
-            ("words", |l, n| l.max_words = n),
+            // One slot more than the words: the end of the piece.
+            ("words", |l, n| l.max_words = n + 1),
             ("shingles", |l, n| l.max_shingles = n),
             ("docs", |l, n| l.max_docs = n),
             ("chunks", |l, n| l.max_chunks = n),

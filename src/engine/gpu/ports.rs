@@ -159,7 +159,7 @@ fn byte_at(bytes: &[u32], i: u32) -> u32 {
 }
 
 /// `hash.wgsl: doc_of`.
-fn doc_of(cfg: &GpuConfig, docs: &[[u32; 2]], g: u32) -> u32 {
+fn doc_of(cfg: &GpuConfig, docs: &[[u32; 4]], g: u32) -> u32 {
     let (mut lo, mut hi) = (0u32, cfg.num_docs);
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
@@ -172,12 +172,13 @@ fn doc_of(cfg: &GpuConfig, docs: &[[u32; 2]], g: u32) -> u32 {
     lo
 }
 
-/// The value of the shingle starting at word `w0` of a document whose words end at
-/// `doc_end`, as `hash_shingles` and `minhash_fused` compute it.
-fn shingle_x(cfg: &GpuConfig, sb: &SubBatch, w0: u32, doc_end: u32) -> u32 {
+/// The value of the shingle starting at word `w0` of document `doc` (its entry in
+/// `SubBatch::docs`), as `hash_shingles` and `minhash_fused` compute it.
+fn shingle_x(cfg: &GpuConfig, sb: &SubBatch, w0: u32, doc: [u32; 4]) -> u32 {
+    let [_, _, doc_end, shift] = doc;
     let w_end = (w0 + cfg.k).min(doc_end);
-    let b0 = sb.word_start[w0 as usize];
-    let b1 = sb.word_start[w_end as usize] - 1;
+    let b0 = sb.word_start[w0 as usize].wrapping_add(shift);
+    let b1 = sb.word_start[w_end as usize].wrapping_add(shift) - 1;
     let mut h = (FNV_OFFSET_LO, FNV_OFFSET_HI);
     for i in b0..b1 {
         h.0 ^= byte_at(&sb.bytes, i);
@@ -189,10 +190,9 @@ fn shingle_x(cfg: &GpuConfig, sb: &SubBatch, w0: u32, doc_end: u32) -> u32 {
 /// `hash.wgsl: hash_shingles`, every invocation in turn.
 pub fn hash_stage(cfg: &GpuConfig, sb: &SubBatch, xs: &mut [u32]) {
     for g in 0..cfg.num_shingles {
-        let d = doc_of(cfg, &sb.docs, g) as usize;
-        let j = g - sb.docs[d][1];
-        let w0 = sb.docs[d][0] + j;
-        xs[g as usize] = shingle_x(cfg, sb, w0, sb.docs[d + 1][0]);
+        let doc = sb.docs[doc_of(cfg, &sb.docs, g) as usize];
+        let w0 = doc[0] + (g - doc[1]);
+        xs[g as usize] = shingle_x(cfg, sb, w0, doc);
     }
 }
 
@@ -234,11 +234,10 @@ pub fn fused_stage(cfg: &GpuConfig, sb: &SubBatch, perms: &[[u32; 2]], sigs: &mu
     for chunk in &sb.chunks {
         let d = chunk[0] as usize;
         let n = chunk[2] - chunk[1];
-        let [first_word, first_shingle] = sb.docs[d];
-        let doc_end = sb.docs[d + 1][0];
+        let doc = sb.docs[d];
         for t in 0..n {
-            let w0 = first_word + (chunk[1] + t - first_shingle);
-            tile[t as usize] = limbs(shingle_x(cfg, sb, w0, doc_end));
+            let w0 = doc[0] + (chunk[1] + t - doc[1]);
+            tile[t as usize] = limbs(shingle_x(cfg, sb, w0, doc));
         }
         for (i, &[a, b]) in perms.iter().enumerate() {
             let mut m = P;

@@ -31,8 +31,8 @@ const TIMESTAMPS: u32 = 6;
 fn staging_bytes(l: &SubBatchLimits) -> u64 {
     let lens = [
         l.max_bytes.next_multiple_of(4),
-        (l.max_words + 1) * 4,
-        (l.max_docs + 1) * 8,
+        l.max_words * 4,
+        l.max_docs * 16,
         l.max_chunks * 16,
     ];
     (CONFIG_BYTES + lens.iter().sum::<usize>()).next_multiple_of(8) as u64
