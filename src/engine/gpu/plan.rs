@@ -276,11 +276,11 @@ fn cost(cur: &SubPlan, p: usize, d: usize, c: Counts) -> Counts {
 /// ends just before it in the same part.
 fn push_doc(cur: &mut SubPlan, b: &PackedBatch, p: usize, d: usize, c: Counts) {
     let r = b.doc_words(d);
-    let add = cost(cur, p, d, c);
     if extends(cur, p, d) {
         let last = cur.pieces.last_mut().expect("a piece to extend");
         last.d1 += 1;
         last.w1 = r.end as u32;
+        cur.size = cur.size.plus(c);
     } else {
         cur.pieces.push(Piece {
             part: p as u32,
@@ -290,8 +290,8 @@ fn push_doc(cur: &mut SubPlan, b: &PackedBatch, p: usize, d: usize, c: Counts) {
             w1: r.end as u32,
             at: cur.size,
         });
+        cur.size = cur.size.plus(c.plus(Counts::PIECE_END));
     }
-    cur.size = cur.size.plus(add);
 }
 
 fn close(cur: &mut SubPlan, out: &mut Plan) {
