@@ -128,9 +128,32 @@ mod tests {
     }
 
     /// A registered thread's time counts, while it runs and after it ends; an unregistered
-    /// thread's does not (though the process's total has it).
+    /// thread's does not (though the process's total has it). The counts are the process's,
+    /// so the checks run in a process of their own: the test binary's own, running this test
+    /// alone, where no other test's registered threads (engine pools) can spin meanwhile.
     #[test]
     fn registered_threads_count_and_others_do_not() {
+        const ALONE: &str = "NEARDUP_TEST_THREADS_ALONE";
+        if std::env::var_os(ALONE).is_none() {
+            let name = "registered_threads_count_and_others_do_not";
+            let path = module_path!().split_once("::").expect("a crate path").1;
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([&format!("{path}::{name}"), "--exact", "--test-threads=1"])
+                .env(ALONE, "1")
+                .output()
+                .unwrap();
+            let log = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(out.status.success(), "{log}");
+            assert!(
+                log.contains("1 passed"),
+                "the test did not run alone: {log}"
+            );
+            return;
+        }
         register_current_thread();
         let (own0, all0) = (own_cpu_seconds().unwrap(), process_cpu_seconds().unwrap());
         std::thread::spawn(|| spin(0.15)).join().unwrap();
