@@ -118,6 +118,93 @@ pub fn bytes_per_document(num_perm: usize, exact: bool) -> usize {
     num_perm * 4 + 4 + 16 + std::mem::size_of::<usize>() + if exact { 16 } else { 0 }
 }
 
+/// The most worker threads a run may ask for, and the cores it may use (as
+/// [`std::thread::available_parallelism`] counts them: affinity and cgroup quotas included):
+/// 8 threads per core, at least 16, so a small machine can still oversubscribe a little.
+pub fn thread_limit() -> (usize, usize) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores.saturating_mul(8).max(16), cores)
+}
+
+/// File descriptors kept aside, besides one per partition, when [`partition_limit`] sizes the
+/// partitions: the stage's inputs, standard streams, a run's own outputs, libraries.
+pub const PARTITION_FD_MARGIN: u64 = 64;
+
+/// What this process's open-file limit allows the partitions of a work directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionLimit {
+    /// The most partitions: the soft limit less [`PARTITION_FD_MARGIN`] (at least 1).
+    pub max_partitions: usize,
+    /// The soft limit on open files (`ulimit -n`).
+    pub open_files: u64,
+    /// The hard limit, up to which `ulimit -n` raises the soft one (`None`: unlimited).
+    pub hard: Option<u64>,
+}
+
+/// The most partitions the `bands` stage can write under this process's open-file limit
+/// (`RLIMIT_NOFILE`): it holds one output file per partition open at once, besides a few
+/// others ([`PARTITION_FD_MARGIN`]). `None` when the limit is unlimited or unknown.
+pub fn partition_limit() -> Option<PartitionLimit> {
+    let (soft, hard) = open_file_limits()?;
+    let soft = soft?;
+    Some(PartitionLimit {
+        max_partitions: usize::try_from(soft.saturating_sub(PARTITION_FD_MARGIN).max(1))
+            .unwrap_or(usize::MAX),
+        open_files: soft,
+        hard,
+    })
+}
+
+/// Refuse `n` partitions where this process's open-file limit would stop `bands` midway
+/// ([`partition_limit`]), saying how to raise it; `most` caps the count the message suggests.
+pub fn check_partition_files(n: usize, most: usize) -> Result<(), crate::Error> {
+    let Some(limit) = partition_limit() else {
+        return Ok(());
+    };
+    if n <= limit.max_partitions {
+        return Ok(());
+    }
+    let margin = PARTITION_FD_MARGIN;
+    let needed = (n as u64).saturating_add(margin);
+    let most = limit.max_partitions.min(most);
+    let raise = match limit.hard {
+        Some(h) if h < needed => format!(
+            ", which `ulimit -n` raises only up to the hard limit, {h}: give at most {most} \
+             partitions (or have the hard limit raised)"
+        ),
+        _ => format!(": raise it with `ulimit -n {needed}`, or give at most {most} partitions"),
+    };
+    Err(crate::Error::Param(format!(
+        "--partitions {n} needs {needed} files open at once (`bands` writes one per partition, \
+         and {margin} are kept for the rest), above this process's limit of {} open files{raise}",
+        limit.open_files
+    )))
+}
+
+/// This process's soft and hard limits on open files (`None` in either: unlimited); `None`
+/// where they cannot be read.
+#[cfg(unix)]
+pub fn open_file_limits() -> Option<(Option<u64>, Option<u64>)> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit`, which `r` is, and reads nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return None;
+    }
+    // `rlim_t` is `u64` on Linux and macOS but signed on some BSDs: the cast is for those.
+    #[allow(clippy::unnecessary_cast)]
+    let finite = |x: libc::rlim_t| (x != libc::RLIM_INFINITY).then_some(x as u64);
+    Some((finite(r.rlim_cur), finite(r.rlim_max)))
+}
+
+/// This process's soft and hard limits on open files: unknown off Unix.
+#[cfg(not(unix))]
+pub fn open_file_limits() -> Option<(Option<u64>, Option<u64>)> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::cgroup_headroom;

@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use neardup::bench::{BenchConfig, BenchEngines};
 use neardup::engine::gpu::GpuOptions;
 use neardup::index::lsh::LshParams;
-use neardup::io::{check_output_paths, InputSpec, Inputs, NamedPath};
+use neardup::io::{check_output_paths, check_outputs, InputSpec, Inputs, NamedPath, OwnedDir};
 use neardup::jsonl::Fields;
 use neardup::sign::minhash::MinHashParams;
 use neardup::stages::dedup::DedupConfig;
@@ -144,6 +144,207 @@ fn parse_keep(s: &str) -> Result<KeepArg, String> {
     Ok(KeepArg { policy, field })
 }
 
+// Every numeric option has a range, checked by [`Cli::check`] before any work starts: a value
+// that does not parse is a usage error (exit 2, clap's), one out of its range an error (exit
+// 1) that names the range. Ranges the library checks itself (`--k 0`, `--threshold`) are left
+// to it, with its messages.
+
+/// The most a width or a count of the signature may be: `--k`, `--bands`, `--rows`,
+/// decontam's `--n` (the library's bound on `num_perm`).
+const MAX_WIDTH: usize = 1 << 20;
+/// The most words of a synthetic document (`--words`, `--template`, `--synthetic-words`).
+const MAX_SYNTH_WORDS: usize = 1_000_000;
+/// The most documents `synth` writes.
+const MAX_SYNTH_DOCS: u64 = 10_000_000_000;
+/// The most documents `bench --synthetic` generates (in memory).
+const MAX_BENCH_DOCS: usize = 1_000_000_000;
+/// The most repetitions of `bench`'s signing stage.
+const MAX_REPEAT: usize = 1000;
+/// The most MiB `--max-memory` may name: 2^40 MiB, an exbibyte.
+const MAX_MIB: u64 = 1 << 40;
+/// The most partitions of a work directory, whatever the open-file limit.
+const MAX_PARTITIONS: usize = 1 << 16;
+/// The longest `--gpu-timeout`, in seconds (about 11.6 days).
+const MAX_GPU_TIMEOUT: f64 = 1e6;
+
+/// `value` of `flag` within `lo..=hi`.
+fn check_range<T: PartialOrd + std::fmt::Display>(
+    flag: &str,
+    value: T,
+    lo: T,
+    hi: T,
+) -> Result<(), Error> {
+    if value < lo || value > hi {
+        return Err(Error::Param(format!(
+            "{flag} {value} is outside {lo}..={hi}"
+        )));
+    }
+    Ok(())
+}
+
+/// `value` of `flag` at most `hi` (its lower bound is the library's to check).
+fn check_at_most<T: PartialOrd + std::fmt::Display>(
+    flag: &str,
+    value: T,
+    hi: T,
+) -> Result<(), Error> {
+    if value > hi {
+        return Err(Error::Param(format!(
+            "{flag} {value} is above the most it may be, {hi}"
+        )));
+    }
+    Ok(())
+}
+
+/// `--threads`: 0 (one per core) up to 8 per core this process may use, at least 16.
+fn check_threads(n: usize) -> Result<(), Error> {
+    let (limit, cores) = neardup::sys::thread_limit();
+    if n > limit {
+        return Err(Error::Param(format!(
+            "--threads {n} is above the limit of {limit} threads (8 per core, at least 16; this \
+             run may use {cores} cores); --threads 0 starts one per core"
+        )));
+    }
+    Ok(())
+}
+
+/// `--partitions`: at least 1, at most 65536, and no more than the open-file limit lets the
+/// `bands` stage write at once (one file per partition; see
+/// [`neardup::sys::partition_limit`]).
+fn check_partitions(n: usize) -> Result<(), Error> {
+    if n == 0 {
+        return Err(Error::Param("--partitions must be at least 1".into()));
+    }
+    // The open-file limit first: it is the one a user can raise.
+    neardup::sys::check_partition_files(n, MAX_PARTITIONS)?;
+    check_range("--partitions", n, 1, MAX_PARTITIONS)
+}
+
+/// decontam's `--protect-short`: MIN words, or `off` (also `0`).
+fn parse_protect_short(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(0);
+    }
+    s.parse::<usize>()
+        .map_err(|_| format!("`{s}` is neither a number of words nor `off`"))
+}
+
+impl Cli {
+    /// Refuse every numeric value out of its range, before any work starts (see above).
+    pub fn check(&self) -> Result<(), Error> {
+        match &self.command {
+            Command::Dedup(a) => {
+                a.cluster.hash.check()?;
+                a.cluster.lsh.check()?;
+                a.engine.gpu.check()?;
+                check_threads(a.run.threads)?;
+                if let Some(m) = a.max_memory {
+                    check_range("--max-memory", m, 1, MAX_MIB)?;
+                }
+                if a.work_dir.is_some() {
+                    check_partitions(a.partitions)?;
+                }
+                Ok(())
+            }
+            Command::Decontam(a) => {
+                check_at_most("--n", a.n, MAX_WIDTH)?;
+                if let Some(s) = a.min_score {
+                    if !(s > 0.0 && s <= 1.0) {
+                        return Err(Error::Param(format!("--min-score {s:?} is outside (0, 1]")));
+                    }
+                }
+                check_threads(a.run.threads)
+            }
+            Command::Signatures(a) => {
+                a.hash.check()?;
+                a.engine.gpu.check()?;
+                check_threads(a.run.threads)
+            }
+            Command::Scurve(a) => {
+                for &b in &a.bands {
+                    check_at_most("--bands", b, MAX_WIDTH)?;
+                }
+                for &r in &a.rows {
+                    check_at_most("--rows", r, MAX_WIDTH)?;
+                }
+                Ok(())
+            }
+            Command::Verify(a) => {
+                a.hash.check()?;
+                a.gpu.check()?;
+                check_threads(a.run.threads)
+            }
+            Command::Bench(a) => {
+                a.hash.check()?;
+                a.lsh.check()?;
+                a.gpu.check()?;
+                if let Some(n) = a.synthetic {
+                    check_range("--synthetic", n, 1, MAX_BENCH_DOCS)?;
+                }
+                check_range("--synthetic-words", a.synthetic_words, 0, MAX_SYNTH_WORDS)?;
+                check_range("--repeat", a.repeat, 1, MAX_REPEAT)?;
+                check_threads(a.run.threads)
+            }
+            Command::Compare(a) => {
+                if let Some(k) = a.k {
+                    check_range("--k", k, 1, MAX_WIDTH)?;
+                }
+                if let Some(p) = a.num_perm {
+                    check_range("--num-perm", p, 1, MAX_WIDTH)?;
+                }
+                Ok(())
+            }
+            Command::Devices(_) => Ok(()),
+            Command::Tune(a) => check_range("--num-perm", a.num_perm, 1, MAX_WIDTH),
+            Command::Inspect(a) => {
+                a.hash.check()?;
+                a.lsh.check()
+            }
+            Command::Synth(a) => {
+                check_range("N (documents)", a.docs as u64, 0, MAX_SYNTH_DOCS)?;
+                check_range("--words", a.words, 0, MAX_SYNTH_WORDS)?;
+                check_range("--template", a.template, 0, MAX_SYNTH_WORDS)
+            }
+            Command::Stage(a) => {
+                check_threads(a.run.threads)?;
+                match &a.stage {
+                    Stage::Init {
+                        cluster,
+                        partitions,
+                        ..
+                    } => {
+                        cluster.hash.check()?;
+                        cluster.lsh.check()?;
+                        check_partitions(*partitions)
+                    }
+                    Stage::Sign { engine, .. } => engine.gpu.check(),
+                    Stage::Report {
+                        seconds: Some(s), ..
+                    } if !(s.is_finite() && *s >= 0.0) => Err(Error::Param(format!(
+                        "--seconds {s:?} must be a finite number of seconds, at least 0"
+                    ))),
+                    _ => Ok(()),
+                }
+            }
+            Command::Index(a) => {
+                check_threads(a.run.threads)?;
+                match &a.command {
+                    IndexCommand::Build {
+                        hash, lsh, engine, ..
+                    } => {
+                        hash.check()?;
+                        lsh.check()?;
+                        engine.gpu.check()
+                    }
+                    IndexCommand::Add { engine, .. } => engine.gpu.check(),
+                    IndexCommand::Info { .. } => Ok(()),
+                }
+            }
+        }
+    }
+}
+
 value_enum!(
     /// A signature file's format.
     SigFormat = neardup::io::sigfile::SigFormat {
@@ -268,10 +469,10 @@ atomically."
 /// The flags that decide a signature's bits.
 #[derive(Debug, Clone, Args)]
 pub struct HashArgs {
-    /// Shingle width in words.
+    /// Shingle width in words, 1 to 1048576.
     #[arg(long, default_value_t = 5)]
     pub k: usize,
-    /// Permutations (signature length).
+    /// Permutations (signature length), 1 to 1048576.
     #[arg(long = "num-perm", default_value_t = 128)]
     pub num_perm: usize,
     /// Seed of the permutation parameters (PCG32).
@@ -287,7 +488,14 @@ pub struct HashArgs {
 }
 
 impl HashArgs {
+    /// The widths' upper bounds (the library checks the rest).
+    pub fn check(&self) -> Result<(), Error> {
+        check_at_most("--k", self.k, MAX_WIDTH)?;
+        check_at_most("--num-perm", self.num_perm, MAX_WIDTH)
+    }
+
     pub fn params(&self) -> Result<MinHashParams, Error> {
+        self.check()?;
         Ok(
             MinHashParams::new(self.k, self.num_perm, self.seed)?.with_rule(
                 neardup::text::TextRule {
@@ -302,16 +510,24 @@ impl HashArgs {
 /// The LSH banding.
 #[derive(Debug, Clone, Args)]
 pub struct LshArgs {
-    /// LSH bands.
+    /// LSH bands, 1 to 1048576.
     #[arg(long, default_value_t = 16)]
     pub bands: usize,
-    /// Rows per band (bands x rows must equal --num-perm).
+    /// Rows per band, 1 to 1048576 (bands x rows must equal --num-perm).
     #[arg(long, default_value_t = 8)]
     pub rows: usize,
 }
 
 impl LshArgs {
+    /// The upper bounds of bands and rows (the library checks that both are at least 1): their
+    /// product is then no overflow.
+    pub fn check(&self) -> Result<(), Error> {
+        check_at_most("--bands", self.bands, MAX_WIDTH)?;
+        check_at_most("--rows", self.rows, MAX_WIDTH)
+    }
+
     pub fn params(&self) -> Result<LshParams, Error> {
+        self.check()?;
         LshParams::new(self.bands, self.rows)
     }
 }
@@ -355,7 +571,7 @@ impl InputArgs {
     }
 
     /// The inputs as the user named them, for [`check_output_paths`].
-    fn named(&self) -> Vec<NamedPath<'_>> {
+    pub fn named(&self) -> Vec<NamedPath<'_>> {
         self.inputs.iter().map(|p| ("input", p.as_str())).collect()
     }
 
@@ -383,7 +599,8 @@ impl InputArgs {
 /// Threads, progress and verbosity.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Worker threads (0: one per core).
+    /// Worker threads: 0 (the default) starts one per core; at most 8 per core this run may
+    /// use, or 16 where that is fewer.
     #[arg(long, default_value_t = 0, global = true)]
     pub threads: usize,
     /// Progress bars on stderr: auto (when stderr is a terminal), always, never.
@@ -405,11 +622,12 @@ pub struct GpuArgs {
     /// DX12 before GL, discrete before integrated).
     #[arg(long, value_name = "INDEX|NAME")]
     pub adapter: Option<String>,
-    /// Seconds to wait for the GPU to finish one sub-batch before giving up with an error.
+    /// Seconds to wait for the GPU to finish one sub-batch before giving up with an error, in
+    /// (0, 1000000].
     #[arg(long = "gpu-timeout", value_name = "SECONDS", default_value_t = 120.0)]
     pub gpu_timeout: f64,
-    /// Word bytes of one GPU sub-batch, in MiB (capped by the device's buffer limits); the
-    /// results are the same for every size.
+    /// Word bytes of one GPU sub-batch, in MiB, 1 to 4096 (capped by the device's buffer
+    /// limits); the results are the same for every size.
     #[arg(long = "gpu-batch-mib", value_name = "MIB", default_value_t = 32)]
     pub gpu_batch_mib: usize,
     /// GPU kernels: split (hash, then reduce) or fused (both in one dispatch).
@@ -422,20 +640,24 @@ pub struct GpuArgs {
 }
 
 impl GpuArgs {
-    /// The GPU engine's options (software adapters allowed).
-    pub fn options(&self) -> Result<GpuOptions, Error> {
-        if !(self.gpu_timeout.is_finite() && self.gpu_timeout > 0.0) {
+    /// The GPU flags' ranges, checked whichever engine runs.
+    pub fn check(&self) -> Result<(), Error> {
+        if !(self.gpu_timeout.is_finite()
+            && self.gpu_timeout > 0.0
+            && self.gpu_timeout <= MAX_GPU_TIMEOUT)
+        {
             return Err(Error::Param(format!(
-                "--gpu-timeout {} must be a positive number of seconds",
+                "--gpu-timeout {:?} must be a positive number of seconds, at most \
+                 {MAX_GPU_TIMEOUT}",
                 self.gpu_timeout
             )));
         }
-        if !(1..=4096).contains(&self.gpu_batch_mib) {
-            return Err(Error::Param(format!(
-                "--gpu-batch-mib {} is outside 1..=4096",
-                self.gpu_batch_mib
-            )));
-        }
+        check_range("--gpu-batch-mib", self.gpu_batch_mib, 1, 4096)
+    }
+
+    /// The GPU engine's options (software adapters allowed).
+    pub fn options(&self) -> Result<GpuOptions, Error> {
+        self.check()?;
         Ok(GpuOptions {
             backend: self.backend.map(Into::into),
             allow_software: true,
@@ -474,7 +696,7 @@ pub struct ClusterArgs {
     pub hash: HashArgs,
     #[command(flatten)]
     pub lsh: LshArgs,
-    /// Similarity at or above which a candidate pair is a duplicate.
+    /// Similarity at or above which a candidate pair is a duplicate, in (0, 1].
     #[arg(long, default_value_t = 0.8)]
     pub threshold: f64,
     /// How candidates are confirmed: exact Jaccard of the shingle sets, the MinHash estimate,
@@ -552,7 +774,7 @@ pub struct DedupArgs {
     /// Stop with a clear error, before writing anything, when the signature tables (and, for
     /// `--confirm jaccard`, the shingle sets) would pass this many MiB. Default: 3/4 of the
     /// memory available when the run starts. (--work-dir runs are bounded by a partition
-    /// instead.)
+    /// instead.) At least 1.
     #[arg(long = "max-memory", value_name = "MIB", conflicts_with = "work_dir")]
     pub max_memory: Option<u64>,
     /// Run out of core: the stages of `neardup stage` in one process, through files in DIR
@@ -560,11 +782,13 @@ pub struct DedupArgs {
     /// DIR skips the stages it finished. docs/GUIDE.md has the details.
     #[arg(long = "work-dir", value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
-    /// With --work-dir: the partitions of the band rows; memory is bounded by one.
+    /// With --work-dir: the partitions of the band rows; memory is bounded by one. 1 to 65536,
+    /// and no more than the open-file limit (`ulimit -n`) allows: `bands` writes one file per
+    /// partition at once.
     #[arg(long, value_name = "R", default_value_t = 8, requires = "work_dir")]
     pub partitions: usize,
     /// With --work-dir: MiB of id records `rank` sorts at once (as `neardup stage rank
-    /// --sort-memory`); a larger corpus is sorted in id-range buckets through files.
+    /// --sort-memory`), at least 1; a larger corpus is sorted in id-range buckets through files.
     #[arg(long, value_name = "MIB", default_value_t = 256, requires = "work_dir", value_parser = clap::value_parser!(u64).range(1..))]
     pub sort_memory: u64,
     /// Check the documents against an index of documents already kept (`neardup index
@@ -648,7 +872,8 @@ pub enum Stage {
         #[command(flatten)]
         cluster: ClusterArgs,
         /// Partitions of the band rows: `confirm` runs once per partition, and its memory is
-        /// bounded by one.
+        /// bounded by one. 1 to 65536, and no more than the open-file limit (`ulimit -n`)
+        /// allows: `bands` writes one file per partition at once.
         #[arg(long, value_name = "R", default_value_t = 8)]
         partitions: usize,
         /// Check every document against this index in `apply`, as it is now (segments added
@@ -669,8 +894,8 @@ pub enum Stage {
     Rank {
         #[arg(value_name = "DIR")]
         dir: PathBuf,
-        /// MiB of id records sorted at once; a larger corpus is sorted in id-range buckets
-        /// through files in the work directory (the peak is about twice this).
+        /// MiB of id records sorted at once, at least 1; a larger corpus is sorted in id-range
+        /// buckets through files in the work directory (the peak is about twice this).
         #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
         sort_memory: u64,
     },
@@ -722,8 +947,8 @@ pub enum Stage {
         /// them).
         #[arg(long, value_name = "NAME", default_value = "")]
         output: String,
-        /// The run's wall time in seconds, when the scheduler knows it (the stages' own times
-        /// are summed otherwise).
+        /// The run's wall time in seconds (at least 0), when the scheduler knows it (the
+        /// stages' own times are summed otherwise).
         #[arg(long, value_name = "SECONDS")]
         seconds: Option<f64>,
     },
@@ -756,25 +981,23 @@ impl BenchArgs {
 }
 
 impl DedupArgs {
-    /// Refuse outputs that name an input or each other, before any work.
+    /// Refuse outputs that name an input or each other, or that land in the work directory or
+    /// an index, before any work.
     pub fn check_paths(&self) -> Result<(), Error> {
         let mut outs = vec![("-o", self.output.as_str())];
         outs.extend(self.clusters.iter().map(|p| ("--clusters", p.as_str())));
         outs.extend(self.pairs.iter().map(|p| ("--pairs", p.as_str())));
         outs.extend(self.report.iter().map(|p| ("--report", p.as_str())));
-        // An index's files are inputs too: no output may land on them.
-        let manifests: Vec<String> = self
+        // An index's files and a work directory's are neardup's: no output may land on them.
+        let mut owned: Vec<OwnedDir> = self
             .against
             .iter()
-            .map(|d| {
-                d.join(neardup::index::store::MANIFEST)
-                    .display()
-                    .to_string()
-            })
+            .map(|d| ("the index", d.as_path()))
             .collect();
-        let mut ins = self.input.named();
-        ins.extend(manifests.iter().map(|p| ("--against", p.as_str())));
-        check_output_paths(&ins, &outs)
+        if let Some(w) = &self.work_dir {
+            owned.push(("the work directory", w.as_path()));
+        }
+        check_outputs(&self.input.named(), &owned, &outs)
     }
 
     pub fn config(&self) -> Result<DedupConfig, Error> {
@@ -794,14 +1017,15 @@ pub struct DecontamArgs {
     /// ending in .parquet (the inputs' rows, values unchanged).
     #[arg(short, long, value_name = "OUT")]
     pub output: String,
-    /// n-gram length in words.
+    /// n-gram length in words, 1 to 1048576.
     #[arg(long, default_value_t = 13)]
     pub n: usize,
-    /// Also protect protected texts shorter than n words, down to MIN words (8 when given
-    /// without a value), by their whole word sequence: a document holding it is caught. Off by
-    /// default (SPEC §4: a text shorter than n words protects nothing).
-    #[arg(long, value_name = "MIN", num_args = 0..=1, default_missing_value = "8", value_parser = clap::value_parser!(u64).range(1..))]
-    pub protect_short: Option<u64>,
+    /// Protect each protected text shorter than n words but of MIN words or more by its whole
+    /// word sequence: a document holding that sequence is caught (SPEC §4). MIN is 8 by default
+    /// (and when the flag is given without a value); `off` (or 0) protects nothing shorter
+    /// than n words: the strict n-gram rule.
+    #[arg(long, value_name = "MIN|off", num_args = 0..=1, default_value = "8", default_missing_value = "8", value_parser = parse_protect_short)]
+    pub protect_short: usize,
     /// Protect each item (a JSONL line, a Parquet row) of a protected file as one text: its
     /// string values in order, so n-grams span a question and its answer. Off by default: each
     /// string value is a text of its own (SPEC §4).
@@ -880,10 +1104,10 @@ impl SignaturesArgs {
 
 #[derive(Debug, Args)]
 pub struct ScurveArgs {
-    /// Bands (several values, with as many --rows, draw several curves).
+    /// Bands, 1 to 1048576 (several values, with as many --rows, draw several curves).
     #[arg(long, default_value = "16", num_args = 1..)]
     pub bands: Vec<usize>,
-    /// Rows per band, one per --bands.
+    /// Rows per band, 1 to 1048576, one per --bands.
     #[arg(long, default_value = "8", num_args = 1..)]
     pub rows: Vec<usize>,
     /// Also draw the curves, with their thresholds marked, to this SVG file.
@@ -893,10 +1117,10 @@ pub struct ScurveArgs {
 
 #[derive(Debug, Args)]
 pub struct TuneArgs {
-    /// The similarity at which documents should count as duplicates.
+    /// The similarity at which documents should count as duplicates, in (0, 1).
     #[arg(long)]
     pub threshold: f64,
-    /// Permutations to split into bands x rows.
+    /// Permutations to split into bands x rows, 1 to 1048576.
     #[arg(long = "num-perm", default_value_t = 128)]
     pub num_perm: usize,
     /// How dedup will confirm candidates. jaccard (dedup's default): a false positive costs
@@ -905,15 +1129,15 @@ pub struct TuneArgs {
     #[arg(long, value_enum, default_value_t = Confirm::Jaccard)]
     pub confirm: Confirm,
     /// With --confirm jaccard: the least chance that a pair at the threshold becomes a
-    /// candidate.
+    /// candidate, in (0, 1].
     #[arg(long, default_value_t = 0.95)]
     pub recall: f64,
     /// With --confirm estimate or none: weight of false positives (area under p(s) below the
-    /// threshold).
+    /// threshold), a finite number >= 0 (not 0 with --fn-weight 0).
     #[arg(long = "fp-weight", default_value_t = 0.5)]
     pub fp_weight: f64,
     /// With --confirm estimate or none: weight of false negatives (area above p(s) from the
-    /// threshold up).
+    /// threshold up), a finite number >= 0 (not 0 with --fp-weight 0).
     #[arg(long = "fn-weight", default_value_t = 0.5)]
     pub fn_weight: f64,
     /// Also draw the chosen curve to this SVG file.
@@ -934,7 +1158,8 @@ pub struct InspectArgs {
     pub hash: HashArgs,
     #[command(flatten)]
     pub lsh: LshArgs,
-    /// The similarity `dedup` would hold the pair to (said beside the exact Jaccard).
+    /// The similarity `dedup` would hold the pair to (said beside the exact Jaccard), in
+    /// (0, 1].
     #[arg(long, default_value_t = 0.8)]
     pub threshold: f64,
     /// Shared shingles to list.
@@ -994,10 +1219,11 @@ pub struct BenchArgs {
     /// JSONL or Parquet inputs (omit with --synthetic).
     #[arg(value_name = "IN")]
     pub inputs: Vec<String>,
-    /// Generate this many synthetic documents instead of reading inputs.
+    /// Generate this many synthetic documents (1 to 1000000000, held in memory) instead of
+    /// reading inputs.
     #[arg(long, value_name = "N")]
     pub synthetic: Option<usize>,
-    /// Mean words per synthetic document.
+    /// Mean words per synthetic document, 0 to 1000000.
     #[arg(long = "synthetic-words", default_value_t = 300)]
     pub synthetic_words: usize,
     #[arg(long = "id-field", default_value = "id")]
@@ -1014,7 +1240,7 @@ pub struct BenchArgs {
     pub engine: BenchEngine,
     #[command(flatten)]
     pub gpu: GpuArgs,
-    /// Repetitions of the signing stage (the best is reported).
+    /// Repetitions of the signing stage (the best is reported), 1 to 1000.
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
     /// Print JSON instead of a table.
@@ -1040,10 +1266,10 @@ pub struct CompareArgs {
     pub a: String,
     /// Second signature file.
     pub b: String,
-    /// Require this shingle width.
+    /// Require this shingle width (1 to 1048576).
     #[arg(long)]
     pub k: Option<usize>,
-    /// Require this many permutations.
+    /// Require this many permutations (1 to 1048576).
     #[arg(long = "num-perm")]
     pub num_perm: Option<usize>,
     /// Require this seed.
@@ -1062,19 +1288,19 @@ pub struct CompareArgs {
 
 #[derive(Debug, Args)]
 pub struct SynthArgs {
-    /// Number of documents.
+    /// Number of documents, 0 to 10000000000.
     pub docs: usize,
     /// Output JSONL (`-`: stdout; .gz/.zst compress).
     #[arg(short, long, value_name = "OUT")]
     pub output: String,
-    /// Mean words per document (uniform in [words/2, 3*words/2]).
+    /// Mean words per document (uniform in [words/2, 3*words/2]), 0 to 1000000.
     #[arg(long, default_value_t = 300)]
     pub words: usize,
     /// Generator seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Words of boilerplate that begin every document (0: none), as on templated web pages;
-    /// `--words` then counts each document's own words after it.
+    /// Words of boilerplate that begin every document (0: none; at most 1000000), as on
+    /// templated web pages; `--words` then counts each document's own words after it.
     #[arg(long, default_value_t = 0, value_name = "WORDS")]
     pub template: usize,
 }

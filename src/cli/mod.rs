@@ -33,6 +33,7 @@ use neardup::{corpus, pipeline};
 
 /// Run one command.
 pub fn run(cli: Cli) -> Result<ExitCode> {
+    cli.check()?;
     match cli.command {
         Command::Dedup(a) => dedup::run(a),
         Command::Decontam(a) => decontam::run(a),

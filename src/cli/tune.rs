@@ -6,9 +6,17 @@ pub(super) fn run(a: TuneArgs) -> Result<ExitCode> {
     if !(a.threshold > 0.0 && a.threshold < 1.0) {
         anyhow::bail!("--threshold {} is outside (0, 1)", a.threshold);
     }
-    if a.num_perm == 0 || a.fp_weight < 0.0 || a.fn_weight < 0.0 || a.fp_weight + a.fn_weight <= 0.0
-    {
-        anyhow::bail!("--num-perm must be at least 1 and the weights non-negative, not both 0");
+    if a.num_perm == 0 {
+        anyhow::bail!("--num-perm must be at least 1");
+    }
+    let weight = |w: f64| w.is_finite() && w >= 0.0;
+    if !(weight(a.fp_weight) && weight(a.fn_weight) && a.fp_weight + a.fn_weight > 0.0) {
+        anyhow::bail!(
+            "--fp-weight {:?} and --fn-weight {:?}: the weights must be finite and at least 0, and \
+             not both 0",
+            a.fp_weight,
+            a.fn_weight
+        );
     }
     if !(a.recall > 0.0 && a.recall <= 1.0) {
         anyhow::bail!("--recall {} is outside (0, 1]", a.recall);
