@@ -12,7 +12,7 @@ pub(super) fn run(a: DecontamArgs) -> Result<ExitCode> {
         .input
         .open(neardup::io::parquet::is_parquet_name(&a.output))?;
     let mut grams = neardup::stages::decontam::ProtectedSet::new(a.n)?
-        .with_short_items(a.protect_short.unwrap_or(0) as usize)
+        .with_short_items(a.protect_short)
         .with_joined_fields(a.join_fields)
         .with_task_field(a.task_field.clone());
     for p in &a.protected {

@@ -66,6 +66,10 @@ pub struct DecontamOptions {
 /// Keys a JSONL protected file never protects (ids and scorer plumbing, not eval text).
 pub const UNPROTECTED_KEYS: [&str; 4] = ["case_id", "id", "tags", "scorer_args"];
 
+/// The least words of a protected text shorter than `n` that is protected whole by default
+/// (SPEC §4's `m`; `--protect-short`): the minimum window GPT-3's contamination study used.
+pub const DEFAULT_PROTECT_SHORT: usize = 8;
+
 /// The `meta` key (JSONL) or column (Parquet) of `--mode tag`: what caught a document.
 pub const DECONTAM_TAG: &str = "decontam";
 
@@ -90,6 +94,7 @@ pub struct ProtectedFile {
 pub struct ProtectedSet {
     n: usize,
     /// Texts of at least this many words but fewer than `n` are protected whole; 0: none.
+    /// [`DEFAULT_PROTECT_SHORT`] unless set.
     short_min: usize,
     /// The word counts of the texts protected whole (each is checked as a window length).
     short_lengths: std::collections::BTreeSet<usize>,
@@ -123,7 +128,8 @@ pub struct ProtectedSource {
 }
 
 impl ProtectedSet {
-    /// An empty set for `n`-grams.
+    /// An empty set for `n`-grams, protecting texts of [`DEFAULT_PROTECT_SHORT`] to `n - 1`
+    /// words whole (SPEC §4; see [`ProtectedSet::with_short_items`]).
     pub fn new(n: usize) -> Result<Self, Error> {
         if n == 0 {
             return Err(Error::Param(
@@ -132,7 +138,7 @@ impl ProtectedSet {
         }
         Ok(ProtectedSet {
             n,
-            short_min: 0,
+            short_min: DEFAULT_PROTECT_SHORT,
             short_lengths: Default::default(),
             join_fields: false,
             task_field: None,
@@ -205,8 +211,15 @@ impl ProtectedSet {
         self.short_min
     }
 
-    /// Also protect texts of `min` to `n - 1` words by their whole word sequence (0: no text
-    /// shorter than `n` words is protected, as SPEC §4 defines). Set before adding texts.
+    /// Whether any text shorter than `n` words can be protected whole: a minimum is set, and it
+    /// is below `n`.
+    pub fn protects_short(&self) -> bool {
+        self.short_min > 0 && self.short_min < self.n
+    }
+
+    /// Protect texts of `min` to `n - 1` words by their whole word sequence (SPEC §4; the
+    /// default is [`DEFAULT_PROTECT_SHORT`]); 0 turns it off: no text shorter than `n` words is
+    /// protected, the strict n-gram rule. Set before adding texts.
     pub fn with_short_items(mut self, min: usize) -> Self {
         self.short_min = min;
         self
@@ -349,11 +362,13 @@ impl ProtectedSet {
             let mut texts: Vec<(Option<String>, String)> = Vec::new();
             while let Some(chunk) = reader.next_chunk(crate::corpus::DEFAULT_CHUNK_BYTES)? {
                 for i in 0..chunk.len() {
+                    let line = chunk.line(i);
                     let v: serde_json::Value =
-                        serde_json::from_slice(chunk.line(i)).map_err(|e| Error::Parse {
+                        serde_json::from_slice(line).map_err(|e| Error::Parse {
                             path: name.clone(),
                             line: chunk.line_no(i),
-                            msg: format!("not valid JSON: {e}"),
+                            msg: crate::jsonl::record::bom_message(line, chunk.line_no(i))
+                                .unwrap_or_else(|| format!("not valid JSON: {e}")),
                         })?;
                     self.collect_item(&v, &mut texts);
                 }
@@ -481,9 +496,10 @@ fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
-/// SPEC `protected n-grams` of the given files.
+/// SPEC §4's protected set of the given files at the defaults: their `n`-grams, and their texts
+/// of [`DEFAULT_PROTECT_SHORT`] to `n - 1` words whole.
 pub fn protected_ngrams<P: AsRef<Path>>(paths: &[P], n: usize) -> Result<ProtectedSet, Error> {
-    protected_set(paths, n, 0, false)
+    protected_set(paths, n, DEFAULT_PROTECT_SHORT, false)
 }
 
 /// [`protected_ngrams`], with texts of `short_min` to `n - 1` words protected whole (see
@@ -506,13 +522,32 @@ pub fn protected_set<P: AsRef<Path>>(
 
 impl ProtectedSet {
     /// What the user must hear about the protected texts before trusting the run: nothing is
-    /// protected at all (every text is shorter than `n` words, or there is none), or some texts
-    /// protect nothing. `None` when every text of a word or more yields an n-gram.
+    /// protected at all (every text is too short, or there is none), or some texts protect
+    /// nothing. `None` when every text of a word or more protects something.
     pub fn short_texts_warning(&self) -> Option<String> {
         let texts: u64 = self.files.iter().map(|f| f.texts).sum();
         let short: u64 = self.files.iter().map(|f| f.texts_too_short).sum();
         let n = self.n;
-        if self.is_empty() {
+        if self.protects_short() {
+            // Texts of `m` to `n - 1` words are protected whole: only those under `m` are lost.
+            let m = self.short_min;
+            if self.is_empty() {
+                Some(format!(
+                    "warning: NOTHING IS PROTECTED: the protected files yield nothing to protect \
+                     ({short} of their {texts} texts are shorter than {m} words, the least \
+                     --protect-short protects whole, the others have no words), so no document \
+                     can be caught; a lower --protect-short MIN or --n protects shorter items, \
+                     at the risk of catching documents by chance"
+                ))
+            } else if short > 0 {
+                Some(format!(
+                    "note: {short} of the {texts} protected texts are shorter than {m} words (the \
+                     --protect-short minimum) and protect nothing"
+                ))
+            } else {
+                None
+            }
+        } else if self.is_empty() {
             Some(format!(
                 "warning: NOTHING IS PROTECTED: the protected files yield no {n}-gram ({short} of \
                  their {texts} texts are shorter than {n} words, the others have no words), so \

@@ -661,15 +661,23 @@ fn decontam_warns_when_protected_items_are_too_short_to_protect_anything() {
         ok(&o);
         stderr(&o)
     };
-    // Three texts, all shorter than 13 words: nothing is protected, said loudly, even --quiet.
+    // Three texts, all shorter than 8 words (the least protected whole by default): nothing
+    // is protected, said loudly, even --quiet.
     for quiet in [&[][..], &["--quiet"][..]] {
         let err = run(quiet);
         assert!(err.contains("NOTHING IS PROTECTED"), "{err}");
         assert!(
-            err.contains("3 of their 3 texts are shorter than 13 words"),
+            err.contains("3 of their 3 texts are shorter than 8 words"),
             "{err}"
         );
     }
+    // With short items off, the same in n-grams.
+    let err = run(&["--protect-short", "off", "--quiet"]);
+    assert!(err.contains("NOTHING IS PROTECTED"), "{err}");
+    assert!(
+        err.contains("3 of their 3 texts are shorter than 13 words"),
+        "{err}"
+    );
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
     assert_eq!(r["protected_files"][0]["texts_too_short"], 3);
     assert_eq!(r["counts"]["protected_ngrams"], 0);
@@ -684,6 +692,89 @@ fn decontam_warns_when_protected_items_are_too_short_to_protect_anything() {
     // Items long enough: no word about it.
     let err = run(&["--n", "1"]);
     assert!(!err.contains("shorter than"), "{err}");
+}
+
+/// Protected items of 8 to 12 words (all shorter than the 13-word n-grams) are protected whole
+/// by default (SPEC §4): a document holding one is caught, with no warning. `--protect-short
+/// off` gives the strict n-gram rule: nothing is caught, and the run says loudly that nothing is
+/// protected.
+#[test]
+fn decontam_protects_short_items_whole_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("in.jsonl");
+    std::fs::write(
+        &inp,
+        concat!(
+            "{\"id\":\"leak\",\"text\":\"Quiz: Which River Flows North Through Cairo Into The ",
+            "Mediterranean? The Nile.\"}\n",
+            "{\"id\":\"clean\",\"text\":\"a river flows north through a valley\"}\n",
+        ),
+    )
+    .unwrap();
+    let prot = dir.path().join("eval.jsonl");
+    std::fs::write(
+        &prot,
+        concat!(
+            // 10 and 8 words.
+            "{\"id\":\"q1\",\"q\":\"which river flows north through cairo into the mediterranean\"}\n",
+            "{\"id\":\"q2\",\"q\":\"name the largest moon of the planet saturn\"}\n",
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("o.jsonl");
+    let rep = dir.path().join("r.json");
+    let run = |extra: &[&str]| {
+        let mut v = vec![
+            "decontam",
+            inp.to_str().unwrap(),
+            "--protected",
+            prot.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--report",
+            rep.to_str().unwrap(),
+        ];
+        v.extend_from_slice(extra);
+        let o = neardup(&v);
+        ok(&o);
+        let kept: Vec<String> = read_jsonl(&out)
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect();
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&rep).unwrap()).unwrap();
+        (kept, stderr(&o), r)
+    };
+    let (kept, err, r) = run(&[]);
+    assert_eq!(kept, ["clean"], "{err}");
+    assert!(err.contains("1 contaminated"), "{err}");
+    assert!(!err.contains("NOTHING IS PROTECTED"), "{err}");
+    assert!(!err.contains("shorter than"), "{err}");
+    assert_eq!(r["parameters"]["protect_short"], 8);
+    assert_eq!(r["protected_files"][0]["texts_protected_whole"], 2);
+    for off in ["off", "OFF", "0"] {
+        let (kept, err, r) = run(&["--protect-short", off]);
+        assert_eq!(kept, ["leak", "clean"], "{err}");
+        assert!(err.contains("0 contaminated"), "{err}");
+        assert!(err.contains("NOTHING IS PROTECTED"), "{err}");
+        assert!(
+            err.contains("2 of their 2 texts are shorter than 13 words"),
+            "{err}"
+        );
+        assert_eq!(r["parameters"]["protect_short"], 0);
+        assert_eq!(r["protected_files"][0]["texts_too_short"], 2);
+    }
+    // A value that is neither a number nor `off` is a usage error.
+    let o = neardup(&[
+        "decontam",
+        inp.to_str().unwrap(),
+        "--protected",
+        prot.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--protect-short",
+        "no",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
 #[test]

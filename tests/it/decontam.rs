@@ -44,13 +44,24 @@ fn any_case_any_punctuation_and_the_last_window() {
         &set,
         13
     ));
-    // A protected text of fewer than 13 words protects nothing.
+    // A protected text of fewer than 13 words yields no 13-gram: under the strict n-gram rule
+    // (short items off) it protects nothing; by default (8 words and more) it is protected
+    // whole, and only a copy of all its words catches.
+    let twelve = "only twelve words are in this protected text so it has none";
+    let mut strict = ProtectedSet::new(13).unwrap().with_short_items(0);
+    strict.add_texts("short", [twelve]);
+    assert_eq!(strict.len(), 0);
+    assert!(!contaminated(&format!("say {twelve} again"), &strict, 13));
     let mut short = ProtectedSet::new(13).unwrap();
-    short.add_texts(
-        "short",
-        ["only twelve words are in this protected text so it has none"],
-    );
-    assert_eq!(short.len(), 0);
+    assert_eq!(short.short_min(), 8);
+    short.add_texts("short", [twelve]);
+    assert_eq!(short.len(), 1);
+    assert!(contaminated(&format!("Say: {twelve}, again"), &short, 13));
+    assert!(!contaminated(
+        "only twelve words are in this protected text so it has",
+        &short,
+        13
+    ));
 }
 
 #[test]
@@ -119,11 +130,12 @@ fn decontamination_streams() {
     assert_eq!(pulled, 10);
 }
 
-/// With short items protected (`--protect-short MIN`), an item of MIN to n - 1 words is caught
-/// by a verbatim copy inside a document, at any position and in any case, and not by a copy
-/// missing a word; shorter items still protect nothing; the report counts both kinds.
+/// With short items protected (`--protect-short MIN`, by default 8), an item of MIN to n - 1
+/// words is caught by a verbatim copy inside a document, at any position and in any case, and
+/// not by a copy missing a word; shorter items still protect nothing; the report counts both
+/// kinds. `--protect-short off` is the strict n-gram rule.
 #[test]
-fn short_items_are_protected_whole_when_asked() {
+fn short_items_are_protected_whole_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let eval = dir.path().join("eval.jsonl");
     // 12 words (under 13), 8 words (the default minimum) and 5 words (under it).
@@ -180,18 +192,30 @@ fn short_items_are_protected_whole_when_asked() {
             serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
         v["protected_files"][0][k].clone()
     };
-    // Off (SPEC §4): nothing shorter than 13 words protects.
-    assert_eq!(run(&[]), ["d12", "d8", "d5", "d11", "clean"]);
+    // Off: nothing shorter than 13 words protects.
+    assert_eq!(
+        run(&["--protect-short", "off"]),
+        ["d12", "d8", "d5", "d11", "clean"]
+    );
     assert_eq!(
         (r("texts_too_short"), r("texts_protected_whole")),
         (3.into(), 0.into())
     );
-    // The default minimum, 8 words.
-    assert_eq!(run(&["--protect-short"]), ["d5", "d11", "clean"]);
-    assert_eq!(
-        (r("texts_too_short"), r("texts_protected_whole")),
-        (1.into(), 2.into())
-    );
+    let params = |k: &str| -> serde_json::Value {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        v["parameters"][k].clone()
+    };
+    assert_eq!(params("protect_short"), 0);
+    // The default (SPEC §4): down to 8 words; the flag without a value is the same.
+    for extra in [&[][..], &["--protect-short"]] {
+        assert_eq!(run(extra), ["d5", "d11", "clean"]);
+        assert_eq!(
+            (r("texts_too_short"), r("texts_protected_whole")),
+            (1.into(), 2.into())
+        );
+        assert_eq!(params("protect_short"), 8);
+    }
     // Down to 5 words.
     assert_eq!(run(&["--protect-short", "5"]), ["d11", "clean"]);
     assert_eq!(
