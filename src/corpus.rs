@@ -68,7 +68,8 @@ pub fn record_extras(
     let parsed: serde_json::Value = serde_json::from_slice(line).map_err(|e| Error::Parse {
         path: file_name.to_string(),
         line: chunk.line_no(i),
-        msg: format!("not valid JSON: {e}"),
+        msg: crate::jsonl::record::bom_message(line, chunk.line_no(i))
+            .unwrap_or_else(|| format!("not valid JSON: {e}")),
     })?;
     value_extras(&parsed, fields, file_name, chunk.line_no(i))
 }

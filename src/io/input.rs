@@ -71,6 +71,18 @@ impl Inputs {
                             io::Error::other("is a directory, not a JSONL or Parquet file"),
                         ));
                     }
+                    // By content an empty file is an empty JSONL corpus; named as Parquet, it
+                    // is a Parquet file that was never written (a failed copy or export), and
+                    // reading it as no documents would hide that.
+                    if meta.is_file() && meta.len() == 0 && parquet::is_parquet_name(&name) {
+                        return Err(Error::io(
+                            &name,
+                            io::Error::other(
+                                "empty file: not Parquet (a Parquet file holds at least its \
+                                 header and footer; an empty corpus is an empty .jsonl file)",
+                            ),
+                        ));
+                    }
                     files.push((name, p.clone()));
                     parquet.push(parquet::sniff(p));
                 }
@@ -149,6 +161,16 @@ impl Inputs {
             t += std::fs::metadata(p).ok()?.len();
         }
         Some(t)
+    }
+
+    /// Is input `i` standard input (read as it comes, or spooled)?
+    pub fn is_stdin(&self, i: usize) -> bool {
+        let p = &self.files[i].1;
+        p.as_os_str() == "-"
+            || self
+                ._spool
+                .as_ref()
+                .is_some_and(|s| s.as_os_str() == p.as_os_str())
     }
 
     /// The path of input `i` (a spooled stdin's temporary file).

@@ -59,7 +59,7 @@ pub fn parse_record_full<'a>(
             return Err(Error::Parse {
                 path: file.to_string(),
                 line,
-                msg: describe_json_error(&e, bytes),
+                msg: describe_json_error(&e, bytes, line),
             })
         }
     };
@@ -149,8 +149,37 @@ fn top_level_keys(line: &[u8]) -> Vec<String> {
     de::Deserializer::deserialize_map(&mut de, Keys).unwrap_or_default()
 }
 
-pub(crate) fn describe_json_error(e: &serde_json::Error, bytes: &[u8]) -> String {
+/// The UTF-8 byte-order mark, which some editors and tools put at the start of a file.
+pub const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// What to say of line `line` when it starts with a UTF-8 byte-order mark (JSON allows none):
+/// on line 1, that the file starts with one and how to strip it; on a later line, that files
+/// were joined with theirs. `None` when the line does not start with one.
+pub(crate) fn bom_message(bytes: &[u8], line: u64) -> Option<String> {
+    if !bytes.starts_with(UTF8_BOM) {
+        return None;
+    }
+    Some(if line <= 1 {
+        "the file starts with a UTF-8 byte-order mark (the bytes EF BB BF), which JSON does not \
+         allow: strip it, e.g. with `sed -i '1s/^\\xEF\\xBB\\xBF//' FILE` (GNU sed; for a \
+         compressed file, decompress it first), or save the file as UTF-8 without a BOM"
+            .to_string()
+    } else {
+        "the line starts with a UTF-8 byte-order mark (the bytes EF BB BF), which JSON does not \
+         allow (files joined with their marks?): strip every one, e.g. with \
+         `sed -i 's/^\\xEF\\xBB\\xBF//' FILE` (GNU sed)"
+            .to_string()
+    })
+}
+
+/// The message of a JSON error `e` on line `line`, whose bytes are `bytes`: what is wrong in
+/// words a user can act on (a byte-order mark, a record that is no object, invalid UTF-8), else
+/// serde_json's own.
+pub(crate) fn describe_json_error(e: &serde_json::Error, bytes: &[u8], line: u64) -> String {
     let msg = e.to_string();
+    if let Some(bom) = bom_message(bytes, line) {
+        return bom;
+    }
     if msg.contains("NEARDUP_NOT_AN_OBJECT") {
         let kind = match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
             Some(b'[') => "an array",

@@ -83,7 +83,7 @@ fn write_tag(
     let members = raw_members(line).map_err(|e| Error::Parse {
         path: file.into(),
         line: line_no,
-        msg: describe_json_error(&e, line),
+        msg: describe_json_error(&e, line, line_no),
     })?;
     out.push(b'{');
     for (i, (k, raw)) in members.iter().enumerate() {

@@ -814,3 +814,33 @@ fn a_second_run_replaces_the_cluster_column() {
         strings(&b, "minhash_cluster")
     );
 }
+
+/// A Parquet input whose pages carry checksums (CRC-32, as pyarrow writes them with
+/// `write_page_checksum=True`) is read as it is; with one text byte changed, it is an error
+/// naming the file, and nothing is written.
+#[test]
+fn page_checksums_are_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = root().join("testdata/parquet/checksummed.parquet");
+    let out = dir.path().join("out.jsonl");
+    ok(&neardup(&["dedup", s(&good), "-o", s(&out)]));
+    assert_eq!(lines_of(&out).len(), 3);
+    let mut bytes = std::fs::read(&good).unwrap();
+    let at = bytes
+        .windows(8)
+        .position(|w| w == b"lazy dog")
+        .expect("the text is in a plain page");
+    bytes[at] = b'L';
+    let bad = dir.path().join("bad.parquet");
+    std::fs::write(&bad, bytes).unwrap();
+    let out2 = dir.path().join("out2.jsonl");
+    let o = neardup(&["dedup", s(&bad), "-o", s(&out2)]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("bad.parquet"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("CRC checksum mismatch"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out2.exists());
+}

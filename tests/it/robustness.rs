@@ -268,6 +268,72 @@ fn truncated_compressed_inputs() {
     c.dedup_fails(&p, &["in.jsonl.zst", "truncated"]);
 }
 
+/// A JSONL file that starts with a UTF-8 byte-order mark (as some Windows editors save it) is
+/// refused with a message that says so and how to strip it, not serde's "expected value at line
+/// 1 column 1"; so is a protected file, and a line that starts with one further down (files
+/// joined with their marks).
+#[test]
+fn a_byte_order_mark_is_named_with_its_fix() {
+    let c = Case::new();
+    let p = c.write("bom.jsonl", format!("\u{feff}{GOOD}").as_bytes());
+    let needles = [
+        "bom.jsonl:1",
+        "the file starts with a UTF-8 byte-order mark",
+        "sed -i '1s/^\\xEF\\xBB\\xBF//'",
+    ];
+    c.dedup_fails(&p, &needles);
+    let out = c.out();
+    let sig = c.path("s.npy").to_str().unwrap().to_string();
+    c.fails(&["signatures", &p, "-o", &sig, "--engine", "cpu"], &needles);
+    let good = c.write("good.jsonl", GOOD.as_bytes());
+    c.fails(
+        &["decontam", &p, "--protected", &good, "-o", &out],
+        &needles,
+    );
+    c.fails(
+        &["decontam", &good, "--protected", &p, "-o", &out],
+        &needles,
+    );
+    // Further down: the line, not the file.
+    let joined = c.write(
+        "joined.jsonl",
+        format!("{GOOD}\u{feff}{}", GOOD.replace("\"a\"", "\"b\"")).as_bytes(),
+    );
+    c.dedup_fails(
+        &joined,
+        &[
+            "joined.jsonl:2",
+            "the line starts with a UTF-8 byte-order mark",
+        ],
+    );
+    // Without a mark the same record is read.
+    ok(&neardup(&["dedup", &good, "-o", &out, "--engine", "cpu"]));
+}
+
+/// An empty file named `*.parquet` is no Parquet file (a failed copy or export), not an empty
+/// corpus: refused, naming the file. An empty `.jsonl` file stays a valid empty corpus (see
+/// below), and so does an empty file of any other name.
+#[test]
+fn an_empty_parquet_file_is_refused() {
+    let c = Case::new();
+    for name in ["empty.parquet", "EMPTY.PARQUET"] {
+        let p = c.write(name, b"");
+        c.dedup_fails(&p, &[name, "empty file: not Parquet"]);
+        let good = c.write("good.jsonl", GOOD.as_bytes());
+        let out = c.out();
+        c.fails(
+            &["decontam", &good, "--protected", &p, "-o", &out],
+            &[name, "empty file: not Parquet"],
+        );
+        std::fs::remove_file(c.path("good.jsonl")).unwrap();
+    }
+    let p = c.write("empty.txt", b"");
+    let out = c.out();
+    let o = neardup(&["dedup", &p, "-o", &out, "--engine", "cpu"]);
+    ok(&o);
+    assert!(stderr(&o).contains("0 documents read"));
+}
+
 #[test]
 fn an_empty_input_is_zero_documents_and_a_valid_empty_output() {
     let c = Case::new();
