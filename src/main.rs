@@ -32,6 +32,10 @@ fn main() -> ExitCode {
                 }
                 src = s.source();
             }
+            // A run that fails after some of its outputs are complete says which.
+            if let Some(m) = neardup::io::failure_message(&neardup::io::completed_outputs()) {
+                eprintln!("{m}");
+            }
             ExitCode::FAILURE
         }
     }

@@ -668,14 +668,13 @@ fn stage_cluster(
 ) -> PyResult<String> {
     detached(py, || {
         let w = open(&work_dir)?;
-        sharded::cluster::cluster(&w, &ProgressFactory::hidden()).map_err(err)?;
-        for (to, from) in [(clusters, w.clusters_jsonl()), (pairs, w.pairs_jsonl())] {
-            if let Some(to) = to {
-                let mut o = neardup::io::Output::create(&to).map_err(err)?;
-                sharded::copy_out(&from, &mut o).map_err(err)?;
-                o.finish().map_err(err)?;
-            }
-        }
+        sharded::cluster_to(
+            &w,
+            clusters.as_deref(),
+            pairs.as_deref(),
+            &ProgressFactory::hidden(),
+        )
+        .map_err(err)?;
         Ok(json(&sharded::cluster::summary(&w).map_err(err)?))
     })
 }
@@ -690,16 +689,7 @@ fn stage_apply(
 ) -> PyResult<String> {
     detached(py, || {
         let w = open(&work_dir)?;
-        w.check_shard(shard).map_err(err)?;
-        let input = w.inputs(&[shard]).map_err(err)?;
-        let ins = [("input", w.manifest.shards[shard].path.as_str())];
-        neardup::io::check_output_paths(&ins, &[("output", output.as_str())]).map_err(err)?;
-        let tags = neardup::stages::dedup::record_tags(w.config(), !w.manifest.against.is_empty());
-        let mut out =
-            neardup::stages::sink::RecordSink::create(&output, &input, &tags).map_err(err)?;
-        let s =
-            sharded::apply::apply(&w, shard, &mut out, &ProgressFactory::hidden()).map_err(err)?;
-        out.finish().map_err(err)?;
+        let s = sharded::apply_to(&w, shard, &output, &ProgressFactory::hidden()).map_err(err)?;
         Ok(json(&s))
     })
 }

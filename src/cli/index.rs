@@ -44,18 +44,7 @@ fn add(
     lsh.check_num_perm(params.num_perm)?;
     let fields = input.fields()?;
     // An input inside the index directory would be read while the index changes.
-    for i in &input.inputs {
-        let p = std::path::Path::new(i);
-        if let (Ok(p), Ok(d)) = (p.canonicalize(), dir.canonicalize()) {
-            if p.starts_with(&d) {
-                return Err(neardup::Error::Output(format!(
-                    "input {i} lies inside the index directory {}",
-                    dir.display()
-                ))
-                .into());
-            }
-        }
-    }
+    neardup::io::check_inputs_outside(&input.named(), &[("the index directory", dir)])?;
     let progress = setup(run)?;
     let t0 = Instant::now();
     let inputs = input.open(false)?;
@@ -80,6 +69,7 @@ fn add(
             seg.bytes,
             seg.bytes as f64 / seg.documents.max(1) as f64
         ),
+        None if s.already => "no segment (every input is in the index already)".into(),
         None => "no segment (no documents)".into(),
     };
     say(

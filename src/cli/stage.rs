@@ -1,7 +1,6 @@
 //! `neardup stage`: one stage of the sharded dedup, over a work directory.
 
-use neardup::stages::sharded::{apply, bands, cluster, confirm, rank, sign, Manifest, WorkDir};
-use neardup::stages::sink::RecordSink;
+use neardup::stages::sharded::{bands, confirm, rank, run, sign, Manifest, WorkDir};
 
 use super::*;
 
@@ -101,15 +100,7 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             pairs,
         } => {
             let w = WorkDir::open(&dir)?;
-            // Both copies are made whether or not the stage itself ran now.
-            let ran = cluster::cluster(&w, &progress)?;
-            for (to, from) in [(clusters, w.clusters_jsonl()), (pairs, w.pairs_jsonl())] {
-                if let Some(to) = to {
-                    let mut o = neardup::io::Output::create(&to)?;
-                    neardup::stages::sharded::copy_out(&from, &mut o)?;
-                    o.finish()?;
-                }
-            }
+            let ran = run::cluster_to(&w, clusters.as_deref(), pairs.as_deref(), &progress)?;
             match ran {
                 Some(s) => done(format!(
                     "cluster: {} near duplicates, {} clusters, {} documents written",
@@ -120,15 +111,7 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
         }
         Stage::Apply { dir, shard, output } => {
             let w = WorkDir::open(&dir)?;
-            w.check_shard(shard)?;
-            let input = w.inputs(&[shard])?;
-            let ins = [("input", w.manifest.shards[shard].path.as_str())];
-            neardup::io::check_output_paths(&ins, &[("-o", output.as_str())])?;
-            let tags =
-                neardup::stages::dedup::record_tags(w.config(), !w.manifest.against.is_empty());
-            let mut out = RecordSink::create(&output, &input, &tags)?;
-            let s = apply::apply(&w, shard, &mut out, &progress)?;
-            out.finish()?;
+            let s = run::apply_to(&w, shard, &output, &progress)?;
             done(format!(
                 "apply: shard {shard}, {} written to {output}",
                 s.written

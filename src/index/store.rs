@@ -68,6 +68,14 @@ pub struct SegmentEntry {
     pub file: String,
     pub documents: u64,
     pub bytes: u64,
+    /// The checksum ([`crate::io::checksum`]) of the segment's bytes, checked when it is
+    /// opened (absent in indexes made before segments carried one).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub checksum: String,
+    /// The checksums of the input files `index build` or `index add` made the segment from:
+    /// adding the same bytes again is refused, or skipped when every input is already in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
 }
 
 impl IndexManifest {
@@ -202,7 +210,7 @@ pub fn read_manifest(dir: &Path) -> Result<IndexManifest, Error> {
 /// Write `m` as the manifest of `dir`, atomically.
 fn write_manifest(dir: &Path, m: &IndexManifest) -> Result<(), Error> {
     let path = dir.join(MANIFEST);
-    let mut out = Output::create(&path.display().to_string())?;
+    let mut out = Output::internal(&path.display().to_string())?;
     let mut text = serde_json::to_string_pretty(m).expect("a manifest serializes");
     text.push('\n');
     out.write_all(text.as_bytes())?;
@@ -210,7 +218,8 @@ fn write_manifest(dir: &Path, m: &IndexManifest) -> Result<(), Error> {
 }
 
 /// Write one segment of the documents `docs` (indices into `ids` and the signature matrix
-/// `sigs`, `num_perm` entries a row) to `path`, atomically; returns its size in bytes.
+/// `sigs`, `num_perm` entries a row) to `path`, atomically; returns its size in bytes and its
+/// checksum.
 pub fn write_segment(
     path: &Path,
     params: MinHashParams,
@@ -218,7 +227,7 @@ pub fn write_segment(
     ids: &IdArena,
     sigs: &[u32],
     docs: &[u32],
-) -> Result<u64, Error> {
+) -> Result<(u64, String), Error> {
     let name = path.display().to_string();
     let num_perm = params.num_perm;
     lsh.check_num_perm(num_perm)?;
@@ -243,7 +252,7 @@ pub fn write_segment(
         .collect();
     let id_bytes: u64 = docs.iter().map(|&d| ids.get(d as usize).len() as u64).sum();
 
-    let mut out = Output::create(&name)?;
+    let mut out = Output::with_checksum(&name)?;
     let mut written = 0u64;
     let mut put = |out: &mut Output, b: &[u8]| -> Result<(), Error> {
         written += b.len() as u64;
@@ -326,12 +335,13 @@ pub fn write_segment(
             flush(&mut out, &mut buf, true)?;
         }
     }
+    let (checksum, _) = out.checksum().expect("kept");
     out.finish()?;
     debug_assert_eq!(
         written,
         Layout::new(n as u64, banded.len() as u64, id_bytes, num_perm, lsh.bands).total
     );
-    Ok(written)
+    Ok((written, checksum))
 }
 
 /// The text options in a segment's header: the shingle unit (0 word, 1 char) in the low byte,
@@ -466,6 +476,16 @@ impl Segment {
         };
         if seg.id_offsets().last().copied() != Some(id_bytes) {
             return Err(bad("damaged id table".into()));
+        }
+        if !entry.checksum.is_empty() {
+            let mut sum = crate::io::checksum::Checksum::new();
+            sum.update(&seg.map);
+            if sum.hex() != entry.checksum {
+                return Err(bad(format!(
+                    "its contents do not match the checksum {MANIFEST} holds for it (edited or \
+                     damaged since neardup wrote it)"
+                )));
+            }
         }
         Ok(seg)
     }
@@ -659,6 +679,40 @@ impl Index {
     }
 }
 
+/// Whether every input file of `sources` (name, checksum) is in the index `m` (in `dir`)
+/// already: true when all are (a rerun of an addition that landed), false when none is; some
+/// but not all is an error naming one, since adding them would hold its documents twice.
+pub fn check_sources(
+    dir: &Path,
+    m: &IndexManifest,
+    sources: &[(String, String)],
+) -> Result<bool, Error> {
+    let segment_of = |sum: &str| {
+        m.segments
+            .iter()
+            .find(|e| e.sources.iter().any(|s| s == sum))
+    };
+    let found: Vec<(&(String, String), &SegmentEntry)> = sources
+        .iter()
+        .filter_map(|s| segment_of(&s.1).map(|e| (s, e)))
+        .collect();
+    if found.is_empty() {
+        return Ok(false);
+    }
+    if found.len() == sources.len() {
+        return Ok(true);
+    }
+    let ((name, _), e) = found[0];
+    Err(index_error(
+        dir,
+        format!(
+            "{name} is in the index already ({}, added from the same bytes): adding it again \
+             would hold its documents twice; add only the inputs not in it",
+            e.file
+        ),
+    ))
+}
+
 /// Make `dir` a new, empty index for these parameters. A directory that is already an index,
 /// or holds other files, is refused; a missing one is made.
 pub fn create(dir: &Path, params: MinHashParams, lsh: LshParams) -> Result<IndexManifest, Error> {
@@ -691,9 +745,10 @@ pub fn create(dir: &Path, params: MinHashParams, lsh: LshParams) -> Result<Index
 }
 
 /// Add the documents `docs` (indices into `ids` and `sigs`) to the index in `dir` as one new
-/// segment; `None` adds nothing when `docs` is empty. Writers take the index's lock, so two
-/// additions at once both land; queries read the segments the manifest named when they
-/// opened it.
+/// segment, made from the input files `sources` (name, checksum); `None` adds nothing when
+/// `docs` is empty, or when every source is in the index already ([`check_sources`]). Writers
+/// take the index's lock, so two additions at once both land; queries read the segments the
+/// manifest named when they opened it.
 pub fn add_segment(
     dir: &Path,
     params: MinHashParams,
@@ -701,13 +756,18 @@ pub fn add_segment(
     ids: &IdArena,
     sigs: &[u32],
     docs: &[u32],
+    sources: &[(String, String)],
 ) -> Result<Option<SegmentEntry>, Error> {
     if docs.is_empty() {
         return Ok(None);
     }
-    let _lock = Lock::take(dir)?;
+    // The index's writer lock, held while the segment is added.
+    let _lock = crate::io::lock::FileLock::take(&dir.join(".lock"))?;
     let mut m = read_manifest(dir)?;
     m.check(dir, params, lsh)?;
+    if check_sources(dir, &m, sources)? {
+        return Ok(None);
+    }
     // The next number past every segment listed or on disk (a segment written by a run that
     // died before its manifest is left alone, never overwritten).
     let number = |name: &str| -> Option<u64> {
@@ -726,44 +786,18 @@ pub fn add_segment(
         }
     }
     let file = format!("seg-{:06}.ndx", next.map_or(1, |n| n + 1));
-    let bytes = write_segment(&dir.join(&file), params, lsh, ids, sigs, docs)?;
+    let (bytes, checksum) = write_segment(&dir.join(&file), params, lsh, ids, sigs, docs)?;
     let entry = SegmentEntry {
         file,
         documents: docs.len() as u64,
         bytes,
+        checksum,
+        sources: sources.iter().map(|(_, sum)| sum.clone()).collect(),
     };
     m.documents += entry.documents;
     m.segments.push(entry.clone());
     write_manifest(dir, &m)?;
     Ok(Some(entry))
-}
-
-/// The index's writer lock (`.lock`, `flock`): held while a segment is added.
-struct Lock(#[allow(dead_code)] std::fs::File);
-
-impl Lock {
-    fn take(dir: &Path) -> Result<Lock, Error> {
-        let path = dir.join(".lock");
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path.display().to_string(), e))?;
-        #[cfg(unix)]
-        {
-            use std::os::fd::AsRawFd;
-            // SAFETY: a plain system call on a descriptor this function owns; the lock goes
-            // with the descriptor when the file is dropped.
-            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-                return Err(Error::io(
-                    &path.display().to_string(),
-                    std::io::Error::last_os_error(),
-                ));
-            }
-        }
-        Ok(Lock(f))
-    }
 }
 
 #[cfg(test)]
@@ -801,7 +835,7 @@ mod tests {
             let (ids, sigs) = corpus(n, 4);
             let docs: Vec<u32> = (0..n as u32).collect();
             create(dir.path(), params, lsh).unwrap();
-            let added = add_segment(dir.path(), params, lsh, &ids, &sigs, &docs).unwrap();
+            let added = add_segment(dir.path(), params, lsh, &ids, &sigs, &docs, &[]).unwrap();
             assert_eq!(added.is_some(), n > 0);
             let ix = Index::open(dir.path()).unwrap();
             assert_eq!(ix.manifest.documents, n as u64);
@@ -837,7 +871,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (ids, sigs) = corpus(4, 4);
         create(dir.path(), params, lsh).unwrap();
-        add_segment(dir.path(), params, lsh, &ids, &sigs, &[0, 1, 2, 3]).unwrap();
+        add_segment(dir.path(), params, lsh, &ids, &sigs, &[0, 1, 2, 3], &[]).unwrap();
         let m = read_manifest(dir.path()).unwrap();
         let other = MinHashParams::new(5, 4, 1).unwrap();
         let e = m.check(dir.path(), other, lsh).unwrap_err().to_string();
@@ -875,11 +909,11 @@ mod tests {
         let (ids, sigs) = corpus(4, 4);
         create(dir.path(), params, lsh).unwrap();
         std::fs::write(dir.path().join("seg-000007.ndx"), b"left by a killed run").unwrap();
-        let e = add_segment(dir.path(), params, lsh, &ids, &sigs, &[0, 1])
+        let e = add_segment(dir.path(), params, lsh, &ids, &sigs, &[0, 1], &[])
             .unwrap()
             .unwrap();
         assert_eq!(e.file, "seg-000008.ndx");
-        let e = add_segment(dir.path(), params, lsh, &ids, &sigs, &[2, 3])
+        let e = add_segment(dir.path(), params, lsh, &ids, &sigs, &[2, 3], &[])
             .unwrap()
             .unwrap();
         assert_eq!(e.file, "seg-000009.ndx");

@@ -2,9 +2,11 @@
 //! for stdin), chunks of lines or rows, spare buffers, outputs that appear only when complete,
 //! the check that outputs name no input, and signature files.
 
+pub mod checksum;
 pub mod chunk;
 pub mod fields;
 pub mod input;
+pub mod lock;
 pub mod output;
 pub mod parquet;
 pub mod paths;
@@ -15,9 +17,12 @@ pub mod sigfile;
 pub use chunk::{Chunk, ChunkBytes, LineReader};
 pub use fields::Fields;
 pub use input::{InputSpec, Inputs, ReadPlan, Reader};
-pub use output::{interrupt_message, remove_partial_outputs, write_file_atomic, Output};
+pub use output::{
+    completed_outputs, failure_message, interrupt_message, probe_outputs, remove_partial_outputs,
+    write_file_atomic, Output,
+};
 pub use parquet::Columns;
-pub use paths::{check_output_paths, NamedPath};
+pub use paths::{check_inputs_outside, check_output_paths, check_outputs, NamedPath, OwnedDir};
 pub use pool::{recycle_buffer, spare_buffer};
 
 #[cfg(test)]

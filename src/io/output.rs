@@ -5,6 +5,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use super::checksum::Checksum;
 use crate::Error;
 
 /// Temporary output files of this process that are not finished yet. An interrupted run
@@ -172,12 +173,18 @@ impl Partial {
     }
 
     /// Sync and rename into place.
-    pub(crate) fn persist(mut self, target: &Path, name: &str) -> Result<(), Error> {
+    pub(crate) fn persist(self, target: &Path, name: &str) -> Result<(), Error> {
+        self.persist_as(target, name, true)
+    }
+
+    /// [`Partial::persist`]; `announced`: listed among the outputs completed (a user's output,
+    /// not a file of neardup's own).
+    fn persist_as(mut self, target: &Path, name: &str, announced: bool) -> Result<(), Error> {
         let f = self.file.take().expect("persisted once").into_inner();
         f.as_file().sync_all().map_err(|e| Error::io(name, e))?;
         let r = f.persist(target).map_err(|e| Error::io(name, e.error));
         unregister_partial(&self.path);
-        if r.is_ok() {
+        if r.is_ok() && announced {
             COMPLETED
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -202,6 +209,11 @@ impl Drop for Partial {
 pub struct Output {
     name: String,
     inner: OutputInner,
+    /// With [`Output::with_checksum`]: the checksum of the bytes written so far, and how many.
+    sum: Option<Box<(Checksum, u64)>>,
+    /// A file of neardup's own (a stage file, an index's), not listed among the outputs a run
+    /// completed ([`completed_outputs`]).
+    internal: bool,
 }
 
 enum OutputInner {
@@ -298,9 +310,11 @@ impl Output {
                     OUTPUT_BUFFER_BYTES,
                     io::stdout(),
                 )),
+                sum: None,
+                internal: false,
             });
         }
-        let target = PathBuf::from(path);
+        let target = through_links(Path::new(path));
         let tmp = temp_beside(&target)?;
         register_partial(tmp.path());
         let buf = io::BufWriter::with_capacity(OUTPUT_BUFFER_BYTES, WritebackFile::new(tmp));
@@ -319,7 +333,36 @@ impl Output {
         Ok(Output {
             name: path.to_string(),
             inner: OutputInner::File { writer, target },
+            sum: None,
+            internal: false,
         })
+    }
+
+    /// [`Output::create`] for a file of neardup's own that a later stage or run reads back
+    /// (not one of the user's outputs).
+    pub fn internal(path: &str) -> Result<Self, Error> {
+        let mut o = Self::create(path)?;
+        o.internal = true;
+        Ok(o)
+    }
+
+    /// [`Output::internal`], keeping a checksum of every byte written ([`Output::checksum`]):
+    /// for the files neardup reads back, which carry it.
+    pub fn with_checksum(path: &str) -> Result<Self, Error> {
+        let mut o = Self::internal(path)?;
+        o.sum = Some(Box::new((Checksum::new(), 0)));
+        Ok(o)
+    }
+
+    /// With [`Output::with_checksum`]: the checksum ([`Checksum::hex`]) of the bytes written so
+    /// far, and how many there are.
+    pub fn checksum(&self) -> Option<(String, u64)> {
+        self.sum.as_ref().map(|sum| (sum.0.hex(), sum.1))
+    }
+
+    /// [`Output::checksum`] as a number.
+    pub(crate) fn sum_value(&self) -> Option<u128> {
+        self.sum.as_ref().map(|sum| sum.0.value())
     }
 
     pub fn name(&self) -> &str {
@@ -328,6 +371,10 @@ impl Output {
 
     /// Write bytes.
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        if let Some(sum) = &mut self.sum {
+            sum.0.update(bytes);
+            sum.1 += bytes.len() as u64;
+        }
         let r = match &mut self.inner {
             OutputInner::Stdout(w) => w.write_all(bytes),
             OutputInner::File { writer, .. } => writer.write_all(bytes),
@@ -345,7 +392,9 @@ impl Output {
                 let r = writer
                     .finish_file()
                     .map_err(|e| Error::io(&self.name, e))
-                    .and_then(|tmp| Partial::new_persisted(tmp).persist(&target, &self.name));
+                    .and_then(|tmp| {
+                        Partial::new_persisted(tmp).persist_as(&target, &self.name, !self.internal)
+                    });
                 if let Some(p) = registered {
                     unregister_partial(&p);
                 }
@@ -370,11 +419,16 @@ impl Drop for Output {
 
 impl Write for Output {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        match &mut self.inner {
+        let n = match &mut self.inner {
             OutputInner::Stdout(w) => w.write(b),
             OutputInner::File { writer, .. } => writer.write(b),
             OutputInner::Done => Err(io::Error::other("write after finish")),
+        }?;
+        if let Some(sum) = &mut self.sum {
+            sum.0.update(&b[..n]);
+            sum.1 += n as u64;
         }
+        Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
         match &mut self.inner {
@@ -435,6 +489,27 @@ pub(crate) fn temp_beside(target: &Path) -> Result<tempfile::NamedTempFile, Erro
     b.tempfile_in(&dir).map_err(|e| Error::io(&name, e))
 }
 
+/// Where an output named `p` is written: `p`, or where it leads when it is a symbolic link
+/// (followed to the end, dangling or not), so the rename into place replaces the file the link
+/// names and leaves the link as it was.
+pub(crate) fn through_links(p: &Path) -> PathBuf {
+    let mut at = p.to_path_buf();
+    // As many links as the kernel follows in one lookup; past that the rename fails as the
+    // open would.
+    for _ in 0..40 {
+        match std::fs::read_link(&at) {
+            Ok(next) => {
+                at = match at.parent() {
+                    Some(dir) if next.is_relative() => dir.join(next),
+                    _ => next,
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    at
+}
+
 /// Temporary files are private (0600); a finished output gets the usual 0666 minus the umask.
 pub(crate) fn set_output_mode(b: &mut tempfile::Builder) {
     #[cfg(unix)]
@@ -451,4 +526,41 @@ pub fn write_file_atomic(path: &str, bytes: &[u8]) -> Result<(), Error> {
     let mut out = Output::create(path)?;
     out.write_all(bytes)?;
     out.finish()
+}
+
+/// [`write_file_atomic`] for a file of neardup's own ([`Output::internal`]): a manifest, a
+/// stage's summary.
+pub(crate) fn write_internal_atomic(path: &str, bytes: &[u8]) -> Result<(), Error> {
+    let mut out = Output::internal(path)?;
+    out.write_all(bytes)?;
+    out.finish()
+}
+
+/// The users' outputs this process has completed (renamed into place), in order.
+pub fn completed_outputs() -> Vec<PathBuf> {
+    COMPLETED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// What a run that failed tells its user of the outputs it had completed before the error
+/// (`None` when there are none): an output is complete or absent, never half-written.
+pub fn failure_message(completed: &[PathBuf]) -> Option<String> {
+    if completed.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = completed.iter().map(|p| p.display().to_string()).collect();
+    Some(format!(
+        "neardup: already complete before the error: {}; no other output was written",
+        names.join(", ")
+    ))
+}
+
+/// Check, before any work, that each output in `paths` (`-` aside) can be created: its
+/// directory exists and takes a new file, and it is not a directory or a device. A temporary
+/// file is made beside each and removed at once; so a read-only or missing directory fails
+/// the run before it writes anything, not after its first outputs are complete.
+pub fn probe_outputs(paths: &[&str]) -> Result<(), Error> {
+    for p in paths.iter().filter(|p| **p != "-") {
+        drop(temp_beside(Path::new(p))?);
+    }
+    Ok(())
 }

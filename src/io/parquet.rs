@@ -630,7 +630,9 @@ impl TableWriter {
 
     /// [`TableWriter::create`] with row groups of about `row_group_bytes` (a writer holds its
     /// row group in memory until it is full), and the pages zstd-compressed and dictionary-encoded
-    /// or neither (hashes and signatures do not compress, and are read again in full).
+    /// or neither (hashes and signatures do not compress, and are read again in full). A file of
+    /// neither is one neardup reads back: it is sealed ([`super::checksum::seal`]) after its
+    /// footer, and read through [`Sealed`].
     pub fn with_layout(
         path: &str,
         schema: &Schema,
@@ -673,7 +675,11 @@ impl TableWriter {
             .set_dictionary_enabled(compress)
             .set_max_row_group_bytes(Some(row_group_bytes))
             .build();
-        let out = Output::create(path)?;
+        let out = if compress {
+            Output::create(path)?
+        } else {
+            Output::with_checksum(path)?
+        };
         let writer = ArrowWriter::try_new(out, out_schema.clone(), Some(props))
             .map_err(|e| Error::io(path, io::Error::other(e)))?;
         Ok(TableWriter {
@@ -715,11 +721,62 @@ impl TableWriter {
 
     /// Close the file (its footer) and move it into place.
     pub fn finish(self) -> Result<(), Error> {
-        let out = self
+        let mut out = self
             .writer
             .into_inner()
             .map_err(|e| Error::io(&self.name, io::Error::other(e)))?;
+        if out.checksum().is_some() {
+            super::checksum::seal(&mut out)?;
+        }
         out.finish()
+    }
+}
+
+/// A sealed Parquet file ([`TableWriter::with_layout`]) as its reader sees it: the bytes
+/// before the seal, which was checked when it was opened ([`Sealed::open`]).
+pub struct Sealed {
+    file: File,
+    len: u64,
+}
+
+impl Sealed {
+    /// Open the sealed Parquet file `path`, checked against its seal (see
+    /// [`super::checksum::check_sealed`] for `remedy`). `Ok(None)` when there is no such file.
+    pub fn open(path: &Path, remedy: &str) -> Result<Option<Sealed>, Error> {
+        let name = path.display().to_string();
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&name, e)),
+        };
+        let len = file.metadata().map_err(|e| Error::io(&name, e))?.len();
+        let len = super::checksum::check_sealed(path, &file, len, remedy)?;
+        Ok(Some(Sealed { file, len }))
+    }
+}
+
+impl parquet::file::reader::Length for Sealed {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl parquet::file::reader::ChunkReader for Sealed {
+    type T = io::Take<io::BufReader<File>>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        let r = self.file.get_read(start)?;
+        Ok(r.take(self.len.saturating_sub(start)))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        if start.saturating_add(length as u64) > self.len {
+            return Err(parquet::errors::ParquetError::EOF(format!(
+                "{length} bytes at {start} run past the {} the file holds",
+                self.len
+            )));
+        }
+        self.file.get_bytes(start, length)
     }
 }
 

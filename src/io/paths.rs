@@ -1,5 +1,6 @@
 //! Which names are the same file: outputs are refused before any work when they name an input
-//! or each other.
+//! (standard input included), each other, or a file in a directory neardup owns (a work
+//! directory, an index).
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +9,10 @@ use crate::Error;
 /// A file a run reads or writes, with the option (or role) that named it, as the user wrote
 /// both: `("input", "in.jsonl")`, `("-o", "out.jsonl")`, `("--clusters", "c.jsonl")`.
 pub type NamedPath<'a> = (&'a str, &'a str);
+
+/// A directory whose contents neardup made and reads back, with what it is: `("the work
+/// directory", W)`, `("the index", I)`. No output may land in it.
+pub type OwnedDir<'a> = (&'a str, &'a Path);
 
 /// What makes two names the same file: its device and inode when it exists (so another
 /// spelling, a symbolic link or a hard link is the same file), else the place it would be
@@ -30,19 +35,39 @@ fn file_identity(path: &str) -> FileIdentity {
         use std::os::unix::fs::MetadataExt;
         return FileIdentity::Inode(meta.dev(), meta.ino());
     }
-    #[cfg(not(unix))]
+    FileIdentity::Location(location(p))
+}
+
+/// The file standard input reads when it is a regular file (`neardup dedup - < in.jsonl`):
+/// the one input with no name on the command line.
+fn stdin_identity() -> Option<FileIdentity> {
+    #[cfg(unix)]
+    {
+        // SAFETY: fstat writes the status of descriptor 0 into a struct this frame owns.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(0, &mut st) } == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFREG {
+            #[allow(clippy::unnecessary_cast)]
+            return Some(FileIdentity::Inode(st.st_dev as u64, st.st_ino as u64));
+        }
+    }
+    None
+}
+
+/// Where a file is, or would be created: its path with every link resolved where it exists,
+/// else its directory resolved and its name as given.
+pub(crate) fn location(p: &Path) -> PathBuf {
     if let Ok(c) = std::fs::canonicalize(p) {
-        return FileIdentity::Location(c);
+        return c;
     }
     let dir = match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    FileIdentity::Location(match p.file_name() {
+    match p.file_name() {
         Some(f) => dir.join(f),
         None => dir,
-    })
+    }
 }
 
 /// Refuse, before any work, an output that names one of the inputs or another output of the
@@ -50,12 +75,29 @@ fn file_identity(path: &str) -> FileIdentity {
 /// naming an input replaces the input with the run's result, and two outputs naming one file
 /// leave only the last one written. Files are compared by device and inode (another spelling,
 /// a symbolic link or a hard link is the same file), not by their names. Standard input
-/// (`-` among the inputs) is never a file here; standard output may be named once.
+/// (`-` among the inputs) counts as the file it reads when that is a regular file; standard
+/// output may be named once.
 pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result<(), Error> {
+    check_outputs(inputs, &[], outputs)
+}
+
+/// [`check_output_paths`], and no output inside any of the directories `owned` (after
+/// resolving links), nor a hard link to a file in one: their files are neardup's own, read
+/// back by later stages or runs, and an output written there would replace one.
+pub fn check_outputs(
+    inputs: &[NamedPath],
+    owned: &[OwnedDir],
+    outputs: &[NamedPath],
+) -> Result<(), Error> {
     let ins: Vec<(NamedPath, FileIdentity)> = inputs
         .iter()
-        .filter(|(_, p)| *p != "-")
-        .map(|&np| (np, file_identity(np.1)))
+        .filter_map(|&np| {
+            if np.1 == "-" {
+                stdin_identity().map(|id| ((np.0, "standard input"), id))
+            } else {
+                Some((np, file_identity(np.1)))
+            }
+        })
         .collect();
     let mut seen: Vec<(NamedPath, FileIdentity)> = Vec::new();
     for &(opt, path) in outputs {
@@ -88,7 +130,85 @@ pub fn check_output_paths(inputs: &[NamedPath], outputs: &[NamedPath]) -> Result
                 "{first_opt} and {opt} {what}: each output needs a path of its own"
             )));
         }
+        if path != "-" {
+            check_not_owned(opt, path, &id, owned)?;
+        }
         seen.push(((opt, path), id));
     }
+    let paths: Vec<&str> = outputs.iter().map(|o| o.1).collect();
+    super::output::probe_outputs(&paths)
+}
+
+/// Refuse an input (standard input included, when it reads a regular file) that lies in one
+/// of the `owned` directories: it would be read while the run changes that directory.
+pub fn check_inputs_outside(inputs: &[NamedPath], owned: &[OwnedDir]) -> Result<(), Error> {
+    for &(role, path) in inputs {
+        let (name, id) = if path == "-" {
+            match stdin_identity() {
+                Some(id) => ("standard input".to_string(), id),
+                None => continue,
+            }
+        } else {
+            (path.to_string(), file_identity(path))
+        };
+        for &(what, dir) in owned {
+            let root = location(dir);
+            #[cfg(unix)]
+            let held = matches!(id, FileIdentity::Inode(..)) && holds_file(&root, &id);
+            #[cfg(not(unix))]
+            let held = false;
+            if held || (path != "-" && location(Path::new(path)).starts_with(&root)) {
+                return Err(Error::Output(format!(
+                    "{role} {name} lies in {what} {}, which this run changes: read it from \
+                     outside",
+                    dir.display()
+                )));
+            }
+        }
+    }
     Ok(())
+}
+
+/// Refuse the output `path` (of option `opt`) when it lies in one of the `owned` directories
+/// or is a hard link to a file in one.
+fn check_not_owned(
+    opt: &str,
+    path: &str,
+    id: &FileIdentity,
+    owned: &[OwnedDir],
+) -> Result<(), Error> {
+    let at = location(Path::new(path));
+    for &(what, dir) in owned {
+        let refuse = || {
+            Error::Output(format!(
+                "{opt} {path} is in {what} {}, whose files neardup made and reads back: an \
+                 output there would replace one of them; give {opt} a path outside it",
+                dir.display()
+            ))
+        };
+        let root = location(dir);
+        if at.starts_with(&root) {
+            return Err(refuse());
+        }
+        #[cfg(unix)]
+        if matches!(id, FileIdentity::Inode(..)) && holds_file(&root, id) {
+            return Err(refuse());
+        }
+    }
+    let _ = id;
+    Ok(())
+}
+
+/// Whether the tree under `dir` holds the file `id` (a hard link to it).
+#[cfg(unix)]
+fn holds_file(dir: &Path, id: &FileIdentity) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| match e.metadata() {
+        Ok(m) if m.is_dir() => holds_file(&e.path(), id),
+        Ok(m) => *id == FileIdentity::Inode(m.dev(), m.ino()),
+        Err(_) => false,
+    })
 }

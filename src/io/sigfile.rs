@@ -395,8 +395,9 @@ impl FlatWriter {
         params: MinHashParams,
         engine: &str,
     ) -> Result<Self, Error> {
-        let mut main =
-            crate::io::output::Partial::new(crate::io::output::temp_beside(Path::new(path))?);
+        let mut main = crate::io::output::Partial::new(crate::io::output::temp_beside(
+            &crate::io::output::through_links(Path::new(path)),
+        )?);
         let meta = SigMeta::new(params, engine);
         let ids = match format {
             SigFormat::Npy => {
@@ -571,7 +572,8 @@ impl FlatWriter {
             })?;
         }
         let meta = self.meta.clone();
-        self.main.persist(Path::new(&path), &path)?;
+        self.main
+            .persist(&crate::io::output::through_links(Path::new(&path)), &path)?;
         Ok(meta)
     }
 }

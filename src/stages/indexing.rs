@@ -22,8 +22,12 @@ use crate::Error;
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct IndexSummary {
     pub scan: ScanStats,
-    /// The segment written (none for inputs without documents).
+    /// The segment written (none for inputs without documents, or when every input was in
+    /// the index already: [`IndexSummary::already`]).
     pub segment: Option<SegmentEntry>,
+    /// Every input was in the index already (a rerun of an addition that landed): nothing was
+    /// signed or added.
+    pub already: bool,
     /// Documents in the index now.
     pub index_documents: u64,
     pub seconds: f64,
@@ -46,15 +50,34 @@ pub fn index_inputs(
     // Refuse a bad target before the work: an existing index for `build`, a missing one or one
     // of other parameters for `add`.
     let fresh = create && !dir.exists();
-    if create {
-        if dir.join(store::MANIFEST).exists()
-            || std::fs::read_dir(dir).is_ok_and(|mut e| e.next().is_some())
-        {
-            // `store::create` says why.
-            store::create(dir, params, lsh)?;
+    if create
+        && (dir.join(store::MANIFEST).exists()
+            || std::fs::read_dir(dir).is_ok_and(|mut e| e.next().is_some()))
+    {
+        // `store::create` says why.
+        store::create(dir, params, lsh)?;
+    }
+    // The inputs' checksums: an input already in the index is not added twice.
+    let mut sources = Vec::new();
+    for i in 0..inputs.len() {
+        if inputs.is_stdin(i) {
+            continue;
         }
-    } else {
-        store::read_manifest(dir)?.check(dir, params, lsh)?;
+        let (sum, _) = crate::io::checksum::file_checksum(inputs.path(i), None)?;
+        sources.push((inputs.name(i).to_string(), sum));
+    }
+    if !create {
+        let m = store::read_manifest(dir)?;
+        m.check(dir, params, lsh)?;
+        if !sources.is_empty() && store::check_sources(dir, &m, &sources)? {
+            return Ok(IndexSummary {
+                scan: ScanStats::default(),
+                segment: None,
+                already: true,
+                index_documents: m.documents,
+                seconds: t0.elapsed().as_secs_f64(),
+            });
+        }
     }
     let mut ids = UniqueIds::default();
     let mut sigs: Vec<u32> = Vec::new();
@@ -73,7 +96,7 @@ pub fn index_inputs(
         if create {
             store::create(dir, params, lsh)?;
         }
-        store::add_segment(dir, params, lsh, ids.ids(), &sigs, &docs)
+        store::add_segment(dir, params, lsh, ids.ids(), &sigs, &docs, &sources)
     })();
     let segment = match written {
         Ok(s) => s,
@@ -91,9 +114,11 @@ pub fn index_inputs(
             return Err(e);
         }
     };
+    let already = segment.is_none() && !docs.is_empty();
     Ok(IndexSummary {
         scan: stats,
         segment,
+        already,
         index_documents: store::read_manifest(dir)?.documents,
         seconds: t0.elapsed().as_secs_f64(),
     })

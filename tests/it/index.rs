@@ -487,7 +487,7 @@ fn bad_indexes_and_combinations_are_refused() {
         ]),
         "--update-index runs in memory only",
     );
-    // An output onto the index's manifest is refused.
+    // An output onto the index's manifest, or anywhere in the index, is refused.
     refused(
         &[
             "dedup",
@@ -497,7 +497,7 @@ fn bad_indexes_and_combinations_are_refused() {
             "--against",
             s(&p("ix")),
         ],
-        "--against",
+        "is in the index",
     );
     // Building over an index, or into a directory with other files, is refused.
     refused(

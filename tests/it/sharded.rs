@@ -469,11 +469,8 @@ fn other_parameters_other_inputs_and_early_stages_are_refused() {
     let theirs = other.join("bands/00000-0000.rows");
     for (bytes, named) in [
         (&rows[..], "made for another manifest"),
-        (
-            &rows[..rows.len() - 3],
-            "not a row file of `neardup stage bands`",
-        ),
-        (&rows[..20], "not a row file of `neardup stage bands`"),
+        (&rows[..rows.len() - 3], "no checksum trailer (cut short"),
+        (&rows[..20], "too short for a file of neardup's"),
     ] {
         std::fs::write(&theirs, bytes).unwrap();
         let o = neardup(&["stage", "bands", &os, "--shard", "0"]);
@@ -484,7 +481,7 @@ fn other_parameters_other_inputs_and_early_stages_are_refused() {
     let m = other.join("manifest.json");
     let mut manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
-    assert_eq!(manifest["layout"], 2);
+    assert_eq!(manifest["layout"], 3);
     manifest.as_object_mut().unwrap().remove("layout");
     std::fs::write(&m, manifest.to_string()).unwrap();
     let o = neardup(&["stage", "rank", &os]);
@@ -738,8 +735,8 @@ fn partitions_confirmed_together_give_the_pairs_of_each_alone() {
             .unwrap();
             assert!(done.iter().all(|d| d.is_some()));
         }
-        let pairs = w.join("pairs.jsonl").display().to_string();
-        let cl = w.join("clusters.jsonl").display().to_string();
+        let pairs = w.with_extension("pairs.jsonl").display().to_string();
+        let cl = w.with_extension("clusters.jsonl").display().to_string();
         stage(&["cluster", &ws, "--pairs", &pairs, "--clusters", &cl]);
         let mut counts = Vec::new();
         for p in 0..4 {

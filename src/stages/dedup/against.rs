@@ -214,7 +214,7 @@ impl Against {
             return Ok(0);
         }
         let dir: &Path = &self.indexes[0].dir;
-        store::add_segment(dir, cfg.params, cfg.lsh, ids, sigs, docs).map_err(|e| {
+        store::add_segment(dir, cfg.params, cfg.lsh, ids, sigs, docs, &[]).map_err(|e| {
             Error::Index {
                 path: dir.display().to_string(),
                 msg: format!(

@@ -3,6 +3,7 @@
 //! writes them, so the shards' outputs in shard order are its output.
 
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -77,6 +78,27 @@ impl WorkDir {
     }
 }
 
+impl WorkDir {
+    /// Refuse shard `shard` when its bytes are no longer those `sign` read: every verdict of
+    /// the run was made from those, and a document edited since would be dropped as the
+    /// duplicate of a text it no longer matches.
+    pub fn check_content(&self, shard: usize) -> Result<(), Error> {
+        let signed = super::sign::sign_summary(self, shard)?.content;
+        let e = &self.manifest.shards[shard];
+        let (now, _) = crate::io::checksum::file_checksum(Path::new(&e.path), None)?;
+        if now != signed {
+            return Err(Error::Work {
+                path: e.path.clone(),
+                msg: format!(
+                    "shard {shard} changed since `sign` read it (its contents' checksum was \
+                     {signed}, it is {now}); start again in an empty work directory"
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// The summary `apply` left for shard `shard`.
 pub fn apply_summary(work: &WorkDir, shard: usize) -> Result<ApplySummary, Error> {
     work.need_json(&work.apply_summary_file(shard), &format!("apply {shard}"))
@@ -91,6 +113,8 @@ pub fn apply(
     progress: &ProgressFactory,
 ) -> Result<ApplySummary, Error> {
     work.check_shard(shard)?;
+    let _lock = work.lock(&format!("apply-{shard:05}"))?;
+    work.remove_partials("apply", &format!("{shard:05}."))?;
     let t0 = std::time::Instant::now();
     let summary = super::cluster::summary(work)?;
     let mut v = ShardVerdicts {
@@ -169,16 +193,11 @@ pub fn apply(
     if !work.manifest.against.is_empty() {
         let against = Against::open_recorded(&work.manifest.against, work.config())?;
         let path = work.sig_rows_file(shard);
-        let name = path.display().to_string();
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&name, e))?;
-        let sigs: Vec<u32> = super::raw::le_u32s(&bytes).collect();
-        if sigs.len() != v.ids.len() * work.config().params.num_perm {
-            return Err(work.refuse(format!(
-                "{name} holds {} signature entries for {} documents",
-                sigs.len(),
-                v.ids.len()
-            )));
-        }
+        let width = work.config().params.num_perm * 4;
+        let docs = v.ids.len() as u64;
+        let mut rows =
+            super::raw::RawRows::open(work, &path, width, Some(docs), false)?.expect("required");
+        let sigs: Vec<u32> = super::raw::le_u32s(rows.read_next(v.ids.len())?).collect();
         let (matches, candidates) = against.matches(&sigs, work.config())?;
         index_candidates = candidates;
         index_matched = matches.iter().filter(|m| m.is_some()).count() as u64;
@@ -202,6 +221,7 @@ pub fn apply(
     };
     let mut snippets = HashMap::new();
     let written = write_pass(&pass, out, progress, &wanted, &mut snippets)?;
+    work.check_content(shard)?;
     let mut snippets: Vec<(u64, String)> =
         snippets.into_iter().map(|(d, s)| (d as u64, s)).collect();
     snippets.sort();

@@ -35,6 +35,8 @@ pub(crate) fn band_and_row(x: u64) -> (u32, u64) {
 /// Band shard `shard`. Returns false when it was banded already.
 pub fn bands(work: &WorkDir, shard: usize) -> Result<bool, Error> {
     work.check_shard(shard)?;
+    let _lock = work.lock(&format!("bands-{shard:05}"))?;
+    work.remove_partials("bands", &format!("{shard:05}-"))?;
     let parts = work.partitions();
     let mut done = true;
     for p in 0..parts {
@@ -43,6 +45,8 @@ pub fn bands(work: &WorkDir, shard: usize) -> Result<bool, Error> {
     if done {
         return Ok(false);
     }
+    // The work directory may have been made under a higher open-file limit than this job has.
+    crate::sys::check_partition_files(parts, parts)?;
     let cfg = work.config();
     let bands = cfg.lsh.bands;
     // The exact representatives of the shard (`--exact`), whole: 8 bytes a document.

@@ -55,6 +55,12 @@ pub struct ClusterSummary {
     pub documents_written: u64,
     /// Bytes of the arrays per document and per member.
     pub table_bytes: u64,
+    /// The checksums ([`crate::io::checksum`]) of the clusters and pairs files, checked as
+    /// they are copied out.
+    #[serde(default)]
+    pub clusters_checksum: String,
+    #[serde(default)]
+    pub pairs_checksum: String,
 }
 
 impl WorkDir {
@@ -75,6 +81,8 @@ pub fn cluster(
     work: &WorkDir,
     progress: &ProgressFactory,
 ) -> Result<Option<ClusterSummary>, Error> {
+    let _lock = work.lock("cluster")?;
+    work.remove_partials("cluster", "")?;
     if work
         .read_json::<ClusterSummary>(&work.cluster_summary())?
         .is_some()
@@ -258,17 +266,19 @@ pub fn cluster(
     let dir = work.clusters_jsonl();
     let dir = dir.parent().expect("a file in the work directory");
     std::fs::create_dir_all(dir).map_err(|e| Error::io(&dir.display().to_string(), e))?;
-    let mut out = Output::create(&work.clusters_jsonl().display().to_string())?;
+    let mut out = Output::with_checksum(&work.clusters_jsonl().display().to_string())?;
     for members in by_root.values() {
         let names: Vec<&str> = members.iter().map(|&i| id(i)).collect();
         out.write_all(cluster_line(names[0], &names).as_bytes())?;
     }
+    let (clusters_checksum, _) = out.checksum().expect("kept");
     out.finish()?;
-    let mut out = Output::create(&work.pairs_jsonl().display().to_string())?;
+    let mut out = Output::with_checksum(&work.pairs_jsonl().display().to_string())?;
     for &(a, b, est, jac) in &pairs {
         let line = pair_line(id(index(a)), id(index(b)), est, jac);
         out.write_all(line.as_bytes())?;
     }
+    let (pairs_checksum, _) = out.checksum().expect("kept");
     out.finish()?;
 
     let shard_of = |d: u64| offsets.partition_point(|&o| o <= d) - 1;
@@ -366,6 +376,8 @@ pub fn cluster(
         groups,
         documents_written,
         table_bytes: members.heap_bytes() + m as u64 * 60 + ids.bytes_len() as u64,
+        clusters_checksum,
+        pairs_checksum,
     };
     work.write_json(&work.cluster_summary(), &summary)?;
     Ok(Some(summary))

@@ -197,6 +197,15 @@ pub fn confirm_together(
     max_docs: usize,
     progress: &ProgressFactory,
 ) -> Result<Vec<Option<ConfirmSummary>>, Error> {
+    for &p in parts {
+        work.check_partition(p)?;
+    }
+    let units: Vec<String> = parts.iter().map(|p| format!("confirm-{p:04}")).collect();
+    let _locks = work.lock_all(&units)?;
+    for &p in parts {
+        work.remove_partials("pairs", &format!("{p:04}."))?;
+        work.remove_partials("pairs", &format!("{p:04}-docs."))?;
+    }
     let mut out = vec![None; parts.len()];
     let mut group: Vec<(usize, Loaded)> = Vec::new();
     let mut union: Vec<Vec<u64>> = vec![Vec::new(); work.shards()];

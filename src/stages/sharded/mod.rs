@@ -27,6 +27,7 @@ pub mod bands;
 pub mod cluster;
 pub mod confirm;
 mod gather;
+mod lock;
 pub mod rank;
 mod raw;
 pub mod run;
@@ -42,13 +43,14 @@ use crate::io::{Fields, InputSpec, Inputs};
 use crate::stages::dedup::{Against, DedupConfig, RecordedIndex};
 use crate::Error;
 
+pub use lock::UnitLock;
 pub use run::*;
 pub use table::Table;
 
-/// The layout of the work directories this build makes. 2: band digests in `sign`, keyed band
-/// rows without ranks (1, unnumbered in its manifests: signatures in `sign`, band rows as
-/// tables).
-pub const WORK_LAYOUT: u32 = 2;
+/// The layout of the work directories this build makes. 3: every stage file carries a checksum
+/// of its contents, and `sign` records each shard's (2: band digests in `sign`, keyed band rows
+/// without ranks; 1, unnumbered in its manifests: signatures in `sign`, band rows as tables).
+pub const WORK_LAYOUT: u32 = 3;
 
 /// What a work directory is for: fixed when it is made, checked by every stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,6 +116,8 @@ impl Manifest {
         if partitions == 0 {
             return Err(Error::Param("--partitions must be at least 1".into()));
         }
+        // `bands` holds a file per partition open: refused here, not midway through it.
+        crate::sys::check_partition_files(partitions, partitions)?;
         if shards.iter().any(|s| s == "-") {
             return Err(Error::Param(
                 "the sharded stages read their inputs more than once: standard input cannot be \
@@ -153,6 +157,14 @@ impl Manifest {
     }
 }
 
+/// The checksum ([`crate::io::checksum`]) of a summary's compact JSON, as read back from the
+/// file: the same for the writer and every reader.
+fn summary_checksum(v: &serde_json::Value) -> String {
+    let mut sum = crate::io::checksum::Checksum::new();
+    sum.update(serde_json::to_string(v).expect("JSON").as_bytes());
+    sum.hex()
+}
+
 fn diff_values(at: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
     use serde_json::Value;
     match (a, b) {
@@ -190,9 +202,41 @@ const MANIFEST: &str = "manifest.json";
 impl WorkDir {
     /// Make the work directory `root` for `manifest`, or reopen it when it was made for the
     /// same one; one made for other inputs or parameters is refused, naming what differs.
+    /// A directory that exists, has no manifest and is not empty is refused: later stages
+    /// write and delete files in a work directory, and none of them may be the user's.
     pub fn init(root: &Path, manifest: Manifest) -> Result<Self, Error> {
-        std::fs::create_dir_all(root).map_err(|e| Error::io(&root.display().to_string(), e))?;
         let path = root.join(MANIFEST);
+        if !path.exists() {
+            let holds = |e: std::io::Error| Error::io(&root.display().to_string(), e);
+            match std::fs::read_dir(root) {
+                Ok(entries) => {
+                    // What a killed `init` leaves is the one thing such a directory may hold.
+                    let left = format!(".{MANIFEST}.");
+                    let mut foreign = entries.filter(|e| {
+                        e.as_ref().map_or(true, |e| {
+                            let n = e.file_name();
+                            let n = n.to_string_lossy();
+                            !(n.starts_with(&left) && n.ends_with(".partial"))
+                        })
+                    });
+                    if let Some(first) = foreign.next() {
+                        let first = first.map_err(holds)?.file_name();
+                        return Err(Error::Work {
+                            path: root.display().to_string(),
+                            msg: format!(
+                                "not empty (it holds {} and has no {MANIFEST}), so not a work \
+                                 directory: its stages write and delete files of their own \
+                                 there; give an empty or new directory",
+                                first.to_string_lossy()
+                            ),
+                        });
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(holds(e)),
+            }
+        }
+        std::fs::create_dir_all(root).map_err(|e| Error::io(&root.display().to_string(), e))?;
         if path.exists() {
             let w = Self::open(root)?;
             let diff = w.manifest.differences(&manifest);
@@ -206,7 +250,7 @@ impl WorkDir {
             return Ok(w);
         }
         let body = serde_json::to_string_pretty(&manifest).expect("a manifest is JSON") + "\n";
-        crate::io::write_file_atomic(&path.display().to_string(), body.as_bytes())?;
+        crate::io::output::write_internal_atomic(&path.display().to_string(), body.as_bytes())?;
         Self::open(root)
     }
 
@@ -274,6 +318,25 @@ impl WorkDir {
             path: self.root.display().to_string(),
             msg,
         }
+    }
+
+    /// Refuse, before any work, an output that would land on an input shard, on another
+    /// output, in this work directory or in one of its `--against` indexes.
+    pub fn check_outputs(&self, outputs: &[crate::io::NamedPath]) -> Result<(), Error> {
+        let ins: Vec<crate::io::NamedPath> = self
+            .manifest
+            .shards
+            .iter()
+            .map(|e| ("input", e.path.as_str()))
+            .collect();
+        let mut owned: Vec<crate::io::OwnedDir> = vec![("the work directory", self.root())];
+        owned.extend(
+            self.manifest
+                .against
+                .iter()
+                .map(|a| ("the index", Path::new(a.path.as_str()))),
+        );
+        crate::io::check_outputs(&ins, &owned, outputs)
     }
 
     /// Check a shard number.
@@ -381,15 +444,21 @@ impl WorkDir {
         self.file("cluster", "summary.json".into())
     }
 
-    /// Write a stage's JSON summary atomically, with the manifest's key.
+    /// Write a stage's JSON summary atomically, with the manifest's key and the checksum of the
+    /// summary ([`summary_checksum`]).
     pub(crate) fn write_json<T: Serialize>(&self, path: &Path, value: &T) -> Result<(), Error> {
-        let v = serde_json::json!({ "work": self.key, "summary": value });
+        // The value as it reads back: a float's text may not parse back to its exact bits,
+        // and the checksum is of what a reader will see.
+        let text = serde_json::to_string(value).expect("a summary is JSON");
+        let value: serde_json::Value = serde_json::from_str(&text).expect("JSON reads back");
+        let sum = summary_checksum(&value);
+        let v = serde_json::json!({ "work": self.key, "summary": value, "checksum": sum });
         let name = path.display().to_string();
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(&name, e))?;
         }
         let body = serde_json::to_string_pretty(&v).expect("JSON") + "\n";
-        crate::io::write_file_atomic(&name, body.as_bytes())
+        crate::io::output::write_internal_atomic(&name, body.as_bytes())
     }
 
     /// Read a stage's JSON summary; `None` when it is not there yet.
@@ -410,6 +479,13 @@ impl WorkDir {
         let mut v: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
         self.check_key(&name, v.get("work").and_then(|k| k.as_str()))?;
+        if v.get("checksum").and_then(|s| s.as_str()) != Some(&summary_checksum(&v["summary"])) {
+            return Err(bad(
+                "its summary does not match its checksum (edited or damaged since neardup wrote \
+                 it): run its stage again in an empty work directory"
+                    .into(),
+            ));
+        }
         serde_json::from_value(v["summary"].take())
             .map(Some)
             .map_err(|e| bad(format!("not a stage summary: {e}")))

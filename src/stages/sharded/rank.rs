@@ -70,6 +70,8 @@ pub fn rank_within(
     progress: &ProgressFactory,
     budget: usize,
 ) -> Result<Option<RankSummary>, Error> {
+    let _lock = work.lock("rank")?;
+    work.remove_partials("rank", "")?;
     if work
         .read_json::<RankSummary>(&work.rank_summary())?
         .is_some()
@@ -365,13 +367,38 @@ fn flush_at(budget: usize, parts: usize) -> usize {
     }
 }
 
+/// Remove the spill files (`ids-NNNNN.bin`, `keys-NNNNN.bin`) a run left in `dir`, then `dir`
+/// if that leaves it empty: nothing else in it is neardup's to delete.
 fn remove_dir(dir: &Path) -> Result<(), Error> {
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(Error::io(&dir.display().to_string(), e))
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(&dir.display().to_string(), e)),
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if is_spill_name(&name.to_string_lossy()) {
+            let p = e.path();
+            std::fs::remove_file(&p).map_err(|e| Error::io(&p.display().to_string(), e))?;
         }
-        _ => Ok(()),
     }
+    // Left in place when something else is in it.
+    let _ = std::fs::remove_dir(dir);
+    Ok(())
+}
+
+/// Whether `name` is the name of a spill file ([`Spill::path`]).
+fn is_spill_name(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".bin") else {
+        return false;
+    };
+    let Some(part) = stem
+        .strip_prefix("ids-")
+        .or_else(|| stem.strip_prefix("keys-"))
+    else {
+        return false;
+    };
+    part.len() >= 5 && part.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Reads the sign files' columns `rank` needs, as records.
@@ -793,6 +820,35 @@ mod tests {
             s.add(b"same");
         }
         assert!(s.cuts(8).len() <= 1);
+    }
+
+    #[test]
+    fn only_spill_files_are_removed_with_the_spill_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("spill");
+        std::fs::create_dir(&spill).unwrap();
+        for f in ["ids-00000.bin", "keys-00012.bin", "ids-123456.bin"] {
+            std::fs::write(spill.join(f), b"x").unwrap();
+        }
+        remove_dir(&spill).unwrap();
+        assert!(!spill.exists());
+        std::fs::create_dir(&spill).unwrap();
+        for f in [
+            "ids-00000.bin",
+            "mine.bin",
+            "ids-0001.bin",
+            "keys-00x00.bin",
+        ] {
+            std::fs::write(spill.join(f), b"x").unwrap();
+        }
+        remove_dir(&spill).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(&spill)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["ids-0001.bin", "keys-00x00.bin", "mine.bin"]);
+        remove_dir(&dir.path().join("missing")).unwrap();
     }
 
     #[test]

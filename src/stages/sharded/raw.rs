@@ -4,6 +4,10 @@
 //! offset and line number, u64 each); with `--against`, `S.sig`, each document's signature
 //! (`num_perm` u32). Little-endian whatever the machine, so a work
 //! directory on shared storage reads the same everywhere.
+//!
+//! Every raw file is sealed ([`crate::io::checksum::seal`]) and checked against its seal when
+//! it is opened, so an edited or damaged file is an error naming it, never rows read as they
+//! are.
 
 use std::fs::File;
 use std::io::Read;
@@ -22,7 +26,7 @@ pub(crate) struct RawWriter(Output);
 
 impl RawWriter {
     pub fn create(path: &Path) -> Result<Self, Error> {
-        Output::create(&path.display().to_string()).map(RawWriter)
+        Output::with_checksum(&path.display().to_string()).map(RawWriter)
     }
 
     /// Append `values` (unsigned integers), little-endian.
@@ -39,7 +43,9 @@ impl RawWriter {
         self.0.write_all(&le)
     }
 
-    pub fn finish(self) -> Result<(), Error> {
+    /// Seal the file ([`crate::io::checksum::seal`]) and move it into place.
+    pub fn finish(mut self) -> Result<(), Error> {
+        crate::io::checksum::seal(&mut self.0)?;
         self.0.finish()
     }
 }
@@ -77,6 +83,8 @@ impl RawRows {
             Err(e) => return Err(Error::io(&name, e)),
         };
         let len = file.metadata().map_err(|e| Error::io(&name, e))?.len();
+        let remedy = "run `neardup stage sign` again in an empty work directory";
+        let len = crate::io::checksum::check_sealed(path, &file, len, remedy)?;
         let width = row_bytes as u64;
         if len % width != 0 || signed.is_some_and(|n| n * width != len) {
             return Err(Error::Work {
@@ -194,6 +202,8 @@ impl WorkDir {
             Err(e) => return Err(Error::io(&name, e)),
         };
         let len = file.metadata().map_err(|e| Error::io(&name, e))?.len();
+        let remedy = format!("run `neardup stage {stage}` again in an empty work directory");
+        let len = crate::io::checksum::check_sealed(path, &file, len, &remedy)?;
         let mut head = [0u8; KEYED_HEAD];
         let whole =
             len >= KEYED_HEAD as u64 && (len - KEYED_HEAD as u64).is_multiple_of(row_bytes as u64);

@@ -33,6 +33,8 @@ pub fn sign(
     progress: &ProgressFactory,
 ) -> Result<Option<ScanStats>, Error> {
     work.check_shard(shard)?;
+    let _lock = work.lock(&format!("sign-{shard:05}"))?;
+    work.remove_partials("sign", &format!("{shard:05}."))?;
     let path = work.sign_file(shard);
     if work.table_done(&path)? {
         return Ok(None);
@@ -130,10 +132,18 @@ pub fn sign(
         out.write(cols)
     })?;
     let info = engine.info();
+    // The whole shard's checksum, while its pages are still cached: `apply` compares it
+    // before it publishes anything, so a shard edited after this pass is refused even where
+    // its size and ends stayed the same.
+    let (content, _) = crate::io::checksum::file_checksum(
+        std::path::Path::new(&work.manifest.shards[shard].path),
+        None,
+    )?;
     let summary = SignSummary {
         scan: stats.clone(),
         engine_kind: info.kind.to_string(),
         engine_detail: info.detail,
+        content,
     };
     work.write_json(&scan_file(work, shard), &summary)?;
     digests.finish()?;
@@ -154,6 +164,9 @@ pub struct SignSummary {
     pub scan: ScanStats,
     pub engine_kind: String,
     pub engine_detail: String,
+    /// The checksum of the shard's bytes as this pass read them ([`crate::io::checksum`]).
+    #[serde(default)]
+    pub content: String,
 }
 
 /// Where `sign` keeps a shard's pass-1 counts.

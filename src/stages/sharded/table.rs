@@ -15,7 +15,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 
 use super::WorkDir;
-use crate::io::parquet::TableWriter;
+use crate::io::parquet::{Sealed, TableWriter};
 use crate::Error;
 
 /// The metadata key that holds the manifest's key.
@@ -134,12 +134,13 @@ impl WorkDir {
         rows: Option<&[u64]>,
     ) -> Result<Table, Error> {
         let name = path.display().to_string();
-        let file = match std::fs::File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(self.missing(path, stage))
-            }
-            Err(e) => return Err(Error::io(&name, e)),
+        let remedy = if stage.is_empty() {
+            "run its stage again in an empty work directory".to_string()
+        } else {
+            format!("run `neardup stage {stage}` again in an empty work directory")
+        };
+        let Some(file) = Sealed::open(path, &remedy)? else {
+            return Err(self.missing(path, stage));
         };
         let bad = |msg: String| Error::Work {
             path: name.clone(),
