@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use xxhash_rust::xxh3::Xxh3;
+use twox_hash::XxHash3_128;
 
 use super::Output;
 use crate::Error;
@@ -16,23 +16,24 @@ use crate::Error;
 const SEAL_MAGIC: &[u8; 8] = b"NDSUM001";
 
 /// Bytes of a sealed file's trailer: the checksum of every byte before it (xxh3-128,
-/// little-endian) and [`SEAL_MAGIC`].
+/// little-endian) and the magic `NDSUM001`.
 pub const SEAL_BYTES: u64 = 24;
 
 /// The bytes read at a time.
 const READ_BYTES: usize = 4 << 20;
 
-/// A running checksum: what [`Checksum::update`] was given, in order.
-#[derive(Clone, Default)]
-pub struct Checksum(Xxh3);
+/// A running checksum (xxh3-128, with the SIMD kernel the CPU has): what
+/// [`Checksum::update`] was given, in order.
+#[derive(Default)]
+pub struct Checksum(XxHash3_128);
 
 impl Checksum {
     pub fn new() -> Self {
-        Checksum(Xxh3::new())
+        Checksum(XxHash3_128::new())
     }
 
     pub fn update(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
+        self.0.write(bytes);
     }
 
     /// The checksum so far, as 32 hex digits.
@@ -42,7 +43,7 @@ impl Checksum {
 
     /// The checksum so far.
     pub fn value(&self) -> u128 {
-        self.0.digest128()
+        self.0.finish_128()
     }
 }
 
@@ -54,10 +55,67 @@ pub fn seal(out: &mut Output) -> Result<(), Error> {
     out.write_all(SEAL_MAGIC)
 }
 
+/// What makes a file the same file, unchanged: its device, inode, size and change times. An
+/// edit changes its change time (`ctime`), which no program can set back.
+#[cfg(unix)]
+type Seen = (u64, u64, u64, i64, i64, i64, i64);
+
+/// The files this process has checked against their seals, or sealed itself: each is checked
+/// once per process, however many stages open it.
+#[cfg(unix)]
+static CHECKED: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<Seen>>> =
+    std::sync::LazyLock::new(Default::default);
+
+#[cfg(unix)]
+fn seen(meta: &std::fs::Metadata) -> Seen {
+    use std::os::unix::fs::MetadataExt;
+    (
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    )
+}
+
+/// Count the file at `path`, as it is now, as checked (a file this process sealed and moved
+/// into place itself).
+pub(crate) fn mark_checked(path: &Path) {
+    #[cfg(unix)]
+    if let Ok(meta) = std::fs::metadata(path) {
+        let mut v = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+        v.insert(seen(&meta));
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
 /// Check the sealed file `file` (at `path`, `len` bytes) against its trailer; returns the
 /// bytes before the trailer. A file cut short, edited or damaged is an error naming it and
-/// saying what to do (`remedy`).
+/// saying what to do (`remedy`). A file this process checked or sealed before, unchanged since,
+/// is not read again.
 pub fn check_sealed(path: &Path, file: &File, len: u64, remedy: &str) -> Result<u64, Error> {
+    #[cfg(unix)]
+    let id = file.metadata().ok().map(|m| seen(&m));
+    #[cfg(unix)]
+    if let Some(id) = id {
+        let v = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+        if len >= SEAL_BYTES && v.contains(&id) {
+            return Ok(len - SEAL_BYTES);
+        }
+    }
+    let body = check_seal_bytes(path, file, len, remedy)?;
+    #[cfg(unix)]
+    if let Some(id) = id {
+        CHECKED.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+    }
+    Ok(body)
+}
+
+/// [`check_sealed`], always reading the file.
+fn check_seal_bytes(path: &Path, file: &File, len: u64, remedy: &str) -> Result<u64, Error> {
     let name = path.display().to_string();
     let bad = |what: &str| Error::Work {
         path: name.clone(),
@@ -91,6 +149,19 @@ pub fn file_checksum(path: &Path, len: Option<u64>) -> Result<(String, u64), Err
     let name = path.display().to_string();
     let io = |e| Error::io(&name, e);
     let f = std::fs::File::open(path).map_err(io)?;
+    let size = f.metadata().map_err(io)?.len();
+    // A regular file is hashed where it lies in the page cache (mapped, not copied out); a
+    // pipe or a file that changes size meanwhile is read.
+    if f.metadata().map_err(io)?.is_file() && size > 0 && len.is_none_or(|l| l <= size) {
+        // SAFETY: read-only; a file truncated while it is hashed faults as any mapped input
+        // does (GUIDE.md, "Reading inputs").
+        if let Ok(map) = unsafe { memmap2::Mmap::map(&f) } {
+            let n = len.unwrap_or(size) as usize;
+            let mut sum = Checksum::new();
+            sum.update(&map[..n]);
+            return Ok((sum.hex(), n as u64));
+        }
+    }
     let mut r = f.take(len.unwrap_or(u64::MAX));
     let mut sum = Checksum::new();
     let mut buf = vec![0u8; READ_BYTES];

@@ -161,6 +161,32 @@ pub struct LineReader {
     /// A mapped plain file and the offset of its first byte not yet handed out (`reader` is
     /// then empty): chunks are ranges of the map, not copies.
     pub(crate) map: Option<(std::sync::Arc<memmap2::Mmap>, usize)>,
+    /// With [`crate::io::Inputs::with_content_checksums`]: the checksum of every byte handed
+    /// out in chunks, kept where the input's owner reads it once the input is read to its end.
+    pub(crate) content: Option<Box<ContentSum>>,
+}
+
+/// The running checksum of the bytes a [`LineReader`] hands out, and where it goes at the end.
+pub(crate) struct ContentSum {
+    pub(crate) sum: super::checksum::Checksum,
+    pub(crate) out: std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>,
+}
+
+impl LineReader {
+    /// Count `bytes` (the next ones handed out) into the content checksum.
+    fn count(&mut self, bytes: &[u8]) {
+        if let Some(c) = &mut self.content {
+            c.sum.update(bytes);
+        }
+    }
+
+    /// The input is read to its end: its content checksum is final.
+    fn finish_content(&mut self) {
+        if let Some(c) = self.content.take() {
+            let mut out = c.out.lock().unwrap_or_else(|e| e.into_inner());
+            out[self.file_index] = Some(c.sum.hex());
+        }
+    }
 }
 
 impl LineReader {
@@ -176,6 +202,7 @@ impl LineReader {
             carry_at: 0,
             eof: false,
             map: Some((map, 0)),
+            content: None,
         }
     }
 
@@ -194,6 +221,7 @@ impl LineReader {
             carry_at: 0,
             eof: false,
             map: None,
+            content: None,
         })
     }
 
@@ -270,8 +298,10 @@ impl LineReader {
         data.truncate(cut);
         if data.is_empty() {
             recycle_buffer(data);
+            self.finish_content();
             return Ok(None);
         }
+        self.count(&data);
         let lines = split_lines_on_pool(&data, &mut self.line_no, |_, _| Ok(()))?;
         Ok(Some(Chunk {
             file_index: self.file_index,
@@ -288,6 +318,7 @@ impl LineReader {
         let (map, pos) = self.map.as_mut().expect("a mapped reader");
         let (start, len) = (*pos, map.len());
         if start >= len {
+            self.finish_content();
             return Ok(None);
         }
         let want = start.saturating_add(target).min(len);
@@ -334,6 +365,9 @@ impl LineReader {
         let lines = split_lines_on_pool(&data, &mut self.line_no, |a, b| {
             prefault(map, start + a, start + b, name)
         })?;
+        // The pages are mapped now (the split touched them): counted where they lie.
+        let map = map.clone();
+        self.count(&map[start..cut]);
         Ok(Some(Chunk {
             file_index: self.file_index,
             data,

@@ -50,6 +50,9 @@ pub struct Inputs {
     /// Plain (uncompressed) files are mapped into memory rather than read (see
     /// [`Inputs::with_mmap`]).
     mmap: bool,
+    /// With [`Inputs::with_content_checksums`]: each input's content checksum, once a chunk
+    /// reader has read it to its end.
+    content: Option<std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>>,
 }
 
 impl Inputs {
@@ -119,7 +122,28 @@ impl Inputs {
             parquet,
             _spool: spool,
             mmap: true,
+            content: None,
         })
+    }
+
+    /// Keep the checksum ([`super::checksum`]) of the bytes each JSONL input's chunk readers hand
+    /// out (the file's bytes, decompressed where it is compressed), for
+    /// [`Inputs::content_checksum`]: a pass that reads every byte anyway gets it for the cost of
+    /// the hash alone.
+    pub fn with_content_checksums(mut self) -> Self {
+        self.content = Some(std::sync::Arc::new(std::sync::Mutex::new(vec![
+            None;
+            self.files
+                .len()
+        ])));
+        self
+    }
+
+    /// Input `i`'s content checksum, once a chunk reader has read it to its end (see
+    /// [`Inputs::with_content_checksums`]); `None` before that, and for Parquet inputs.
+    pub fn content_checksum(&self, i: usize) -> Option<String> {
+        let c = self.content.as_ref()?;
+        c.lock().unwrap_or_else(|e| e.into_inner())[i].clone()
     }
 
     /// Whether plain files are mapped into memory (the default) or read with `read(2)`.
@@ -270,6 +294,7 @@ impl Inputs {
                 if let Some(map) = map_plain_file(&file) {
                     let mut r = LineReader::from_map(name, map);
                     r.file_index = i;
+                    r.content = self.content_sum();
                     return Ok(r);
                 }
             }
@@ -277,7 +302,18 @@ impl Inputs {
         };
         let mut r = LineReader::from_read(name, raw)?;
         r.file_index = i;
+        r.content = self.content_sum();
         Ok(r)
+    }
+
+    /// A running content checksum for a reader, with [`Inputs::with_content_checksums`].
+    fn content_sum(&self) -> Option<Box<super::chunk::ContentSum>> {
+        self.content.as_ref().map(|out| {
+            Box::new(super::chunk::ContentSum {
+                sum: super::checksum::Checksum::new(),
+                out: out.clone(),
+            })
+        })
     }
 }
 

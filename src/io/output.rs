@@ -395,6 +395,10 @@ impl Output {
                     .and_then(|tmp| {
                         Partial::new_persisted(tmp).persist_as(&target, &self.name, !self.internal)
                     });
+                if r.is_ok() && self.sum.is_some() {
+                    // Sealed as it was written: this process need not read it back to check.
+                    super::checksum::mark_checked(&target);
+                }
                 if let Some(p) = registered {
                     unregister_partial(&p);
                 }
@@ -563,4 +567,57 @@ pub fn probe_outputs(paths: &[&str]) -> Result<(), Error> {
         drop(temp_beside(Path::new(p))?);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_run_names_the_outputs_it_completed_and_only_those() {
+        assert_eq!(failure_message(&[]), None);
+        let m = failure_message(&[PathBuf::from("out.jsonl"), PathBuf::from("c.jsonl")]).unwrap();
+        assert!(m.contains("out.jsonl, c.jsonl"), "{m}");
+        assert!(m.contains("no other output was written"), "{m}");
+        // A file of neardup's own is not one of the user's outputs.
+        let d = tempfile::tempdir().unwrap();
+        let mine = d.path().join("stage.bin");
+        let theirs = d.path().join("theirs.txt");
+        let mut o = Output::with_checksum(mine.to_str().unwrap()).unwrap();
+        o.write_all(b"x").unwrap();
+        o.finish().unwrap();
+        write_file_atomic(theirs.to_str().unwrap(), b"y").unwrap();
+        let done = completed_outputs();
+        assert!(done.contains(&theirs));
+        assert!(!done.contains(&mine));
+    }
+
+    #[test]
+    fn an_output_named_by_a_link_is_written_where_the_link_leads() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("real.txt");
+        std::fs::write(&target, b"old").unwrap();
+        #[cfg(unix)]
+        {
+            let link = d.path().join("link.txt");
+            let chain = d.path().join("chain.txt");
+            std::os::unix::fs::symlink("real.txt", &link).unwrap();
+            std::os::unix::fs::symlink(&link, &chain).unwrap();
+            write_file_atomic(chain.to_str().unwrap(), b"new").unwrap();
+            assert_eq!(std::fs::read(&target).unwrap(), b"new");
+            assert!(std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink());
+            assert!(std::fs::symlink_metadata(&chain)
+                .unwrap()
+                .file_type()
+                .is_symlink());
+            // A dangling link: the file it names is made.
+            let dangling = d.path().join("dangling.txt");
+            std::os::unix::fs::symlink("made.txt", &dangling).unwrap();
+            write_file_atomic(dangling.to_str().unwrap(), b"made").unwrap();
+            assert_eq!(std::fs::read(d.path().join("made.txt")).unwrap(), b"made");
+        }
+    }
 }

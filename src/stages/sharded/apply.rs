@@ -82,10 +82,10 @@ impl WorkDir {
     /// Refuse shard `shard` when its bytes are no longer those `sign` read: every verdict of
     /// the run was made from those, and a document edited since would be dropped as the
     /// duplicate of a text it no longer matches.
-    pub fn check_content(&self, shard: usize) -> Result<(), Error> {
+    pub fn check_content(&self, inputs: &crate::io::Inputs, shard: usize) -> Result<(), Error> {
         let signed = super::sign::sign_summary(self, shard)?.content;
         let e = &self.manifest.shards[shard];
-        let (now, _) = crate::io::checksum::file_checksum(Path::new(&e.path), None)?;
+        let now = self.content_checksum(inputs, shard)?;
         if now != signed {
             return Err(Error::Work {
                 path: e.path.clone(),
@@ -96,6 +96,23 @@ impl WorkDir {
             });
         }
         Ok(())
+    }
+
+    /// The content checksum of shard `shard`, read whole as `inputs` (its only input, opened
+    /// with [`crate::io::Inputs::with_content_checksums`]): the bytes the pass read, or for a
+    /// Parquet shard, whose pass reads columns, the file's.
+    pub(crate) fn content_checksum(
+        &self,
+        inputs: &crate::io::Inputs,
+        shard: usize,
+    ) -> Result<String, Error> {
+        match inputs.content_checksum(0) {
+            Some(sum) => Ok(sum),
+            None => {
+                let path = Path::new(&self.manifest.shards[shard].path);
+                Ok(crate::io::checksum::file_checksum(path, None)?.0)
+            }
+        }
     }
 }
 
@@ -210,7 +227,7 @@ pub fn apply(
         .filter(|m| m.0 == shard)
         .map(|m| m.1 as u32)
         .collect();
-    let inputs = work.inputs(&[shard])?;
+    let inputs = work.inputs(&[shard])?.with_content_checksums();
     let pass = PassTwo {
         inputs: &inputs,
         fields: work.fields(),
@@ -221,7 +238,7 @@ pub fn apply(
     };
     let mut snippets = HashMap::new();
     let written = write_pass(&pass, out, progress, &wanted, &mut snippets)?;
-    work.check_content(shard)?;
+    work.check_content(&inputs, shard)?;
     let mut snippets: Vec<(u64, String)> =
         snippets.into_iter().map(|(d, s)| (d as u64, s)).collect();
     snippets.sort();

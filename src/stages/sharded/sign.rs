@@ -46,7 +46,7 @@ pub fn sign(
         ));
     }
     let fields = work.fields();
-    let inputs = work.inputs(&[shard])?;
+    let inputs = work.inputs(&[shard])?.with_content_checksums();
     let num_perm = cfg.params.num_perm;
     let mut columns = vec![
         col("id", DataType::Utf8),
@@ -132,13 +132,9 @@ pub fn sign(
         out.write(cols)
     })?;
     let info = engine.info();
-    // The whole shard's checksum, while its pages are still cached: `apply` compares it
-    // before it publishes anything, so a shard edited after this pass is refused even where
-    // its size and ends stayed the same.
-    let (content, _) = crate::io::checksum::file_checksum(
-        std::path::Path::new(&work.manifest.shards[shard].path),
-        None,
-    )?;
+    // The whole shard's checksum: `apply` compares it before it publishes anything, so a
+    // shard edited after this pass is refused even where its size and ends stayed the same.
+    let content = work.content_checksum(&inputs, shard)?;
     let summary = SignSummary {
         scan: stats.clone(),
         engine_kind: info.kind.to_string(),
