@@ -45,6 +45,15 @@ pub(super) fn run(a: DecontamArgs) -> Result<ExitCode> {
     }
     // The bars' last state (written when they go) comes before the summary.
     drop(progress);
+    if !a.run.quiet {
+        for f in grams.jsonl_by_content() {
+            eprintln!(
+                "neardup: warning: protected file {f} is read as one whole text (only a name \
+                 ending in .jsonl, .jsonl.gz or .jsonl.zst makes each value a text of its own), \
+                 but its first line is a JSON object: rename it .jsonl to protect each value"
+            );
+        }
+    }
     if let Some(w) = grams.short_texts_warning() {
         // A run that protects nothing says so even under --quiet: it is close to an error.
         if grams.is_empty() || !a.run.quiet {

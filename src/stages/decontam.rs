@@ -110,6 +110,9 @@ pub struct ProtectedSet {
     files: Vec<ProtectedFile>,
     /// What the keys point at: a file, or with a task field one task of a file.
     sources: Vec<ProtectedSource>,
+    /// Files read whole (not named `.jsonl`) whose first line is a JSON object: most likely
+    /// JSONL under another name, whose values the user meant to protect one by one.
+    jsonl_by_content: Vec<String>,
 }
 
 /// A protected file, or with a task field ([`ProtectedSet::with_task_field`]) the items of one
@@ -125,6 +128,18 @@ pub struct ProtectedSource {
     pub texts: u64,
     /// Distinct n-grams of this source.
     pub ngrams: u64,
+}
+
+/// Whether `bytes` (a protected file read whole) start with a line that is a JSON object.
+fn looks_like_jsonl(bytes: &[u8]) -> bool {
+    let first = bytes
+        .split(|&b| b == b'\n')
+        .map(|l| l.trim_ascii())
+        .find(|l| !l.is_empty());
+    first.is_some_and(|l| {
+        l.first() == Some(&b'{')
+            && serde_json::from_slice::<serde_json::Value>(l).is_ok_and(|v| v.is_object())
+    })
 }
 
 impl ProtectedSet {
@@ -146,6 +161,7 @@ impl ProtectedSet {
             shared: GramMap::default(),
             files: Vec::new(),
             sources: Vec::new(),
+            jsonl_by_content: Vec::new(),
         })
     }
 
@@ -380,6 +396,9 @@ impl ProtectedSet {
                 path: name.clone(),
                 source: e,
             })?;
+            if looks_like_jsonl(&bytes) {
+                self.jsonl_by_content.push(name.clone());
+            }
             let text = String::from_utf8(bytes).map_err(|e| {
                 let at = e.utf8_error().valid_up_to();
                 let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
@@ -392,6 +411,12 @@ impl ProtectedSet {
             self.add_texts(&name, [text.as_str()]);
         }
         Ok(())
+    }
+
+    /// The files read whole as one text whose content is JSONL all the same (its first line is
+    /// a JSON object): SPEC §4 goes by the name, so they are worth a warning.
+    pub fn jsonl_by_content(&self) -> &[String] {
+        &self.jsonl_by_content
     }
 
     /// The sources (indices into [`ProtectedSet::sources`]) holding the n-gram with this key.

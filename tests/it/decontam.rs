@@ -530,3 +530,46 @@ fn decontam(
 fn s(p: &std::path::Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// A protected file whose content is JSONL but whose name is not `.jsonl` is read whole (SPEC
+/// §4 goes by the name), and the run warns, naming it; one named `.jsonl`, or a plain text,
+/// gets no such warning.
+#[test]
+fn jsonl_content_under_another_name_is_named_in_a_warning() {
+    use crate::common::*;
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("c.jsonl");
+    write_jsonl(
+        &corpus,
+        &[("a".into(), "nothing to see in this document at all".into())],
+    );
+    let item = r#"{"question": "what is the boiling point of water at sea level in kelvin degrees", "answer": "373"}"#;
+    let out = dir.path().join("out.jsonl");
+    for (name, warned) in [
+        ("evals.json", true),
+        ("evals.jsonl", false),
+        ("notes.txt", false),
+    ] {
+        let p = dir.path().join(name);
+        let body = if name == "notes.txt" {
+            "just a paragraph of plain protected prose\n".to_string()
+        } else {
+            format!("{item}\n")
+        };
+        std::fs::write(&p, body).unwrap();
+        let o = neardup(&[
+            "decontam",
+            corpus.to_str().unwrap(),
+            "--protected",
+            p.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        ok(&o);
+        let said = stderr(&o).contains(&format!(
+            "protected file {} is read as one whole text",
+            p.display()
+        ));
+        assert_eq!(said, warned, "{name}: {}", stderr(&o));
+    }
+}
