@@ -504,14 +504,33 @@ fn an_edited_index_segment_is_refused_and_an_input_is_added_once() {
     );
     assert!(!out.exists());
     std::fs::write(&seg, &good).unwrap();
-    ok(&neardup(&[
-        "dedup",
-        s(&ins[1]),
-        "-o",
-        s(&out),
-        "--against",
-        s(&ix),
-    ]));
+    let against = |out: &Path| neardup(&["dedup", s(&ins[1]), "-o", s(out), "--against", s(&ix)]);
+    ok(&against(&out));
+    let want = sha256(&out);
+    // A flipped bit anywhere in the segment: an error naming it, or the same bytes.
+    let mut rng = Rng(0xc0ffee);
+    for _ in 0..12 {
+        let mut bytes = good.clone();
+        let at = rng.below(bytes.len() as u64) as usize;
+        bytes[at] ^= 1 << rng.below(8);
+        std::fs::write(&seg, &bytes).unwrap();
+        let _ = std::fs::remove_file(&out);
+        let o = against(&out);
+        if o.status.success() {
+            assert_eq!(
+                sha256(&out),
+                want,
+                "byte {at}: a run that succeeds writes the same bytes"
+            );
+        } else {
+            assert!(
+                stderr(&o).contains("seg-000001.ndx"),
+                "byte {at}: {}",
+                stderr(&o)
+            );
+        }
+    }
+    std::fs::write(&seg, &good).unwrap();
 
     // The same input again: nothing added (a rerun of an addition that landed).
     let docs = |ix: &Path| -> u64 {
