@@ -222,28 +222,35 @@ fn only_a_new_or_empty_directory_becomes_a_work_directory_and_only_neardup_s_fil
 
 /// What the finished pipeline writes, for comparing runs.
 fn finish_and_hash(w: &Path, ins: &[PathBuf], tag: &str) -> [String; 3] {
-    let out = w.with_extension(format!("{tag}.out.jsonl"));
-    let cl = w.with_extension(format!("{tag}.clusters.jsonl"));
-    let pairs = w.with_extension(format!("{tag}.pairs.jsonl"));
+    let (o, files) = dedup(ins, &w.with_extension(tag), Some(w));
+    ok(&o);
+    files.map(|f| sha256(&f))
+}
+
+/// `dedup --exact` of `ins` (out of core in `work` with 2 partitions, when given) with its
+/// output, clusters and pairs at `stem.out.jsonl`, `stem.clusters.jsonl`, `stem.pairs.jsonl`,
+/// which are removed first.
+fn dedup(
+    ins: &[PathBuf],
+    stem: &Path,
+    work: Option<&Path>,
+) -> (std::process::Output, [PathBuf; 3]) {
+    let files = ["out", "clusters", "pairs"].map(|k| {
+        let mut name = stem.as_os_str().to_owned();
+        name.push(format!(".{k}.jsonl"));
+        PathBuf::from(name)
+    });
+    for f in &files {
+        let _ = std::fs::remove_file(f);
+    }
     let mut args = vec!["dedup"];
     args.extend(ins.iter().map(|p| s(p)));
-    args.extend([
-        "-o",
-        s(&out),
-        "--clusters",
-        s(&cl),
-        "--pairs",
-        s(&pairs),
-        "--work-dir",
-        s(w),
-        "--partitions",
-        "2",
-        "--exact",
-        "--engine",
-        "cpu",
-    ]);
-    ok(&neardup(&args));
-    [sha256(&out), sha256(&cl), sha256(&pairs)]
+    args.extend(["-o", s(&files[0]), "--clusters", s(&files[1])]);
+    args.extend(["--pairs", s(&files[2]), "--exact", "--engine", "cpu"]);
+    if let Some(w) = work {
+        args.extend(["--work-dir", s(w), "--partitions", "2"]);
+    }
+    (neardup(&args), files)
 }
 
 /// Every file under `dir` (its lock files aside), as paths relative to it, sorted.
@@ -335,24 +342,9 @@ fn two_runs_of_one_unit_at_once_give_the_bytes_of_one() {
         );
     }
     // And the bytes are those of in-memory dedup.
-    let out = dir.path().join("mem.jsonl");
-    let cl = dir.path().join("mem.clusters.jsonl");
-    let pairs = dir.path().join("mem.pairs.jsonl");
-    let mut args = vec!["dedup"];
-    args.extend(ins.iter().map(|p| s(p)));
-    args.extend([
-        "-o",
-        s(&out),
-        "--clusters",
-        s(&cl),
-        "--pairs",
-        s(&pairs),
-        "--exact",
-        "--engine",
-        "cpu",
-    ]);
-    ok(&neardup(&args));
-    assert_eq!(want, [sha256(&out), sha256(&cl), sha256(&pairs)]);
+    let (o, files) = dedup(&ins, &dir.path().join("mem"), None);
+    ok(&o);
+    assert_eq!(want, files.map(|f| sha256(&f)));
 }
 
 /// A tiny seeded generator (the tests need no cryptographic randomness).
@@ -406,34 +398,12 @@ fn a_flipped_byte_in_any_stage_file_is_an_error_naming_it_or_changes_nothing() {
                 let mut bytes = std::fs::read(&path).unwrap();
                 bytes[at as usize] ^= 1 << rng.below(8);
                 std::fs::write(&path, bytes).unwrap();
-                let out = w.with_extension("flipped.out.jsonl");
-                let mut args = vec!["dedup"];
-                args.extend(ins.iter().map(|p| s(p)));
-                let cl = w.with_extension("flipped.clusters.jsonl");
-                let pairs = w.with_extension("flipped.pairs.jsonl");
-                args.extend([
-                    "-o",
-                    s(&out),
-                    "--clusters",
-                    s(&cl),
-                    "--pairs",
-                    s(&pairs),
-                    "--work-dir",
-                    s(&w),
-                    "--partitions",
-                    "2",
-                    "--exact",
-                    "--engine",
-                    "cpu",
-                ]);
-                for f in [&out, &cl, &pairs] {
-                    let _ = std::fs::remove_file(f);
-                }
-                let o = neardup(&args);
+                let (o, files) = dedup(&ins, &w.with_extension("flipped"), Some(&w));
+                let out = &files[0];
                 let what = format!("{} byte {at}", rel.display());
                 if o.status.success() {
                     assert_eq!(
-                        [sha256(&out), sha256(&cl), sha256(&pairs)],
+                        files.clone().map(|f| sha256(&f)),
                         want,
                         "{what}: a run that succeeds writes the untouched run's bytes"
                     );
