@@ -52,7 +52,9 @@ impl Checksum {
 pub fn seal(out: &mut Output) -> Result<(), Error> {
     let sum = out.sum_value().expect("a sealed file keeps a checksum");
     out.write_all(&sum.to_le_bytes())?;
-    out.write_all(SEAL_MAGIC)
+    out.write_all(SEAL_MAGIC)?;
+    out.sealed = true;
+    Ok(())
 }
 
 /// What makes a file the same file, unchanged: its device, inode, size and change times. An
@@ -78,6 +80,29 @@ fn seen(meta: &std::fs::Metadata) -> Seen {
         meta.ctime(),
         meta.ctime_nsec(),
     )
+}
+
+/// Whether this process has checked the file `file` as it is now (see [`mark_file_checked`]).
+pub(crate) fn is_checked(file: &File) -> bool {
+    #[cfg(unix)]
+    if let Ok(meta) = file.metadata() {
+        let v = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+        return v.contains(&seen(&meta));
+    }
+    let _ = file;
+    false
+}
+
+/// Count the open file `file`, as it is now, as checked.
+pub(crate) fn mark_file_checked(file: &File) {
+    #[cfg(unix)]
+    if let Ok(meta) = file.metadata() {
+        CHECKED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(seen(&meta));
+    }
+    let _ = file;
 }
 
 /// Count the file at `path`, as it is now, as checked (a file this process sealed and moved
@@ -133,7 +158,8 @@ fn check_seal_bytes(path: &Path, file: &File, len: u64, remedy: &str) -> Result<
         ));
     }
     let want = u128::from_le_bytes(tail[..16].try_into().expect("16 bytes"));
-    let (now, _) = file_checksum(path, Some(len - SEAL_BYTES))?;
+    // The bytes of the file whose trailer was read, not of whatever the path names now.
+    let (now, _) = open_file_checksum(file, &name, Some(len - SEAL_BYTES))?;
     if now != format!("{want:032x}") {
         return Err(bad(
             "its contents do not match their checksum (edited or damaged since neardup wrote \
@@ -147,22 +173,35 @@ fn check_seal_bytes(path: &Path, file: &File, len: u64, remedy: &str) -> Result<
 /// when `None`), and the bytes it covers. A file shorter than `len` is an error.
 pub fn file_checksum(path: &Path, len: Option<u64>) -> Result<(String, u64), Error> {
     let name = path.display().to_string();
-    let io = |e| Error::io(&name, e);
-    let f = std::fs::File::open(path).map_err(io)?;
+    let f = std::fs::File::open(path).map_err(|e| Error::io(&name, e))?;
+    open_file_checksum(&f, &name, len)
+}
+
+/// [`file_checksum`] of the open file `f` (named `name`): the bytes of this file, whatever
+/// its path names by now.
+fn open_file_checksum(f: &File, name: &str, len: Option<u64>) -> Result<(String, u64), Error> {
+    let io = |e| Error::io(name, e);
     let size = f.metadata().map_err(io)?.len();
     // A regular file is hashed where it lies in the page cache (mapped, not copied out); a
     // pipe or a file that changes size meanwhile is read.
     if f.metadata().map_err(io)?.is_file() && size > 0 && len.is_none_or(|l| l <= size) {
         // SAFETY: read-only; a file truncated while it is hashed faults as any mapped input
         // does (GUIDE.md, "Reading inputs").
-        if let Ok(map) = unsafe { memmap2::Mmap::map(&f) } {
+        if let Ok(map) = unsafe { memmap2::Mmap::map(f) } {
             let n = len.unwrap_or(size) as usize;
             let mut sum = Checksum::new();
             sum.update(&map[..n]);
             return Ok((sum.hex(), n as u64));
         }
     }
-    let mut r = f.take(len.unwrap_or(u64::MAX));
+    // From the start, and back to where the handle was after: its reader goes on from there.
+    use std::io::Seek;
+    let mut h = f;
+    let was = h.stream_position().ok();
+    if was.is_some() {
+        h.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+    }
+    let mut r = h.take(len.unwrap_or(u64::MAX));
     let mut sum = Checksum::new();
     let mut buf = vec![0u8; READ_BYTES];
     let mut read = 0u64;
@@ -176,10 +215,13 @@ pub fn file_checksum(path: &Path, len: Option<u64>) -> Result<(String, u64), Err
         sum.update(&buf[..n]);
         read += n as u64;
     }
+    if let Some(at) = was {
+        h.seek(std::io::SeekFrom::Start(at)).map_err(io)?;
+    }
     if let Some(len) = len {
         if read < len {
             return Err(Error::Work {
-                path: name,
+                path: name.to_string(),
                 msg: format!("cut short: {read} bytes where {len} were written"),
             });
         }

@@ -214,6 +214,8 @@ pub struct Output {
     /// A file of neardup's own (a stage file, an index's), not listed among the outputs a run
     /// completed ([`completed_outputs`]).
     internal: bool,
+    /// [`super::checksum::seal`] ended it with its checksum.
+    pub(crate) sealed: bool,
 }
 
 enum OutputInner {
@@ -312,6 +314,7 @@ impl Output {
                 )),
                 sum: None,
                 internal: false,
+                sealed: false,
             });
         }
         let target = through_links(Path::new(path));
@@ -335,6 +338,7 @@ impl Output {
             inner: OutputInner::File { writer, target },
             sum: None,
             internal: false,
+            sealed: false,
         })
     }
 
@@ -395,7 +399,7 @@ impl Output {
                     .and_then(|tmp| {
                         Partial::new_persisted(tmp).persist_as(&target, &self.name, !self.internal)
                     });
-                if r.is_ok() && self.sum.is_some() {
+                if r.is_ok() && self.sealed {
                     // Sealed as it was written: this process need not read it back to check.
                     super::checksum::mark_checked(&target);
                 }

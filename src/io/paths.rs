@@ -54,16 +54,15 @@ fn stdin_identity() -> Option<FileIdentity> {
 }
 
 /// Where a file is, or would be created: its path with every link resolved where it exists,
-/// else its directory resolved and its name as given.
+/// else the location of its directory (made the same way, up to one that exists) and its name.
 pub(crate) fn location(p: &Path) -> PathBuf {
     if let Ok(c) = std::fs::canonicalize(p) {
         return c;
     }
     let dir = match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
+        Some(d) if !d.as_os_str().is_empty() => location(d),
+        _ => std::fs::canonicalize(".").unwrap_or_else(|_| PathBuf::from(".")),
     };
-    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     match p.file_name() {
         Some(f) => dir.join(f),
         None => dir,
@@ -100,8 +99,22 @@ pub fn check_outputs(
         })
         .collect();
     let mut seen: Vec<(NamedPath, FileIdentity)> = Vec::new();
-    for &(opt, path) in outputs {
-        let id = file_identity(path);
+    // Where each output is written: through its links, dangling ones too, as
+    // [`super::Output::create`] writes.
+    let resolved: Vec<String> = outputs
+        .iter()
+        .map(|&(_, p)| {
+            if p == "-" {
+                p.to_string()
+            } else {
+                super::output::through_links(Path::new(p))
+                    .display()
+                    .to_string()
+            }
+        })
+        .collect();
+    for (&(opt, path), target) in outputs.iter().zip(&resolved) {
+        let id = file_identity(target);
         if let Some(((role, ip), _)) = ins.iter().find(|(_, i)| *i == id) {
             let what = if *role == "input" {
                 "the input".to_string()
@@ -131,11 +144,11 @@ pub fn check_outputs(
             )));
         }
         if path != "-" {
-            check_not_owned(opt, path, &id, owned)?;
+            check_not_owned(opt, path, target, &id, owned)?;
         }
         seen.push(((opt, path), id));
     }
-    let paths: Vec<&str> = outputs.iter().map(|o| o.1).collect();
+    let paths: Vec<&str> = resolved.iter().map(|p| p.as_str()).collect();
     super::output::probe_outputs(&paths)
 }
 
@@ -169,15 +182,16 @@ pub fn check_inputs_outside(inputs: &[NamedPath], owned: &[OwnedDir]) -> Result<
     Ok(())
 }
 
-/// Refuse the output `path` (of option `opt`) when it lies in one of the `owned` directories
-/// or is a hard link to a file in one.
+/// Refuse the output `path` (of option `opt`, written at `target`, its links followed) when it
+/// lies in one of the `owned` directories or is a hard link to a file in one.
 fn check_not_owned(
     opt: &str,
     path: &str,
+    target: &str,
     id: &FileIdentity,
     owned: &[OwnedDir],
 ) -> Result<(), Error> {
-    let at = location(Path::new(path));
+    let at = location(Path::new(target));
     for &(what, dir) in owned {
         let refuse = || {
             Error::Output(format!(

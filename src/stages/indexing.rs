@@ -60,7 +60,9 @@ pub fn index_inputs(
     // The inputs' checksums: an input already in the index is not added twice.
     let mut sources = Vec::new();
     for i in 0..inputs.len() {
-        if inputs.is_stdin(i) {
+        // Standard input has no bytes to hash before it is read, and an empty file no
+        // documents to add twice.
+        if inputs.is_stdin(i) || std::fs::metadata(inputs.path(i)).is_ok_and(|m| m.len() == 0) {
             continue;
         }
         let (sum, _) = crate::io::checksum::file_checksum(inputs.path(i), None)?;

@@ -115,6 +115,24 @@ fn no_output_lands_on_an_input_standard_input_or_neardup_s_own_files() {
     ] {
         refused(&neardup(&args), "is in the work directory");
     }
+    // A link, dangling until the run makes the work directory, that leads into it.
+    let fresh = dir.path().join("fresh-work");
+    let dangling = dir.path().join("dangling.jsonl");
+    std::os::unix::fs::symlink("fresh-work/manifest.json", &dangling).unwrap();
+    let o = neardup_command()
+        .current_dir(dir.path())
+        .args([
+            "dedup",
+            "in0.jsonl",
+            "-o",
+            "dangling.jsonl",
+            "--work-dir",
+            "fresh-work",
+        ])
+        .output()
+        .unwrap();
+    refused(&o, "is in the work directory");
+    assert!(!fresh.join("manifest.json").exists());
     // A hard link to a file of the work directory, outside it, is one of its files.
     let linked = dir.path().join("linked.json");
     std::fs::hard_link(&m, &linked).unwrap();
@@ -421,6 +439,28 @@ fn a_flipped_byte_in_any_stage_file_is_an_error_naming_it_or_changes_nothing() {
         }
     }
     assert!(caught > 20, "flips caught: {caught}");
+}
+
+#[test]
+fn a_confirm_of_several_partitions_confirms_each_whatever_is_done_already() {
+    let dir = tempfile::tempdir().unwrap();
+    let ins = two_shards(dir.path());
+    let w = dir.path().join("w");
+    stages_upto(&w, &ins, "bands");
+    // The later partition first, alone; then both, the earlier one not done yet.
+    stage(&["confirm", s(&w), "--partition", "1"]);
+    let o = stage(&["confirm", s(&w), "--partition", "0", "1"]);
+    assert!(w.join("pairs/0000.parquet").exists(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("confirm: partition 0,"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("partition 1: done already"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

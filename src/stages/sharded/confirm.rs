@@ -175,6 +175,10 @@ fn partition_rows(work: &WorkDir, partition: usize) -> Result<Vec<BandRow>, Erro
 /// hundred words, are what a group holds.
 pub const GROUP_DOCS: usize = 256 << 10;
 
+/// The most partitions confirmed in one group: each holds its unit lock, an open file, until
+/// it is written.
+const GROUP_PARTS: usize = 32;
+
 /// Confirm partition `partition`. Returns its summary, or `None` when it was confirmed
 /// already.
 pub fn confirm(
@@ -200,17 +204,35 @@ pub fn confirm_together(
     for &p in parts {
         work.check_partition(p)?;
     }
-    let units: Vec<String> = parts.iter().map(|p| format!("confirm-{p:04}")).collect();
-    let _locks = work.lock_all(&units)?;
-    for &p in parts {
-        work.remove_partials("pairs", &format!("{p:04}."))?;
-        work.remove_partials("pairs", &format!("{p:04}-docs."))?;
-    }
+    // Ascending, each once: two runs taking overlapping sets take their locks in one order.
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| parts[i]);
+    order.dedup_by_key(|i| parts[*i]);
     let mut out = vec![None; parts.len()];
     let mut group: Vec<(usize, Loaded)> = Vec::new();
+    // The locks of the group's partitions, held until they are written: a lock is an open
+    // file, so a group holds at most `GROUP_PARTS`.
+    let mut locks = Vec::new();
     let mut union: Vec<Vec<u64>> = vec![Vec::new(); work.shards()];
-    for (i, &p) in parts.iter().enumerate() {
-        work.check_partition(p)?;
+    let finish_group = |group: &mut Vec<(usize, Loaded)>,
+                        union: &mut Vec<Vec<u64>>,
+                        out: &mut Vec<Option<ConfirmSummary>>|
+     -> Result<(), Error> {
+        let docs = Docs::gather(work, std::mem::take(union), progress)?;
+        *union = vec![Vec::new(); work.shards()];
+        let cache = JaccardCache::default();
+        let total: usize = group.iter().map(|(_, l)| l.docs()).sum::<usize>().max(1);
+        for (i, loaded) in group.drain(..) {
+            let share = docs.seconds * loaded.docs() as f64 / total as f64;
+            out[i] = Some(finish(work, loaded, &docs, &cache, share, progress)?);
+        }
+        Ok(())
+    };
+    for &i in &order {
+        let p = parts[i];
+        let lock = work.lock(&format!("confirm-{p:04}"))?;
+        work.remove_partials("pairs", &format!("{p:04}."))?;
+        work.remove_partials("pairs", &format!("{p:04}-docs."))?;
         if work.table_done(&work.pairs_file(p))? {
             continue;
         }
@@ -221,17 +243,15 @@ pub fn confirm_together(
             u.dedup();
         }
         group.push((i, loaded));
+        locks.push(lock);
         let docs: usize = union.iter().map(|v| v.len()).sum();
-        if docs >= max_docs || i + 1 == parts.len() {
-            let docs = Docs::gather(work, std::mem::take(&mut union), progress)?;
-            union = vec![Vec::new(); work.shards()];
-            let cache = JaccardCache::default();
-            let total: usize = group.iter().map(|(_, l)| l.docs()).sum::<usize>().max(1);
-            for (i, loaded) in group.drain(..) {
-                let share = docs.seconds * loaded.docs() as f64 / total as f64;
-                out[i] = Some(finish(work, loaded, &docs, &cache, share, progress)?);
-            }
+        if docs >= max_docs || group.len() >= GROUP_PARTS {
+            finish_group(&mut group, &mut union, &mut out)?;
+            locks.clear();
         }
+    }
+    if !group.is_empty() {
+        finish_group(&mut group, &mut union, &mut out)?;
     }
     Ok(out)
 }

@@ -1,11 +1,13 @@
 //! One run at a time for each unit of work (a shard's `sign`, `bands` or `apply`, a partition's
 //! `confirm`, the whole `rank` or `cluster`): a scheduler's retry or a double submit of the
-//! same unit waits for the first run, then finds its files made and skips. Different units take
-//! different locks and run in parallel.
+//! same unit waits for the first run, then finds its files made and skips (`apply` writes its
+//! output again, the same bytes). Different units take different locks and run in parallel; a
+//! `confirm` of several partitions takes their locks in ascending order, holding those of the
+//! group it is confirming.
 //!
 //! A lock is a [`FileLock`](crate::io::lock::FileLock) on a file under `lock/`, so a killed run
-//! leaves no stale lock behind. Under its lock a unit also removes the temporary files that a killed run
-//! of the same unit left (`.NAME.XXXX.partial`): no live run can own them.
+//! leaves no stale lock behind. Under its lock a unit also removes the temporary files that a
+//! killed run of the same unit left (`.NAME.XXXX.partial`): no live run can own them.
 
 use std::path::Path;
 
@@ -22,15 +24,6 @@ impl WorkDir {
         let dir = self.root().join("lock");
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir.display().to_string(), e))?;
         UnitLock::take(&dir.join(unit))
-    }
-
-    /// Take the locks of several units, in one order for every run (so two runs taking
-    /// overlapping sets cannot wait on each other).
-    pub fn lock_all(&self, units: &[String]) -> Result<Vec<UnitLock>, Error> {
-        let mut sorted: Vec<&String> = units.iter().collect();
-        sorted.sort();
-        sorted.dedup();
-        sorted.into_iter().map(|u| self.lock(u)).collect()
     }
 
     /// Remove the temporary files a killed run left in the stage directory `stage` for the
