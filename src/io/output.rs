@@ -318,7 +318,7 @@ impl Output {
             });
         }
         let target = through_links(Path::new(path));
-        let tmp = temp_beside(&target)?;
+        let tmp = temp_beside_named(&target, path)?;
         register_partial(tmp.path());
         let buf = io::BufWriter::with_capacity(OUTPUT_BUFFER_BYTES, WritebackFile::new(tmp));
         let writer: Box<dyn FinishWrite> = if path.ends_with(".gz") {
@@ -471,7 +471,13 @@ fn check_replaceable(target: &Path, name: &str) -> Result<(), Error> {
 /// systems). A missing directory, or a target that is not a regular file
 /// ([`check_replaceable`]), is an error naming the target.
 pub(crate) fn temp_beside(target: &Path) -> Result<tempfile::NamedTempFile, Error> {
-    let name = target.display().to_string();
+    temp_beside_named(target, &target.display().to_string())
+}
+
+/// [`temp_beside`], its errors naming the output `name` (as the user gave it: `target` may be
+/// where its links lead).
+fn temp_beside_named(target: &Path, name: &str) -> Result<tempfile::NamedTempFile, Error> {
+    let name = name.to_string();
     check_replaceable(target, &name)?;
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -568,7 +574,7 @@ pub fn failure_message(completed: &[PathBuf]) -> Option<String> {
 /// the run before it writes anything, not after its first outputs are complete.
 pub fn probe_outputs(paths: &[&str]) -> Result<(), Error> {
     for p in paths.iter().filter(|p| **p != "-") {
-        drop(temp_beside(Path::new(p))?);
+        drop(temp_beside_named(&through_links(Path::new(p)), p)?);
     }
     Ok(())
 }

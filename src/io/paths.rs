@@ -148,7 +148,7 @@ pub fn check_outputs(
         }
         seen.push(((opt, path), id));
     }
-    let paths: Vec<&str> = resolved.iter().map(|p| p.as_str()).collect();
+    let paths: Vec<&str> = outputs.iter().map(|o| o.1).collect();
     super::output::probe_outputs(&paths)
 }
 
