@@ -112,22 +112,7 @@ fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|a| a.to_string()).collect()
 }
 
-/// Run and expect exit 1 with every needle in the message (which starts as every error does).
-fn refused(args: &[&str], needles: &[&str]) -> String {
-    let o = neardup(args);
-    let err = stderr(&o);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "expected exit 1 for {args:?}, got {:?}: {err}",
-        o.status
-    );
-    assert!(err.starts_with("neardup: error:"), "{args:?}: {err}");
-    for n in needles {
-        assert!(err.contains(n), "message for {args:?} lacks {n:?}: {err}");
-    }
-    err
-}
+use crate::common::refused_with as refused;
 
 /// Boundary values of every kind: small, powers of two and their neighbours, the ends of the
 /// integer types and past them, negative, not a number, infinite, past f64.

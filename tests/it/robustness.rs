@@ -32,18 +32,7 @@ impl Case {
     /// Run, expect failure (exit 1) with every `needle` in the message, and no new file.
     fn fails(&self, args: &[&str], needles: &[&str]) {
         let before = dir_entries(self.dir.path());
-        let o = neardup(args);
-        let err = stderr(&o);
-        assert_eq!(
-            o.status.code(),
-            Some(1),
-            "expected exit 1 for {args:?}, got {:?}: {err}",
-            o.status
-        );
-        for n in needles {
-            assert!(err.contains(n), "message for {args:?} lacks {n:?}: {err}");
-        }
-        assert!(err.starts_with("neardup: error:"), "{err}");
+        refused_with(args, needles);
         assert_eq!(
             dir_entries(self.dir.path()),
             before,

@@ -228,3 +228,21 @@ pub fn parquet_string_column(
     }
     (names, values)
 }
+
+/// Run, and expect exit 1 with every needle in the message (which starts as every error
+/// does); the message.
+pub fn refused_with(args: &[&str], needles: &[&str]) -> String {
+    let o = neardup(args);
+    let err = stderr(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "expected exit 1 for {args:?}, got {:?}: {err}",
+        o.status
+    );
+    assert!(err.starts_with("neardup: error:"), "{args:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "message for {args:?} lacks {n:?}: {err}");
+    }
+    err
+}
