@@ -639,31 +639,15 @@ fn partitions_past_the_open_file_limit_are_refused_at_the_door() {
     let run = |args: &[&str]| {
         run_limited(&strings(args), Some(256), false, Duration::from_secs(60)).expect("finishes")
     };
+    let dedup = |partitions: &'static str| {
+        let w = ["--work-dir", wd.as_str(), "--partitions", partitions];
+        let mut a = vec!["dedup", inp.as_str(), "-o", out.as_str(), "--engine", "cpu"];
+        a.extend(w);
+        a
+    };
     for args in [
-        &[
-            "dedup",
-            &inp,
-            "-o",
-            &out,
-            "--engine",
-            "cpu",
-            "--work-dir",
-            &wd,
-            "--partitions",
-            "1000000",
-        ][..],
-        &[
-            "dedup",
-            &inp,
-            "-o",
-            &out,
-            "--engine",
-            "cpu",
-            "--work-dir",
-            &wd,
-            "--partitions",
-            "193",
-        ],
+        &dedup("1000000")[..],
+        &dedup("193"),
         &["stage", "init", &wd, &inp, "--partitions", "193"],
     ] {
         let o = run(args);
