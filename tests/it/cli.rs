@@ -628,6 +628,30 @@ fn each_summary_says_only_what_applies_to_its_command() {
     }
 }
 
+/// `decontam IN --protected PROT -o OUT --report REP EXTRA...`, which must succeed.
+fn decontam_with_report(
+    inp: &Path,
+    prot: &Path,
+    out: &Path,
+    rep: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut v = vec![
+        "decontam",
+        inp.to_str().unwrap(),
+        "--protected",
+        prot.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--report",
+        rep.to_str().unwrap(),
+    ];
+    v.extend_from_slice(extra);
+    let o = neardup(&v);
+    ok(&o);
+    o
+}
+
 #[test]
 fn decontam_warns_when_protected_items_are_too_short_to_protect_anything() {
     let dir = tempfile::tempdir().unwrap();
@@ -645,22 +669,7 @@ fn decontam_warns_when_protected_items_are_too_short_to_protect_anything() {
     .unwrap();
     let out = dir.path().join("o.jsonl");
     let rep = dir.path().join("r.json");
-    let run = |extra: &[&str]| {
-        let mut v = vec![
-            "decontam",
-            inp.to_str().unwrap(),
-            "--protected",
-            short.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--report",
-            rep.to_str().unwrap(),
-        ];
-        v.extend_from_slice(extra);
-        let o = neardup(&v);
-        ok(&o);
-        stderr(&o)
-    };
+    let run = |extra: &[&str]| stderr(&decontam_with_report(&inp, &short, &out, &rep, extra));
     // Three texts, all shorter than 8 words (the least protected whole by default): nothing
     // is protected, said loudly, even --quiet.
     for quiet in [&[][..], &["--quiet"][..]] {
@@ -724,19 +733,7 @@ fn decontam_protects_short_items_whole_by_default() {
     let out = dir.path().join("o.jsonl");
     let rep = dir.path().join("r.json");
     let run = |extra: &[&str]| {
-        let mut v = vec![
-            "decontam",
-            inp.to_str().unwrap(),
-            "--protected",
-            prot.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--report",
-            rep.to_str().unwrap(),
-        ];
-        v.extend_from_slice(extra);
-        let o = neardup(&v);
-        ok(&o);
+        let o = decontam_with_report(&inp, &prot, &out, &rep, extra);
         let kept: Vec<String> = read_jsonl(&out)
             .iter()
             .map(|r| r["id"].as_str().unwrap().to_string())
