@@ -73,10 +73,17 @@ pub enum Error {
     /// An output names an input or another output of the same run (refused before any work).
     #[error("{0}")]
     Output(String),
+    /// What was asked for needs a Cargo feature this build was made without.
+    #[error(
+        "{what} needs neardup's `{feature}` feature, which this build was made without; \
+         rebuild with it (`--features {feature}`; the default build has it)"
+    )]
+    Feature { feature: &'static str, what: String },
 }
 
 impl Error {
-    pub(crate) fn io(path: &str, source: std::io::Error) -> Self {
+    /// An I/O error on `path` (or on what the text names, for something without a path).
+    pub fn io(path: &str, source: std::io::Error) -> Self {
         Error::Io {
             path: path.to_string(),
             source,

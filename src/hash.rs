@@ -139,6 +139,14 @@ pub fn perm_params(num_perm: usize, seed: u64) -> PermParams {
     PermParams { a, b }
 }
 
+/// Fisher-Yates with the crate's generator.
+pub fn shuffle<T>(v: &mut [T], rng: &mut Pcg32) {
+    for i in (1..v.len()).rev() {
+        let j = rng.below(i as u32 + 1) as usize;
+        v.swap(i, j);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

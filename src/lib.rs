@@ -15,11 +15,16 @@
 //!
 //! The modules form layers, each importing only those below it (a test guards it):
 //! [`simd`], [`text`], [`hash`], [`batch`], [`sign`], [`io`], [`jsonl`], [`ids`], [`corpus`],
-//! [`engine`], [`index`], [`sys`], [`progress`], [`pipeline`], [`stages`], [`report`],
-//! [`bench`](mod@bench), with [`synth`] beside them.
+//! [`engine`], [`index`], [`sys`], [`progress`], [`pipeline`], [`stages`], [`report`], with
+//! [`synth`] (seeded corpora for tests and benchmarks, which the library itself never uses)
+//! beside them.
+//!
+//! Two Cargo features, both on by default, carry the heavy dependencies: `gpu` (wgpu: the GPU
+//! engine) and `parquet` (arrow and parquet: Parquet inputs, outputs and signature files, and
+//! the sharded stages' tables). A build without one says so, naming the feature, wherever it is
+//! needed.
 
 pub mod batch;
-pub mod bench;
 pub mod corpus;
 pub mod engine;
 mod error;

@@ -1,240 +1,134 @@
-//! Progress bars on stderr (indicatif): one per pass, with documents per second and an ETA when
-//! the input size is known. Shown only when stderr is a terminal, unless asked otherwise.
+//! Progress, as events a front end draws: the library says which pass or step runs and how far
+//! it has come; the command line draws bars (indicatif), Python calls a user's callback. With
+//! no [`Reporter`], nothing is counted beyond an atomic add.
 
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::Arc;
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-
-/// `--progress`: when to draw bars.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ProgressMode {
-    /// When stderr is a terminal.
-    #[default]
-    Auto,
-    /// Always (even into a file or pipe).
-    Always,
-    /// Never.
-    Never,
+/// What a progress display shows: a pass over the inputs (advanced by raw bytes read, `total`
+/// when known) or a step with no natural size (LSH, clustering).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskKind {
+    /// A pass over the inputs; `total` is their size in bytes when known.
+    Pass { total_bytes: Option<u64> },
+    /// A step with no natural size.
+    Step,
 }
 
-/// Makes the bars for each pass of one run. Bars live in one `MultiProgress`, so a step's
-/// spinner and a pass started inside it stack instead of overwriting each other.
-#[derive(Debug, Clone)]
+/// A front end's progress display: it makes one [`Task`] per pass or step.
+pub trait Reporter: Send + Sync {
+    /// A pass or step named `label` starts.
+    fn start(&self, label: &str, kind: TaskKind) -> Box<dyn Task>;
+}
+
+/// One pass's or step's display. Called from any thread, often: keep each call cheap.
+pub trait Task: Send + Sync {
+    /// `n` more input bytes were read.
+    fn add_bytes(&self, n: u64);
+    /// Documents done so far (the total, not an increment).
+    fn docs(&self, total: u64);
+    /// A short note on what the step is doing now.
+    fn message(&self, msg: &str);
+    /// The pass or step is over (also called when it fails).
+    fn finish(&self);
+}
+
+/// Makes the [`Progress`] of each pass of one run: a handle on the front end's [`Reporter`],
+/// or on none.
+#[derive(Clone, Default)]
 pub struct ProgressFactory {
-    multi: Option<MultiProgress>,
+    reporter: Option<Arc<dyn Reporter>>,
 }
 
-/// A "terminal" for `--progress always` into a file or pipe: each redraw (every bar's line)
-/// becomes plain lines on stderr (cursor movements and clearing are dropped), at most one
-/// redraw a second; the last redraw held back is written when the bars go away, so the final
-/// state always shows.
-#[derive(Debug, Default)]
-struct LineLog {
-    state: std::sync::Mutex<LineLogState>,
-}
-
-#[derive(Debug, Default)]
-struct LineLogState {
-    last: Option<std::time::Instant>,
-    /// The redraw being written (indicatif writes a line per bar, then flushes).
-    frame: Vec<String>,
-    /// The latest redraw not written because it came too soon.
-    held: Vec<String>,
-}
-
-fn write_lines(lines: &[String]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut e = std::io::stderr().lock();
-    for l in lines {
-        writeln!(e, "{l}")?;
-    }
-    Ok(())
-}
-
-impl indicatif::TermLike for LineLog {
-    fn width(&self) -> u16 {
-        100
-    }
-    fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn write_line(&self, s: &str) -> std::io::Result<()> {
-        if !s.trim().is_empty() {
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.frame.push(s.to_string());
-        }
-        Ok(())
-    }
-    fn write_str(&self, s: &str) -> std::io::Result<()> {
-        self.write_line(s)
-    }
-    fn clear_line(&self) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if st.frame.is_empty() {
-            return Ok(());
-        }
-        let frame = std::mem::take(&mut st.frame);
-        if st
-            .last
-            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
-        {
-            st.held = frame;
-            return Ok(());
-        }
-        st.last = Some(std::time::Instant::now());
-        st.held.clear();
-        write_lines(&frame)
-    }
-}
-
-impl Drop for LineLog {
-    fn drop(&mut self) {
-        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        let _ = write_lines(&st.held);
+impl std::fmt::Debug for ProgressFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgressFactory")
+            .field("enabled", &self.enabled())
+            .finish()
     }
 }
 
 impl ProgressFactory {
-    pub fn new(mode: ProgressMode, quiet: bool) -> Self {
-        let tty = std::io::stderr().is_terminal();
-        let enabled = !quiet
-            && match mode {
-                ProgressMode::Auto => tty,
-                ProgressMode::Always => true,
-                ProgressMode::Never => false,
-            };
-        let multi = enabled.then(|| {
-            // Stderr is not a terminal but progress was asked for: plain lines, once a second.
-            let target = if tty {
-                ProgressDrawTarget::stderr()
-            } else {
-                ProgressDrawTarget::term_like(Box::<LineLog>::default())
-            };
-            MultiProgress::with_draw_target(target)
-        });
-        ProgressFactory { multi }
+    /// Report to `reporter`.
+    pub fn new(reporter: Arc<dyn Reporter>) -> Self {
+        ProgressFactory {
+            reporter: Some(reporter),
+        }
     }
 
+    /// Report nothing.
     pub fn hidden() -> Self {
-        ProgressFactory { multi: None }
-    }
-
-    fn add(&self, total: Option<u64>) -> Option<ProgressBar> {
-        self.multi.as_ref().map(|m| {
-            m.add(ProgressBar::with_draw_target(
-                total,
-                ProgressDrawTarget::hidden(),
-            ))
-        })
+        ProgressFactory { reporter: None }
     }
 
     pub fn enabled(&self) -> bool {
-        self.multi.is_some()
+        self.reporter.is_some()
     }
 
-    /// A bar for a pass over the inputs, advanced by raw bytes read (`total` when known).
+    fn start(&self, label: &str, kind: TaskKind) -> Progress {
+        Progress {
+            task: self.reporter.as_ref().map(|r| r.start(label, kind)),
+            docs: AtomicU64::new(0),
+        }
+    }
+
+    /// A pass over the inputs, advanced by raw bytes read (`total_bytes` when known).
     pub fn pass(&self, label: &str, total_bytes: Option<u64>) -> Progress {
-        let Some(b) = self.add(total_bytes) else {
-            return Progress::hidden();
-        };
-        let bar = match total_bytes {
-            Some(_) => {
-                b.set_style(
-                    ProgressStyle::with_template(
-                        "{prefix:>12} [{bar:30}] {bytes}/{total_bytes} {msg} ETA {eta}",
-                    )
-                    .expect("valid template")
-                    .progress_chars("=> "),
-                );
-                b
-            }
-            None => {
-                b.set_style(
-                    ProgressStyle::with_template("{prefix:>12} {spinner} {bytes} {msg}")
-                        .expect("valid template"),
-                );
-                b
-            }
-        };
-        bar.set_prefix(label.to_string());
-        bar.enable_steady_tick(Duration::from_millis(200));
-        Progress {
-            bar: Some(bar),
-            docs: AtomicU64::new(0),
-        }
+        self.start(label, TaskKind::Pass { total_bytes })
     }
 
-    /// A spinner for a step with no natural size (LSH, clustering).
+    /// A step with no natural size (LSH, clustering).
     pub fn step(&self, label: &str) -> Progress {
-        let Some(b) = self.add(None) else {
-            return Progress::hidden();
-        };
-        b.set_style(
-            ProgressStyle::with_template("{prefix:>12} {spinner} {msg} {elapsed}")
-                .expect("valid template"),
-        );
-        b.set_prefix(label.to_string());
-        b.enable_steady_tick(Duration::from_millis(200));
-        Progress {
-            bar: Some(b),
-            docs: AtomicU64::new(0),
-        }
+        self.start(label, TaskKind::Step)
     }
 }
 
-/// One pass's bar (or nothing).
-#[derive(Debug)]
+/// One pass's progress (or nothing). Finished when dropped.
 pub struct Progress {
-    bar: Option<ProgressBar>,
+    task: Option<Box<dyn Task>>,
     docs: AtomicU64,
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress")
+            .field("shown", &self.task.is_some())
+            .field("docs", &self.docs)
+            .finish()
+    }
 }
 
 impl Progress {
     pub fn hidden() -> Self {
         Progress {
-            bar: None,
+            task: None,
             docs: AtomicU64::new(0),
         }
     }
 
     pub fn add_bytes(&self, n: u64) {
-        if let Some(b) = &self.bar {
-            b.inc(n);
+        if let Some(t) = &self.task {
+            t.add_bytes(n);
         }
     }
 
     pub fn add_docs(&self, n: u64) {
         let total = self.docs.fetch_add(n, Ordering::Relaxed) + n;
-        if let Some(b) = &self.bar {
-            let secs = b.elapsed().as_secs_f64().max(1e-9);
-            b.set_message(format!("{total} docs, {:.0} docs/s", total as f64 / secs));
+        if let Some(t) = &self.task {
+            t.docs(total);
         }
     }
 
     pub fn set_message(&self, msg: impl Into<String>) {
-        if let Some(b) = &self.bar {
-            b.set_message(msg.into());
+        if let Some(t) = &self.task {
+            t.message(&msg.into());
         }
     }
 
-    /// Remove the bar (the summary line follows).
+    /// End the pass (the summary line follows).
     pub fn finish(&self) {
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
+        if let Some(t) = &self.task {
+            t.finish();
         }
     }
 }
@@ -242,5 +136,81 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Log(Arc<Mutex<Vec<String>>>);
+
+    struct LogTask(Arc<Mutex<Vec<String>>>, String);
+
+    impl Reporter for Log {
+        fn start(&self, label: &str, kind: TaskKind) -> Box<dyn Task> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("start {label} {kind:?}"));
+            Box::new(LogTask(self.0.clone(), label.to_string()))
+        }
+    }
+
+    impl Task for LogTask {
+        fn add_bytes(&self, n: u64) {
+            self.0.lock().unwrap().push(format!("{} bytes {n}", self.1));
+        }
+        fn docs(&self, total: u64) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("{} docs {total}", self.1));
+        }
+        fn message(&self, msg: &str) {
+            self.0.lock().unwrap().push(format!("{} msg {msg}", self.1));
+        }
+        fn finish(&self) {
+            self.0.lock().unwrap().push(format!("{} finish", self.1));
+        }
+    }
+
+    #[test]
+    fn events_reach_the_reporter_and_documents_are_totals() {
+        let log = Log::default();
+        let events = log.0.clone();
+        let f = ProgressFactory::new(Arc::new(log));
+        {
+            let p = f.pass("signing", Some(10));
+            p.add_bytes(4);
+            p.add_docs(2);
+            p.add_docs(3);
+            p.set_message("half");
+            let _s = f.step("lsh");
+        }
+        assert_eq!(
+            *events.lock().unwrap(),
+            [
+                "start signing Pass { total_bytes: Some(10) }",
+                "signing bytes 4",
+                "signing docs 2",
+                "signing docs 5",
+                "signing msg half",
+                "start lsh Step",
+                "lsh finish",
+                "signing finish",
+            ]
+        );
+    }
+
+    #[test]
+    fn hidden_progress_counts_nothing_anywhere() {
+        let f = ProgressFactory::hidden();
+        assert!(!f.enabled());
+        let p = f.pass("x", None);
+        p.add_docs(1);
+        p.finish();
     }
 }

@@ -318,13 +318,7 @@ pub fn planted_corpus(seed: u64, opt: PlantOptions) -> Planted {
     planted
 }
 
-/// Fisher-Yates with the crate's generator.
-pub fn shuffle<T>(v: &mut [T], rng: &mut Pcg32) {
-    for i in (1..v.len()).rev() {
-        let j = rng.below(i as u32 + 1) as usize;
-        v.swap(i, j);
-    }
-}
+pub use crate::hash::shuffle;
 
 /// `n` synthetic documents for benchmarks and scale tests, streamed: ids `syn-<i>`, about
 /// `words` words each, 1 in 20 a near copy of an earlier one. Deterministic for a seed.

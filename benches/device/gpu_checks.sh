@@ -33,7 +33,7 @@ bin=.device
 prepare() {
     set -e
     cargo build --release
-    cargo test --release --test it --no-run
+    cargo test --release -p neardup-cli --test it --no-run
     mkdir -p "$bin"
     cp target/release/neardup "$bin/neardup"
     # The newest integration-test binary of the release profile.

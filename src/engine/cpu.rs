@@ -256,7 +256,7 @@ thread_local! {
 
 /// Documents per rayon task of [`CpuEngine::sign`]: enough that the hasher's lockstep blocks
 /// are seldom partial, few enough that the tasks balance.
-pub(crate) const DOCS_PER_TASK: usize = 16;
+pub const DOCS_PER_TASK: usize = 16;
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,13 @@
 //! bits for every batch; the conformance suite in `tests/it/conformance.rs` holds them to it.
 
 pub mod cpu;
+#[cfg(feature = "gpu")]
 pub mod gpu;
+/// Without the `gpu` feature: the same names, and an error naming the feature.
+#[cfg(not(feature = "gpu"))]
+#[path = "gpu_absent.rs"]
+pub mod gpu;
+pub mod gpu_options;
 
 use crate::batch::PackedBatch;
 use crate::sign::minhash::MinHashParams;

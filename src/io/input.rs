@@ -86,8 +86,12 @@ impl Inputs {
                             ),
                         ));
                     }
+                    let is_parquet = parquet::sniff(p);
+                    if is_parquet && !cfg!(feature = "parquet") {
+                        return Err(parquet_missing(&name));
+                    }
                     files.push((name, p.clone()));
-                    parquet.push(parquet::sniff(p));
+                    parquet.push(is_parquet);
                 }
                 InputSpec::Stdin => {
                     if stdin_seen {
@@ -107,8 +111,12 @@ impl Inputs {
                             return Err(Error::io("<stdin>", e));
                         }
                         let path = tmp.into_temp_path();
+                        let is_parquet = parquet::sniff(&path);
+                        if is_parquet && !cfg!(feature = "parquet") {
+                            return Err(parquet_missing("<stdin>"));
+                        }
                         files.push(("<stdin>".to_string(), path.to_path_buf()));
-                        parquet.push(parquet::sniff(&path));
+                        parquet.push(is_parquet);
                         spool = Some(path);
                     } else {
                         files.push(("<stdin>".to_string(), PathBuf::from("-")));
@@ -236,6 +244,7 @@ impl Inputs {
 
     /// A [`LineCursor`] over input `i`, when it is a plain JSONL file that can be mapped;
     /// `None` for any other (compressed, Parquet, standard input, `--no-mmap`).
+    #[cfg_attr(not(feature = "parquet"), allow(dead_code))] // used by the sharded stages
     pub(crate) fn line_cursor(&self, i: usize) -> Result<Option<LineCursor>, Error> {
         let (name, path) = &self.files[i];
         if !self.mmap || self.is_parquet(i) || path.as_os_str() == "-" {
@@ -255,6 +264,7 @@ impl Inputs {
     /// line, and the line's number) as one chunk in that order: each line ends at the first
     /// newline of its span. Only those bytes are read; the kernel is told of them all first,
     /// so that the reads overlap.
+    #[cfg_attr(not(feature = "parquet"), allow(dead_code))] // used by the sharded stages
     pub(crate) fn read_spans(&self, i: usize, spans: &[(u64, u64, u64)]) -> Result<Chunk, Error> {
         let (name, path) = &self.files[i];
         let io = |e| Error::io(name, e);
@@ -322,6 +332,14 @@ impl Drop for Inputs {
         if let Some(p) = &self._spool {
             unregister_partial(p);
         }
+    }
+}
+
+/// What a Parquet input says in a build without the `parquet` feature.
+fn parquet_missing(name: &str) -> Error {
+    Error::Feature {
+        feature: "parquet",
+        what: format!("{name}: reading a Parquet file"),
     }
 }
 
@@ -471,6 +489,7 @@ pub(super) fn decompress<R: Read + Send + 'static>(
 
 /// Finds where lines start in a plain JSONL file, in one forward scan: for a stage that keeps
 /// where each record is, so that a later one reads only the records it needs.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))] // used by the sharded stages
 pub(crate) struct LineCursor {
     map: std::sync::Arc<memmap2::Mmap>,
     name: String,
@@ -481,6 +500,7 @@ pub(crate) struct LineCursor {
     faulted: usize,
 }
 
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))] // used by the sharded stages
 impl LineCursor {
     /// The byte offset where line `line` (1-based) starts; lines must be asked for in
     /// ascending order.

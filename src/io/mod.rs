@@ -5,9 +5,15 @@
 pub mod checksum;
 pub mod chunk;
 pub mod fields;
+pub mod format;
 pub mod input;
 pub mod lock;
 pub mod output;
+#[cfg(feature = "parquet")]
+pub mod parquet;
+/// Without the `parquet` feature: the same names, and an error naming the feature.
+#[cfg(not(feature = "parquet"))]
+#[path = "parquet_absent.rs"]
 pub mod parquet;
 pub mod paths;
 pub mod pool;
@@ -16,12 +22,12 @@ pub mod sigfile;
 
 pub use chunk::{Chunk, ChunkBytes, LineReader};
 pub use fields::Fields;
+pub use format::Columns;
 pub use input::{InputSpec, Inputs, ReadPlan, Reader};
 pub use output::{
     completed_outputs, failure_message, interrupt_message, probe_outputs, remove_partial_outputs,
     write_file_atomic, Output,
 };
-pub use parquet::Columns;
 pub use paths::{check_inputs_outside, check_output_paths, check_outputs, NamedPath, OwnedDir};
 pub use pool::{recycle_buffer, spare_buffer};
 

@@ -544,6 +544,7 @@ pub fn write_file_atomic(path: &str, bytes: &[u8]) -> Result<(), Error> {
 
 /// [`write_file_atomic`] for a file of neardup's own ([`Output::internal`]): a manifest, a
 /// stage's summary.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))] // used by the sharded stages
 pub(crate) fn write_internal_atomic(path: &str, bytes: &[u8]) -> Result<(), Error> {
     let mut out = Output::internal(path)?;
     out.write_all(bytes)?;

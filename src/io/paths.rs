@@ -88,6 +88,18 @@ pub fn check_outputs(
     owned: &[OwnedDir],
     outputs: &[NamedPath],
 ) -> Result<(), Error> {
+    // A Parquet output a build cannot write is refused before any work, not at its end.
+    if !cfg!(feature = "parquet") {
+        if let Some(&(opt, p)) = outputs
+            .iter()
+            .find(|(_, p)| super::format::is_parquet_name(p))
+        {
+            return Err(Error::Feature {
+                feature: "parquet",
+                what: format!("{opt} {p}: a Parquet output"),
+            });
+        }
+    }
     let ins: Vec<(NamedPath, FileIdentity)> = inputs
         .iter()
         .filter_map(|&np| {

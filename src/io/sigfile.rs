@@ -106,6 +106,7 @@ pub struct SigWriter(Writer);
 
 enum Writer {
     Flat(Box<FlatWriter>),
+    #[cfg(feature = "parquet")]
     Table(Box<TableSigs>),
 }
 
@@ -126,7 +127,15 @@ impl SigWriter {
             )));
         }
         Ok(SigWriter(match format {
+            #[cfg(feature = "parquet")]
             SigFormat::Parquet => Writer::Table(Box::new(TableSigs::create(path, params, engine)?)),
+            #[cfg(not(feature = "parquet"))]
+            SigFormat::Parquet => {
+                return Err(Error::Feature {
+                    feature: "parquet",
+                    what: format!("{path}: a Parquet signature file"),
+                })
+            }
             _ => Writer::Flat(Box::new(FlatWriter::create(path, format, params, engine)?)),
         }))
     }
@@ -135,6 +144,7 @@ impl SigWriter {
     pub fn push(&mut self, id: &str, row: &[u32]) -> Result<(), Error> {
         match &mut self.0 {
             Writer::Flat(w) => w.push(id, row),
+            #[cfg(feature = "parquet")]
             Writer::Table(w) => w.push_rows(std::iter::once(id), row),
         }
     }
@@ -147,6 +157,7 @@ impl SigWriter {
     ) -> Result<(), Error> {
         match &mut self.0 {
             Writer::Flat(w) => w.push_rows(ids, rows),
+            #[cfg(feature = "parquet")]
             Writer::Table(w) => w.push_rows(ids, rows),
         }
     }
@@ -155,6 +166,7 @@ impl SigWriter {
     pub fn rows(&self) -> u64 {
         match &self.0 {
             Writer::Flat(w) => w.rows,
+            #[cfg(feature = "parquet")]
             Writer::Table(w) => w.meta.documents,
         }
     }
@@ -163,14 +175,17 @@ impl SigWriter {
     pub fn finish(self) -> Result<SigMeta, Error> {
         match self.0 {
             Writer::Flat(w) => (*w).finish(),
+            #[cfg(feature = "parquet")]
             Writer::Table(w) => w.finish(),
         }
     }
 }
 
+#[cfg(feature = "parquet")]
 /// Rows gathered before they go to a Parquet signature file as one batch.
 const TABLE_BATCH_ROWS: usize = 16 << 10;
 
+#[cfg(feature = "parquet")]
 /// Keys of a Parquet signature file's key-value metadata (and, when not the default, the text
 /// options under `neardup.shingle` and `neardup.normalize`).
 const META_KEYS: [&str; 5] = [
@@ -181,6 +196,7 @@ const META_KEYS: [&str; 5] = [
     "neardup.engine",
 ];
 
+#[cfg(feature = "parquet")]
 /// A Parquet signature file being written.
 struct TableSigs {
     writer: crate::io::parquet::TableWriter,
@@ -190,6 +206,7 @@ struct TableSigs {
     rows: Vec<u32>,
 }
 
+#[cfg(feature = "parquet")]
 fn signature_schema(meta: &SigMeta) -> arrow_schema::Schema {
     use arrow_schema::{DataType, Field};
     let values = [
@@ -226,6 +243,7 @@ fn signature_schema(meta: &SigMeta) -> arrow_schema::Schema {
     )
 }
 
+#[cfg(feature = "parquet")]
 impl TableSigs {
     fn create(path: &str, params: MinHashParams, engine: &str) -> Result<Self, Error> {
         let meta = SigMeta::new(params, engine);
@@ -286,6 +304,7 @@ impl TableSigs {
     }
 }
 
+#[cfg(feature = "parquet")]
 /// A Parquet signature file read back (see the module docs for its layout).
 fn read_table_signatures(path: &str) -> Result<SigFile, Error> {
     use arrow_array::cast::AsArray;
@@ -648,8 +667,16 @@ pub fn read_signatures(path: &str) -> Result<SigFile, Error> {
     let mut magic = [0u8; 6];
     let n = f.read(&mut magic).map_err(|e| Error::io(path, e))?;
     f.seek(SeekFrom::Start(0)).map_err(|e| Error::io(path, e))?;
-    let file = if n >= 4 && magic[..4] == crate::io::parquet::MAGIC {
-        read_table_signatures(path)?
+    let file = if n >= 4 && magic[..4] == crate::io::format::MAGIC {
+        #[cfg(feature = "parquet")]
+        {
+            read_table_signatures(path)?
+        }
+        #[cfg(not(feature = "parquet"))]
+        return Err(Error::Feature {
+            feature: "parquet",
+            what: format!("{path}: a Parquet signature file"),
+        });
     } else if n == 6 && &magic == b"\x93NUMPY" {
         let meta_path = format!("{path}.meta.json");
         let meta_bytes = std::fs::read(&meta_path).map_err(|e| Error::io(&meta_path, e))?;

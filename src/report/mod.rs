@@ -63,6 +63,7 @@ pub fn write_dedup_reports(
     Ok(())
 }
 
+#[cfg(feature = "parquet")]
 /// Write the reports of a run whose every stage is done: JSON, or a page for each name in
 /// `paths` ending in `.html`, as `dedup --report` writes them; `output` is what they name as
 /// the output, `seconds` the run's wall time (`None`: the stages' own times, summed). Returns

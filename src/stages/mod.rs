@@ -7,5 +7,6 @@
 pub mod decontam;
 pub mod dedup;
 pub mod indexing;
+#[cfg(feature = "parquet")]
 pub mod sharded;
 pub mod sink;

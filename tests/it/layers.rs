@@ -219,3 +219,49 @@ fn the_top_level_modules_have_no_import_cycle() {
         );
     }
 }
+
+/// The packages `package` builds with (normal and build dependencies, all features on), as
+/// `cargo tree` lists them.
+fn built_with(package: &str) -> BTreeSet<String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "tree",
+            "--offline",
+            "--locked",
+            "--all-features",
+            "-e",
+            "normal,build",
+        ])
+        .args(["--prefix", "none", "--format", "{p}", "-p", package])
+        .current_dir(crate::common::root())
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo tree: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn the_library_carries_no_command_line_dependency() {
+    let lib = built_with("neardup");
+    let cli = built_with("neardup-cli");
+    // The listing works: the command line's own dependencies are seen through it.
+    for front in ["clap", "indicatif", "ctrlc", "anyhow"] {
+        assert!(
+            cli.contains(front),
+            "{front} is not a dependency of the command line"
+        );
+        assert!(
+            !lib.contains(front),
+            "the library depends on {front}, a command-line crate"
+        );
+    }
+    assert!(lib.contains("rayon") && lib.contains("wgpu"), "{lib:?}");
+}

@@ -37,7 +37,7 @@ fn unavailable(why: String) {
 #[test]
 fn the_python_package_tests_pass() {
     let python = std::env::var_os("NEARDUP_PYTHON").unwrap_or_else(|| "python3".into());
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::common::root();
     let probe = Command::new(&python)
         .args([
             "-c",

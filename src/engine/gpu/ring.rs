@@ -101,30 +101,7 @@ pub struct Timing {
     period: f64,
 }
 
-/// Wall seconds of the host's work on the GPU path, on the thread that drives the engine (the
-/// fill runs on the pool; its wall time is counted here).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
-pub struct HostSeconds {
-    /// Cutting jobs into sub-batches.
-    pub plan: f64,
-    /// Mapping the staging buffers for writing.
-    pub map: f64,
-    /// Laying sub-batches out into the staging buffers.
-    pub fill: f64,
-    /// Encoding the copies and dispatches and handing them to the queue (wall seconds, the
-    /// queue's own call included: a software adapter may run the whole work in it).
-    pub submit: f64,
-    /// Waiting for the GPU.
-    pub wait: f64,
-    /// Copying signature rows into the callers' matrices.
-    pub readback: f64,
-    /// Signing the documents left to the host.
-    pub host_docs: f64,
-    /// CPU seconds of this thread inside the calls that run the driver (`queue.submit`,
-    /// `device.poll`): a software adapter does its copies there, a GPU's DMA engines do them
-    /// elsewhere.
-    pub driver_cpu: f64,
-}
+pub use crate::engine::gpu_options::HostSeconds;
 
 /// Run `f`, adding this thread's CPU seconds in it to `sum`.
 fn driver<T>(sum: &mut f64, f: impl FnOnce() -> T) -> T {

@@ -536,7 +536,7 @@ enum Kept<'a> {
     Lines(Vec<Result<(Vec<u8>, u64), Error>>),
     /// Parquet rows and their tags: each one's cluster root's id (none for a document in no
     /// cluster), and with `--against` and `--tag-only` the indexed document it duplicates.
-    Rows(arrow_array::RecordBatch, Vec<Vec<Option<&'a str>>>),
+    Rows(crate::stages::sink::TableRows, Vec<Vec<Option<&'a str>>>),
 }
 
 /// Pass 2: every kept record out, tagged with its cluster root (`meta.minhash_cluster` in

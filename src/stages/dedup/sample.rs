@@ -25,7 +25,7 @@ pub(crate) fn sample_docs(mut docs: Vec<u64>) -> Vec<u64> {
     docs.sort_unstable();
     if docs.len() > SIM_SAMPLE_DOCS {
         let mut rng = crate::hash::Pcg32::new(0x5eed_5c0e);
-        crate::synth::shuffle(&mut docs, &mut rng);
+        crate::hash::shuffle(&mut docs, &mut rng);
         docs.truncate(SIM_SAMPLE_DOCS);
         docs.sort_unstable();
     }

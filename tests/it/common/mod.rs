@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 pub fn root() -> PathBuf {
     std::env::var_os("NEARDUP_ROOT")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")))
 }
 
 /// The fixtures directory of this repository.

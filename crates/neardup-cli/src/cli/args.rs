@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use neardup::bench::{BenchConfig, BenchEngines};
+use crate::bench::{BenchConfig, BenchEngines};
 use neardup::engine::gpu::GpuOptions;
 use neardup::index::lsh::LshParams;
 use neardup::io::{check_output_paths, check_outputs, InputSpec, Inputs, NamedPath, OwnedDir};
@@ -59,7 +59,7 @@ value_enum!(
 
 value_enum!(
     /// When progress bars are drawn.
-    ProgressMode = neardup::progress::ProgressMode {
+    ProgressMode = crate::progress::ProgressMode {
         /// When stderr is a terminal.
         Auto,
         /// Always (even into a file or pipe).

@@ -1,7 +1,15 @@
 //! `neardup devices`: the GPU adapters wgpu sees.
 
 use super::*;
+#[cfg(feature = "gpu")]
+use neardup::engine::gpu::{list_adapters, GpuOptions};
 
+#[cfg(not(feature = "gpu"))]
+pub(super) fn run(_: DevicesArgs) -> Result<ExitCode> {
+    Err(neardup::engine::gpu::missing().into())
+}
+
+#[cfg(feature = "gpu")]
 pub(super) fn run(a: DevicesArgs) -> Result<ExitCode> {
     let opts = GpuOptions {
         backend: a.backend.map(Into::into),
@@ -44,6 +52,7 @@ pub(super) fn run(a: DevicesArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+#[cfg(feature = "gpu")]
 fn yes_no(b: bool) -> &'static str {
     if b {
         "yes"

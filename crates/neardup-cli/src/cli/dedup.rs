@@ -4,6 +4,10 @@ use super::*;
 
 pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
     let cfg = a.config()?;
+    #[cfg(not(feature = "parquet"))]
+    if a.work_dir.is_some() {
+        return Err(sharded_missing("--work-dir").into());
+    }
     a.check_paths()?;
     let fields = a.cluster.fields(&a.input)?;
     let progress = setup(&a.run)?;
@@ -26,6 +30,9 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
         update_index: a.update_index,
     };
     let s = match &a.work_dir {
+        #[cfg(not(feature = "parquet"))]
+        Some(_) => unreachable!("refused above"),
+        #[cfg(feature = "parquet")]
         Some(dir) => neardup::stages::sharded::run_sharded(
             dir,
             &a.input.inputs,

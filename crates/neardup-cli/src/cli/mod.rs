@@ -11,6 +11,7 @@ mod index;
 mod inspect;
 mod scurve;
 mod signatures;
+#[cfg(feature = "parquet")]
 mod stage;
 mod synth;
 mod tune;
@@ -23,7 +24,6 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 pub use args::*;
-use neardup::engine::gpu::{list_adapters, GpuOptions};
 use neardup::engine::{build_engine, CpuEngine, Engine, GpuEngine};
 use neardup::io::sigfile;
 use neardup::progress::ProgressFactory;
@@ -46,8 +46,21 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Compare(a) => compare::run(a),
         Command::Tune(a) => tune::run(a),
         Command::Inspect(a) => inspect::run(a),
+        #[cfg(feature = "parquet")]
         Command::Stage(a) => stage::run(a),
+        #[cfg(not(feature = "parquet"))]
+        Command::Stage(_) => Err(sharded_missing("neardup stage").into()),
         Command::Index(a) => index::run(a),
+    }
+}
+
+/// What the sharded path says in a build without the `parquet` feature (its stage tables are
+/// Parquet files).
+#[cfg(not(feature = "parquet"))]
+fn sharded_missing(what: &str) -> neardup::Error {
+    neardup::Error::Feature {
+        feature: "parquet",
+        what: format!("{what} (the sharded stages keep their tables in Parquet files)"),
     }
 }
 
@@ -58,7 +71,7 @@ fn setup(run: &RunArgs) -> Result<ProgressFactory> {
         .start_handler(|_| neardup::sys::threads::register_current_thread())
         .build_global()
         .context("starting the thread pool")?;
-    Ok(ProgressFactory::new(run.progress.into(), run.quiet))
+    Ok(crate::progress::factory(run.progress.into(), run.quiet))
 }
 
 /// A line on stderr, unless `--quiet`.

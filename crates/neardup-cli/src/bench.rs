@@ -8,20 +8,20 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use crate::batch::PackedBatch;
-use crate::corpus::DEFAULT_CHUNK_BYTES;
-use crate::engine::gpu::{GpuOptions, Kernels};
-use crate::engine::{CpuEngine, Engine, GpuEngine};
-use crate::ids::DocLoc;
-use crate::ids::IdArena;
-use crate::index::lsh::LshParams;
-use crate::io::{Chunk, InputSpec, Inputs};
-use crate::jsonl::{write_tagged, Fields};
-use crate::progress::ProgressFactory;
-use crate::report::per_second;
-use crate::sign::minhash::MinHashParams;
-use crate::stages::dedup::{cluster_corpus, Confirm, DedupConfig, SignedCorpus};
-use crate::Error;
+use neardup::batch::PackedBatch;
+use neardup::corpus::DEFAULT_CHUNK_BYTES;
+use neardup::engine::gpu::{GpuOptions, Kernels};
+use neardup::engine::{CpuEngine, Engine, GpuEngine};
+use neardup::ids::DocLoc;
+use neardup::ids::IdArena;
+use neardup::index::lsh::LshParams;
+use neardup::io::{Chunk, InputSpec, Inputs};
+use neardup::jsonl::{write_tagged, Fields};
+use neardup::progress::ProgressFactory;
+use neardup::report::per_second;
+use neardup::sign::minhash::MinHashParams;
+use neardup::stages::dedup::{cluster_corpus, Confirm, DedupConfig, SignedCorpus};
+use neardup::Error;
 
 /// Which engines `bench` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,12 +89,12 @@ pub fn verify(
     let rule = cpu.params().rule();
     let mut r = VerifyReport::default();
     let bar = progress.pass("verify", inputs.total_bytes());
-    crate::pipeline::pipelined(
+    neardup::pipeline::pipelined(
         inputs,
-        crate::io::ReadPlan::needed(fields),
+        neardup::io::ReadPlan::needed(fields),
         gpu.preferred_chunk_bytes(),
         &bar,
-        |chunk, name| crate::corpus::parse_chunk(&chunk, fields, name, rule),
+        |chunk, name| neardup::corpus::parse_chunk(&chunk, fields, name, rule),
         |p| {
             let docs: usize = p.parts.iter().map(|b| b.num_docs()).sum();
             let mut a = vec![0u32; docs * np];
@@ -224,9 +224,9 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
             let inputs = Inputs::new(&specs, false)?;
             let mut v = Vec::new();
             // Parquet rows come with their JSONL lines too: the write stage tags lines.
-            let plan = crate::io::ReadPlan {
+            let plan = neardup::io::ReadPlan {
                 fields: &fields,
-                columns: crate::io::Columns::AllAsJson,
+                columns: neardup::io::Columns::AllAsJson,
             };
             for i in 0..inputs.len() {
                 let mut r = inputs.reader(i, plan, DEFAULT_CHUNK_BYTES)?;
@@ -268,7 +268,7 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
             let mut ids = IdArena::default();
             let mut texts = Vec::with_capacity(c.len());
             for i in 0..c.len() {
-                let r = crate::corpus::record(c, i, &fields, name)?;
+                let r = neardup::corpus::record(c, i, &fields, name)?;
                 ids.push(&r.id);
                 texts.push(r.text.into_owned());
             }
@@ -325,7 +325,7 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
         BenchEngines::Auto | BenchEngines::Cpu | BenchEngines::All
     );
     let no_gpu_here = a.engines == BenchEngines::Auto
-        && crate::engine::gpu_device_nodes(std::path::Path::new("/dev")) == Some(false);
+        && neardup::engine::gpu_device_nodes(std::path::Path::new("/dev")) == Some(false);
     if no_gpu_here {
         skipped.push(
             "gpu: this machine has no GPU device node (--engine gpu measures a software adapter)"
@@ -337,7 +337,7 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
         let perms = params.perms();
         // hash: every shingle's x, as the engine hashes them (runs of documents at once), kept
         // per run with each document's shingle count for the next stage.
-        const RUN: usize = crate::engine::cpu::DOCS_PER_TASK;
+        const RUN: usize = neardup::engine::cpu::DOCS_PER_TASK;
         let t = Instant::now();
         let xs: Vec<(Vec<u32>, Vec<usize>)> = batches
             .iter()
@@ -349,7 +349,7 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
                     .map(|d0| {
                         let docs = d0..(d0 + RUN).min(b.num_docs());
                         let mut v = Vec::new();
-                        crate::sign::fnv::hash_docs(b, docs.clone(), params.k, &mut v);
+                        neardup::sign::fnv::hash_docs(b, docs.clone(), params.k, &mut v);
                         (v, docs.map(|d| b.shingle_count(d, params.k)).collect())
                     })
                     .collect::<Vec<_>>()
@@ -368,21 +368,21 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
         let total: u64 = xs
             .par_iter()
             .map(|(x, counts)| {
-                let mut row = vec![crate::hash::P; params.num_perm];
-                let mut filter = crate::sign::repeats::RepeatFilter::default();
+                let mut row = vec![neardup::hash::P; params.num_perm];
+                let mut filter = neardup::sign::repeats::RepeatFilter::default();
                 let mut doc = Vec::new();
                 let mut at = 0;
                 let mut sum = 0;
                 for &n in counts {
-                    row.fill(crate::hash::P);
+                    row.fill(neardup::hash::P);
                     let mut fresh = &x[at..at + n];
-                    if n >= crate::sign::repeats::REPEAT_FILTER_MIN_SHINGLES {
+                    if n >= neardup::sign::repeats::REPEAT_FILTER_MIN_SHINGLES {
                         doc.clear();
                         doc.extend_from_slice(fresh);
                         let m = filter.keep_first_seen(&mut doc);
                         fresh = &doc[..m];
                     }
-                    crate::sign::permute::permute_min(fresh, &perms.a, &perms.b, &mut row);
+                    neardup::sign::permute::permute_min(fresh, &perms.a, &perms.b, &mut row);
                     sum += row[0] as u64;
                     at += n;
                 }
@@ -505,7 +505,7 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
                     skipped.push("gpu kernel times: the adapter has no timestamp queries".into());
                 }
                 if !sigs.is_empty() && sigs != s {
-                    return Err(Error::Engine(crate::engine::EngineError::Gpu(
+                    return Err(Error::Engine(neardup::engine::EngineError::Gpu(
                         "the GPU signatures differ from the CPU's: run `neardup verify`".into(),
                     )));
                 }
@@ -591,7 +591,7 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
     Ok(BenchReport {
         machine: machine_description(),
         threads: rayon::current_num_threads(),
-        contract: crate::CONTRACT_VERSION,
+        contract: neardup::CONTRACT_VERSION,
         k: params.k,
         num_perm: params.num_perm,
         bands: lsh.bands,
@@ -601,7 +601,7 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
         engines_skipped: skipped,
         notes,
         host_cpu,
-        peak_rss_bytes: crate::sys::peak_rss_bytes(),
+        peak_rss_bytes: neardup::sys::peak_rss_bytes(),
     })
 }
 
@@ -628,8 +628,8 @@ pub struct HostCpu {
 
 /// The GPU engine's host seconds between two readings, in nanoseconds a shingle.
 fn host_stages(
-    a: &crate::engine::gpu::ring::HostSeconds,
-    b: &crate::engine::gpu::ring::HostSeconds,
+    a: &neardup::engine::gpu::ring::HostSeconds,
+    b: &neardup::engine::gpu::ring::HostSeconds,
     shingles: u64,
 ) -> Vec<(String, f64)> {
     let per = 1e9 / shingles.max(1) as f64;
@@ -654,9 +654,9 @@ fn host_stages(
 /// (unmapping a mapped chunk's pages), which in a run happens on the thread done with each,
 /// here another thread; wall seconds where a thread's CPU time cannot be read.
 fn read_seconds(inputs: &Inputs, fields: &Fields, chunk_bytes: usize) -> Result<f64, Error> {
-    use crate::sys::threads::this_thread_cpu_seconds;
-    let plan = crate::io::ReadPlan::needed(fields);
-    let (tx, rx) = std::sync::mpsc::sync_channel::<crate::io::Chunk>(2);
+    use neardup::sys::threads::this_thread_cpu_seconds;
+    let plan = neardup::io::ReadPlan::needed(fields);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<neardup::io::Chunk>(2);
     std::thread::scope(|s| {
         s.spawn(move || rx.into_iter().map(|c| c.len()).sum::<usize>());
         let t = Instant::now();
@@ -683,20 +683,20 @@ fn end_to_end<E: Engine>(
     inputs: &Inputs,
     fields: &Fields,
     repeat: usize,
-    host: impl Fn(&E) -> Option<crate::engine::gpu::ring::HostSeconds>,
+    host: impl Fn(&E) -> Option<neardup::engine::gpu::ring::HostSeconds>,
 ) -> Result<HostCpu, Error> {
-    use crate::sys::threads::{own_cpu_seconds, process_cpu_seconds};
+    use neardup::sys::threads::{own_cpu_seconds, process_cpu_seconds};
     let mut best: Option<HostCpu> = None;
     for _ in 0..repeat.max(1) {
         let h0 = host(engine);
         let (own0, all0) = (own_cpu_seconds(), process_cpu_seconds());
         let t = Instant::now();
-        let stats = crate::pipeline::scan(
+        let stats = neardup::pipeline::scan(
             inputs,
             fields,
             engine,
             false,
-            &crate::progress::Progress::hidden(),
+            &neardup::progress::Progress::hidden(),
             |sc| {
                 std::hint::black_box(sc.sigs.len());
                 Ok(())
@@ -815,7 +815,7 @@ fn synthetic_chunks(n: usize, words: usize) -> Vec<(String, Chunk)> {
         };
         out.push(("<synthetic>".to_string(), c));
     };
-    for (id, text) in crate::synth::SyntheticDocs::new(n, words, 1) {
+    for (id, text) in neardup::synth::SyntheticDocs::new(n, words, 1) {
         let start = data.len();
         serde_json::to_writer(&mut data, &serde_json::json!({"id": id, "text": text}))
             .expect("writing to memory");
@@ -864,8 +864,8 @@ pub fn render(r: &BenchReport) -> String {
             st.stage,
             truncate(&st.engine, 40),
             st.seconds,
-            crate::report::human_count(st.docs_per_second),
-            crate::report::human_count(st.shingles_per_second),
+            neardup::report::human_count(st.docs_per_second),
+            neardup::report::human_count(st.shingles_per_second),
             st.text_mb_per_second
         );
     }

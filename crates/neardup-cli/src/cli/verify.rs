@@ -16,7 +16,7 @@ pub(super) fn run(a: VerifyArgs) -> Result<ExitCode> {
         )
     })?;
     let mut cpu = CpuEngine::new(params, 0)?;
-    let report = neardup::bench::verify(&inputs, &fields, &mut cpu, &mut gpu, a.show, &progress)?;
+    let report = crate::bench::verify(&inputs, &fields, &mut cpu, &mut gpu, a.show, &progress)?;
     let np = params.num_perm;
     outln!(
         "documents checked: {}\nentries compared: {}\nmismatches: {} (in {} documents)",

@@ -4,11 +4,11 @@ use super::*;
 
 pub(super) fn run(a: BenchArgs) -> Result<ExitCode> {
     let progress = setup(&a.run)?;
-    let r = neardup::bench::run(&a.config()?, &progress)?;
+    let r = crate::bench::run(&a.config()?, &progress)?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        out!("{}", neardup::bench::render(&r));
+        out!("{}", crate::bench::render(&r));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod bench;
 mod cli;
+mod progress;
 
 fn main() -> ExitCode {
     neardup::sys::threads::register_current_thread();

@@ -10,7 +10,7 @@ pub(super) fn run(a: DecontamArgs) -> Result<ExitCode> {
     // A Parquet output of JSONL reads the inputs once more for their columns: stdin is spooled.
     let inputs = a
         .input
-        .open(neardup::io::parquet::is_parquet_name(&a.output))?;
+        .open(neardup::io::format::is_parquet_name(&a.output))?;
     let mut grams = neardup::stages::decontam::ProtectedSet::new(a.n)?
         .with_short_items(a.protect_short)
         .with_joined_fields(a.join_fields)
