@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import json
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import numpy as np
 
@@ -148,6 +148,7 @@ def dedup(
     threads: int = 0,
     gpu_kernels: str = "split",
     gpu_int64: bool = False,
+    progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None,
 ) -> DedupResult:
     """Near-dedup documents in memory, as ``neardup dedup`` does files.
 
@@ -159,6 +160,12 @@ def dedup(
     document) keeps clusters within groups, and ``group_missing="own"`` puts documents without
     one in a group of their own. ``engine``, ``threads``, ``gpu_kernels`` and
     ``gpu_int64`` are :func:`signatures`'s.
+
+    ``progress``, when given, is called as ``progress(stage, done, total, docs)`` while the
+    run goes: the stage's name (``"signing"``, then the clustering steps), input bytes done and
+    their total (``None`` for a step without a size) and documents so far; at most ten times a
+    second per stage, and once when it ends. A notebook can drive a ``tqdm`` bar with it. An
+    exception it raises is raised when the run is over.
     """
     options = _options(
         k=k,
@@ -184,6 +191,7 @@ def dedup(
         threads=threads,
         gpu_kernels=gpu_kernels,
         gpu_int64=gpu_int64,
+        progress=progress,
     )
     root_a = np.frombuffer(root, dtype=np.uint32)
     id_list = ids.to_pylist() if hasattr(ids, "to_pylist") else (ids.to_list() if hasattr(ids, "to_list") else list(ids))

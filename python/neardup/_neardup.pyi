@@ -1,6 +1,6 @@
 """Typed stubs of the native module; the documented API is in ``neardup`` and its modules."""
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 CONTRACT_VERSION: str
 __version__: str
@@ -34,6 +34,7 @@ def dedup(
     threads: int,
     gpu_kernels: str = "split",
     gpu_int64: bool = False,
+    progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None,
 ) -> Tuple[bytearray, bytearray, bytearray, str, str]: ...
 def stage_init(
     work_dir: str,

@@ -5,6 +5,9 @@
 
 use std::borrow::Cow;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
 use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
@@ -492,10 +495,112 @@ fn signatures<'py>(
     Ok((PyByteArray::new(py, bytemuck::cast_slice(&out)), n, info))
 }
 
+/// A Python callable as the library's progress reporter: called as `progress(stage, done,
+/// total, docs)` (bytes done, the total when known, documents so far) at most ten times a
+/// second per stage, and once more when the stage ends. The first exception it raises is kept
+/// and raised once the run is over.
+struct PyProgress {
+    callback: Py<PyAny>,
+    error: Arc<Mutex<Option<PyErr>>>,
+}
+
+struct PyTask {
+    callback: Py<PyAny>,
+    error: Arc<Mutex<Option<PyErr>>>,
+    stage: String,
+    total: Option<u64>,
+    done: AtomicU64,
+    docs: AtomicU64,
+    last: Mutex<Option<Instant>>,
+    ended: AtomicBool,
+}
+
+impl neardup::progress::Reporter for PyProgress {
+    fn start(
+        &self,
+        label: &str,
+        kind: neardup::progress::TaskKind,
+    ) -> Box<dyn neardup::progress::Task> {
+        let total = match kind {
+            neardup::progress::TaskKind::Pass { total_bytes } => total_bytes,
+            neardup::progress::TaskKind::Step => None,
+        };
+        let task = PyTask {
+            callback: Python::attach(|py| self.callback.clone_ref(py)),
+            error: self.error.clone(),
+            stage: label.to_string(),
+            total,
+            done: AtomicU64::new(0),
+            docs: AtomicU64::new(0),
+            last: Mutex::new(None),
+            ended: AtomicBool::new(false),
+        };
+        task.report(true);
+        Box::new(task)
+    }
+}
+
+impl PyTask {
+    fn report(&self, now: bool) {
+        {
+            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            if !now && last.is_some_and(|t| t.elapsed() < Duration::from_millis(100)) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        let (done, docs) = (
+            self.done.load(Ordering::Relaxed),
+            self.docs.load(Ordering::Relaxed),
+        );
+        Python::attach(|py| {
+            if let Err(e) = self
+                .callback
+                .call1(py, (self.stage.as_str(), done, self.total, docs))
+            {
+                let mut first = self.error.lock().unwrap_or_else(|e| e.into_inner());
+                first.get_or_insert(e);
+            }
+        });
+    }
+}
+
+impl neardup::progress::Task for PyTask {
+    fn add_bytes(&self, n: u64) {
+        self.done.fetch_add(n, Ordering::Relaxed);
+        self.report(false);
+    }
+    fn docs(&self, total: u64) {
+        self.docs.store(total, Ordering::Relaxed);
+        self.report(false);
+    }
+    fn message(&self, _: &str) {}
+    fn finish(&self) {
+        // Called again when the pass is dropped: report the end once.
+        if !self.ended.swap(true, Ordering::Relaxed) {
+            self.report(true);
+        }
+    }
+}
+
+/// The progress of a call given `progress=` (or none), and where its callback's first
+/// exception goes.
+fn progress_of(callback: Option<Py<PyAny>>) -> (ProgressFactory, Arc<Mutex<Option<PyErr>>>) {
+    let error = Arc::new(Mutex::new(None));
+    let factory = match callback {
+        Some(callback) => ProgressFactory::new(Arc::new(PyProgress {
+            callback,
+            error: error.clone(),
+        })),
+        None => ProgressFactory::hidden(),
+    };
+    (factory, error)
+}
+
 /// In-memory dedup: each document's root (document index, native-endian u32) and survival (a
 /// byte per document), whether it is an exact duplicate, and the counts as JSON.
 #[pyfunction]
-#[pyo3(signature = (ids, texts, options, *, keep_values, groups, engine, threads, gpu_kernels = "split", gpu_int64 = false))]
+#[pyo3(signature = (ids, texts, options, *, keep_values, groups, engine, threads, gpu_kernels = "split", gpu_int64 = false, progress = None))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn dedup<'py>(
     py: Python<'py>,
@@ -508,6 +613,7 @@ fn dedup<'py>(
     threads: usize,
     gpu_kernels: &str,
     gpu_int64: bool,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<(
     Bound<'py, PyByteArray>,
     Bound<'py, PyByteArray>,
@@ -523,6 +629,7 @@ fn dedup<'py>(
     let group_s: Option<Vec<Option<&str>>> = groups
         .as_ref()
         .map(|g| g.iter().map(|x| x.as_deref()).collect());
+    let (progress, callback_error) = progress_of(progress);
     let (c, info) = detached(py, || -> PyResult<_> {
         let docs = MemoryDocs {
             ids: &id_s,
@@ -531,10 +638,19 @@ fn dedup<'py>(
             groups: group_s.as_deref(),
         };
         with_engine(engine, cfg.params, threads, gpu_kernels, gpu_int64, |e| {
-            let c = neardup::stages::dedup::cluster_docs(&docs, &cfg, e).map_err(err)?;
+            let c = neardup::stages::dedup::cluster_docs_with_progress(&docs, &cfg, e, &progress)
+                .map_err(err)?;
             Ok((c, e.info().to_string()))
         })
     })?;
+    drop(progress);
+    if let Some(e) = callback_error
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    {
+        return Err(e);
+    }
     let survives: Vec<u8> = c.survives.iter().map(|&b| b as u8).collect();
     let exact: Vec<u8> = c.exact_duplicate.iter().map(|&b| b as u8).collect();
     Ok((

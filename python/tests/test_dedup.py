@@ -59,6 +59,31 @@ def test_in_memory_dedup_reads_arrow(example):
     assert a.root_id == b.root_id
 
 
+def test_a_progress_callback_sees_every_stage_and_changes_nothing(example):
+    records = read_jsonl(example)
+    ids = [r["id"] for r in records]
+    # Enough documents that signing reports between slices.
+    ids = [f"{i}-{n}" for n in range(20) for i in ids]
+    texts = [r["text"] for r in records] * 20
+    calls = []
+    got = neardup.dedup(ids, texts, engine="cpu", progress=lambda *a: calls.append(a))
+    plain = neardup.dedup(ids, texts, engine="cpu")
+    np.testing.assert_array_equal(got.root, plain.root)
+    np.testing.assert_array_equal(got.survives, plain.survives)
+    signing = [c for c in calls if c[0] == "signing"]
+    total = sum(len(t.encode()) for t in texts)
+    assert signing[0] == ("signing", 0, total, 0)
+    assert signing[-1] == ("signing", total, total, len(texts))
+    assert all(a[1] <= b[1] for a, b in zip(signing, signing[1:]))
+    assert len({c[0] for c in calls}) > 1, calls
+
+    def broken(*_):
+        raise KeyError("from the callback")
+
+    with pytest.raises(KeyError, match="from the callback"):
+        neardup.dedup(ids, texts, engine="cpu", progress=broken)
+
+
 def test_keep_by_value_and_groups():
     base = " ".join(f"word{i}" for i in range(60))
     ids = ["a", "b", "c", "d"]

@@ -104,6 +104,20 @@ pub fn cluster_docs(
     cfg: &DedupConfig,
     engine: &mut dyn Engine,
 ) -> Result<Clustering, Error> {
+    cluster_docs_with_progress(docs, cfg, engine, &ProgressFactory::hidden())
+}
+
+/// Documents signed between two progress reports of [`cluster_docs_with_progress`].
+const PROGRESS_DOCS: usize = 8192;
+
+/// [`cluster_docs`], reporting its passes to `progress`: signing (by text bytes), then the
+/// steps of clustering. The same result whether or not anything is shown.
+pub fn cluster_docs_with_progress(
+    docs: &MemoryDocs,
+    cfg: &DedupConfig,
+    engine: &mut dyn Engine,
+    progress: &ProgressFactory,
+) -> Result<Clustering, Error> {
     cfg.validate()?;
     let n = docs.ids.len();
     let lengths = [
@@ -129,7 +143,22 @@ pub fn cluster_docs(
         sigs: vec![0u32; n * np],
         ..Default::default()
     };
-    engine.sign_texts(docs.texts, &mut corpus.sigs)?;
+    if progress.enabled() {
+        // In slices, to report between them: a document's signature depends on its text alone.
+        let bytes = docs.texts.iter().map(|t| t.len() as u64).sum();
+        let bar = progress.pass("signing", Some(bytes));
+        for (texts, sigs) in docs
+            .texts
+            .chunks(PROGRESS_DOCS)
+            .zip(corpus.sigs.chunks_mut(PROGRESS_DOCS * np))
+        {
+            engine.sign_texts(texts, sigs)?;
+            bar.add_bytes(texts.iter().map(|t| t.len() as u64).sum());
+            bar.add_docs(texts.len() as u64);
+        }
+    } else {
+        engine.sign_texts(docs.texts, &mut corpus.sigs)?;
+    }
     // Word counts and exact keys, from the same packing the engines tokenize into.
     let per: Vec<(u32, u128)> = docs
         .texts
@@ -210,7 +239,7 @@ pub fn cluster_docs(
                 })
                 .collect())
         },
-        &ProgressFactory::hidden(),
+        progress,
         false,
     )
 }
