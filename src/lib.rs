@@ -14,8 +14,9 @@
 //! binary, tests and benchmarks, and their paths may change between versions.
 //!
 //! The modules form layers, each importing only those below it (a test guards it):
-//! [`simd`], [`text`], [`hash`], [`batch`], [`sign`], [`io`], [`jsonl`], [`ids`], [`corpus`],
-//! [`engine`], [`index`], [`sys`], [`progress`], [`pipeline`], [`stages`], [`report`], with
+//! [`options`] (defaults and option names), [`simd`], [`text`], [`hash`], [`batch`], [`sign`], [`io`], [`jsonl`], [`ids`], [`corpus`],
+//! [`engine`], [`index`], [`sys`], [`progress`], [`pipeline`], [`stages`], [`report`], [`ops`],
+//! with
 //! [`synth`] (seeded corpora for tests and benchmarks, which the library itself never uses)
 //! beside them.
 //!
@@ -35,6 +36,8 @@ pub mod ids;
 pub mod index;
 pub mod io;
 pub mod jsonl;
+pub mod ops;
+pub mod options;
 pub mod pipeline;
 pub mod progress;
 pub mod report;

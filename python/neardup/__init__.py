@@ -25,10 +25,20 @@ __all__ = [
     "DedupResult",
     "NeardupError",
     "dedup",
+    "defaults",
     "release_engines",
     "signatures",
 ]
 __version__: str = _neardup.__version__
+
+# Every option's default, from the library: the command line shows the same ones.
+_D: Dict[str, Any] = json.loads(_neardup.defaults())
+
+
+def defaults() -> Dict[str, Any]:
+    """Every option's default, by its keyword (``k``, ``num_perm``, ``threshold``, ...), as the
+    library holds them; the command line's flags show the same ones."""
+    return dict(_D)
 
 
 def _arrow_or_list(texts: Any) -> Any:
@@ -42,16 +52,16 @@ def _arrow_or_list(texts: Any) -> Any:
 def signatures(
     texts: Any,
     *,
-    k: int = 5,
-    num_perm: int = 128,
-    seed: int = 0,
-    shingle: str = "word",
-    normalize: str = "none",
-    engine: str = "auto",
-    threads: int = 0,
+    k: int = _D["k"],
+    num_perm: int = _D["num_perm"],
+    seed: int = _D["seed"],
+    shingle: str = _D["shingle"],
+    normalize: str = _D["normalize"],
+    engine: str = _D["engine"],
+    threads: int = _D["threads"],
     column: str = "text",
-    gpu_kernels: str = "split",
-    gpu_int64: bool = False,
+    gpu_kernels: str = _D["gpu_kernels"],
+    gpu_int64: bool = _D["gpu_int64"],
 ) -> np.ndarray:
     """MinHash signatures of ``texts``: a ``uint32`` array of shape ``[len(texts), num_perm]``.
 
@@ -130,24 +140,24 @@ def dedup(
     ids: Any,
     texts: Any,
     *,
-    k: int = 5,
-    num_perm: int = 128,
-    seed: int = 0,
-    shingle: str = "word",
-    normalize: str = "none",
-    bands: int = 16,
-    rows: int = 8,
-    threshold: float = 0.8,
-    confirm: str = "jaccard",
-    exact: bool = False,
-    keep: str = "smallest-id",
+    k: int = _D["k"],
+    num_perm: int = _D["num_perm"],
+    seed: int = _D["seed"],
+    shingle: str = _D["shingle"],
+    normalize: str = _D["normalize"],
+    bands: int = _D["bands"],
+    rows: int = _D["rows"],
+    threshold: float = _D["threshold"],
+    confirm: str = _D["confirm"],
+    exact: bool = _D["exact"],
+    keep: str = _D["keep"],
     keep_values: Optional[Sequence[Optional[float]]] = None,
     groups: Optional[Sequence[Optional[str]]] = None,
-    group_missing: str = "error",
-    engine: str = "auto",
-    threads: int = 0,
-    gpu_kernels: str = "split",
-    gpu_int64: bool = False,
+    group_missing: str = _D["group_missing"],
+    engine: str = _D["engine"],
+    threads: int = _D["threads"],
+    gpu_kernels: str = _D["gpu_kernels"],
+    gpu_int64: bool = _D["gpu_int64"],
     progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None,
 ) -> DedupResult:
     """Near-dedup documents in memory, as ``neardup dedup`` does files.

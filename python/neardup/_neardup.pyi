@@ -5,6 +5,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 CONTRACT_VERSION: str
 __version__: str
 
+def defaults() -> str: ...
+
 class NeardupError(Exception):
     """An error of neardup's, with the message its command line prints."""
 
@@ -19,8 +21,8 @@ def signatures(
     engine: str,
     threads: int,
     column: str,
-    gpu_kernels: str = "split",
-    gpu_int64: bool = False,
+    gpu_kernels: str,
+    gpu_int64: bool,
 ) -> Tuple[bytearray, int, str]: ...
 def release_engines() -> int: ...
 def dedup(
@@ -32,8 +34,8 @@ def dedup(
     groups: Optional[Sequence[Optional[str]]],
     engine: str,
     threads: int,
-    gpu_kernels: str = "split",
-    gpu_int64: bool = False,
+    gpu_kernels: str,
+    gpu_int64: bool,
     progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None,
 ) -> Tuple[bytearray, bytearray, bytearray, str, str]: ...
 def stage_init(
@@ -49,10 +51,10 @@ def stage_sign(
     shard: int,
     engine: str,
     threads: int,
-    gpu_kernels: str = "split",
-    gpu_int64: bool = False,
+    gpu_kernels: str,
+    gpu_int64: bool,
 ) -> Optional[str]: ...
-def stage_rank(work_dir: str, sort_memory: int = 256) -> Optional[str]: ...
+def stage_rank(work_dir: str, sort_memory: int) -> Optional[str]: ...
 def stage_bands(work_dir: str, shard: int) -> bool: ...
 def stage_confirm(work_dir: str, partition: int) -> Optional[str]: ...
 def stage_cluster(

@@ -34,6 +34,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import stages
+from .stages import _D  # every option's default, from the library
 
 __all__ = ["dedup"]
 
@@ -93,12 +94,12 @@ def dedup(
     output_dir: "str | os.PathLike[str]",
     *,
     work_dir: "str | os.PathLike[str]",
-    partitions: int = 8,
-    sort_memory: int = 256,
-    engine: str = "auto",
-    gpu_kernels: str = "split",
-    gpu_int64: bool = False,
-    threads: Optional[int] = None,
+    partitions: int = _D["partitions"],
+    sort_memory: int = _D["sort_memory"],
+    engine: str = _D["engine"],
+    gpu_kernels: str = _D["gpu_kernels"],
+    gpu_int64: bool = _D["gpu_int64"],
+    threads: Optional[int] = _D["threads"],
     num_cpus: float = 1,
     max_retries: int = 3,
     scheduling_strategy: Any = "SPREAD",

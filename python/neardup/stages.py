@@ -20,6 +20,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _neardup
 
+# Every option's default, from the library.
+_D: Dict[str, Any] = json.loads(_neardup.defaults())
+
 __all__ = [
     "apply",
     "bands",
@@ -41,23 +44,23 @@ def init(
     work_dir: "str | os.PathLike[str]",
     inputs: Sequence["str | os.PathLike[str]"],
     *,
-    partitions: int = 8,
-    k: int = 5,
-    num_perm: int = 128,
-    seed: int = 0,
-    shingle: str = "word",
-    normalize: str = "none",
-    bands: int = 16,
-    rows: int = 8,
-    threshold: float = 0.8,
-    confirm: str = "jaccard",
-    exact: bool = False,
+    partitions: int = _D["partitions"],
+    k: int = _D["k"],
+    num_perm: int = _D["num_perm"],
+    seed: int = _D["seed"],
+    shingle: str = _D["shingle"],
+    normalize: str = _D["normalize"],
+    bands: int = _D["bands"],
+    rows: int = _D["rows"],
+    threshold: float = _D["threshold"],
+    confirm: str = _D["confirm"],
+    exact: bool = _D["exact"],
     tag_only: bool = False,
-    keep: str = "smallest-id",
+    keep: str = _D["keep"],
     group_field: Optional[str] = None,
-    group_missing: str = "error",
-    id_field: str = "id",
-    text_field: str = "text",
+    group_missing: str = _D["group_missing"],
+    id_field: str = _D["id_field"],
+    text_field: str = _D["text_field"],
     numeric_ids: bool = False,
     against: Sequence["str | os.PathLike[str]"] = (),
 ) -> Tuple[int, int]:
@@ -104,10 +107,10 @@ def sign(
     work_dir: "str | os.PathLike[str]",
     shard: int,
     *,
-    engine: str = "auto",
-    threads: int = 0,
-    gpu_kernels: str = "split",
-    gpu_int64: bool = False,
+    engine: str = _D["engine"],
+    threads: int = _D["threads"],
+    gpu_kernels: str = _D["gpu_kernels"],
+    gpu_int64: bool = _D["gpu_int64"],
 ) -> Optional[Dict[str, Any]]:
     """Stage 1: sign shard ``shard`` (``engine``: ``"auto"``, ``"cpu"`` or ``"gpu"``;
     ``gpu_kernels`` and ``gpu_int64``: :func:`neardup.signatures`'s, the same bits either

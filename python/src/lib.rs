@@ -21,6 +21,7 @@ use pyo3::types::{PyByteArray, PyCapsule, PyDict, PyString};
 use neardup::engine::gpu::Kernels;
 use neardup::engine::{build_engine, Engine, EngineChoice, GpuOptions};
 use neardup::io::Fields;
+use neardup::options::Named;
 use neardup::progress::ProgressFactory;
 use neardup::stages::dedup::{Confirm, DedupConfig, GroupMissing, Keep, MemoryDocs};
 use neardup::stages::sharded::{self, Manifest, WorkDir};
@@ -199,25 +200,24 @@ fn texts_of(obj: &Bound<'_, PyAny>, column: &str, what: &str) -> PyResult<Texts>
 
 // ---- Options ----
 
+/// An option whose values are names, as the library spells them; a `ValueError` naming them
+/// otherwise.
+fn named<T: Named>(value: &str) -> PyResult<T> {
+    T::from_name(value).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 fn engine_choice(engine: &str) -> PyResult<EngineChoice> {
-    match engine {
-        "auto" => Ok(EngineChoice::Auto),
-        "cpu" => Ok(EngineChoice::Cpu),
-        "gpu" => Ok(EngineChoice::Gpu),
-        _ => Err(PyValueError::new_err(format!(
-            "engine {engine:?}: auto, cpu or gpu"
-        ))),
-    }
+    named(engine)
 }
 
 fn gpu_kernels(kernels: &str) -> PyResult<Kernels> {
-    match kernels {
-        "split" => Ok(Kernels::Split),
-        "fused" => Ok(Kernels::Fused),
-        _ => Err(PyValueError::new_err(format!(
-            "gpu_kernels {kernels:?}: split or fused"
-        ))),
-    }
+    named(kernels)
+}
+
+/// Every shared option's default, as JSON: what `neardup.defaults()` returns.
+#[pyfunction]
+fn defaults() -> String {
+    serde_json::Value::Object(neardup::ops::defaults()).to_string()
 }
 
 /// What an engine is built from: calls that ask for the same get the same kind of engine.
@@ -347,11 +347,8 @@ fn release_engines(py: Python<'_>) -> usize {
 /// The text options (SPEC §1.4) as Python spells them.
 fn text_rule(shingle: &str, normalize: &str) -> PyResult<neardup::text::TextRule> {
     Ok(neardup::text::TextRule {
-        shingle: neardup::text::ShingleUnit::parse(shingle)
-            .ok_or_else(|| PyValueError::new_err(format!("shingle {shingle:?}: word or char")))?,
-        normalize: neardup::text::Normalize::parse(normalize).ok_or_else(|| {
-            PyValueError::new_err(format!("normalize {normalize:?}: none, nfc or nfkc"))
-        })?,
+        shingle: named(shingle)?,
+        normalize: named(normalize)?,
     })
 }
 
@@ -406,51 +403,43 @@ fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
     )
     .map_err(err)?
     .with_rule(text_rule(
-        &get(o, "shingle", "word".to_string())?,
-        &get(o, "normalize", "none".to_string())?,
+        &get(o, "shingle", d.params.shingle.to_string())?,
+        &get(o, "normalize", d.params.normalize.to_string())?,
     )?);
     let lsh =
         LshParams::new(get(o, "bands", d.lsh.bands)?, get(o, "rows", d.lsh.rows)?).map_err(err)?;
-    let confirm = match get(o, "confirm", "jaccard".to_string())?.as_str() {
-        "jaccard" => Confirm::Jaccard,
-        "estimate" => Confirm::Estimate,
-        "none" => Confirm::None,
-        c => {
-            return Err(PyValueError::new_err(format!(
-                "confirm {c:?}: jaccard, estimate or none"
-            )))
-        }
-    };
-    let keep_s = get(o, "keep", "smallest-id".to_string())?;
+    let confirm: Confirm = named(&get(o, "confirm", d.confirm.to_string())?)?;
+    let keep_s = get(o, "keep", neardup::options::defaults::KEEP.to_string())?;
     let (keep, keep_field) = match keep_s.as_str() {
         // In memory, a policy by value reads `keep_values`, not a field.
         "max" => (Keep::FieldMax, None),
         "min" => (Keep::FieldMin, None),
         s => Keep::parse(s).map_err(PyValueError::new_err)?,
     };
-    let group_missing = match get(o, "group_missing", "error".to_string())?.as_str() {
-        "error" => GroupMissing::Error,
-        "own" => GroupMissing::Own,
-        g => {
-            return Err(PyValueError::new_err(format!(
-                "group_missing {g:?}: error or own"
-            )))
-        }
-    };
+    let group_missing: GroupMissing =
+        named(&get(o, "group_missing", d.group_missing.to_string())?)?;
     let cfg = DedupConfig {
         params,
         lsh,
         threshold: get(o, "threshold", d.threshold)?,
         confirm,
-        exact: get(o, "exact", false)?,
-        drop: !get(o, "tag_only", false)?,
+        exact: get(o, "exact", d.exact)?,
+        drop: !get(o, "tag_only", !d.drop)?,
         keep,
         group_missing,
     };
     cfg.validate().map_err(err)?;
     let fields = Fields {
-        id: get(o, "id_field", "id".to_string())?,
-        text: get(o, "text_field", "text".to_string())?,
+        id: get(
+            o,
+            "id_field",
+            neardup::options::defaults::ID_FIELD.to_string(),
+        )?,
+        text: get(
+            o,
+            "text_field",
+            neardup::options::defaults::TEXT_FIELD.to_string(),
+        )?,
         numeric_ids: get(o, "numeric_ids", false)?,
         keep: keep_field,
         group: get(o, "group_field", None::<String>)?,
@@ -463,7 +452,7 @@ fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
 /// Signatures of `texts` as native-endian u32 rows in a bytearray; with the row count and the
 /// engine's description.
 #[pyfunction]
-#[pyo3(signature = (texts, *, k, num_perm, seed, shingle, normalize, engine, threads, column, gpu_kernels = "split", gpu_int64 = false))]
+#[pyo3(signature = (texts, *, k, num_perm, seed, shingle, normalize, engine, threads, column, gpu_kernels, gpu_int64))]
 #[allow(clippy::too_many_arguments)]
 fn signatures<'py>(
     py: Python<'py>,
@@ -600,7 +589,7 @@ fn progress_of(callback: Option<Py<PyAny>>) -> (ProgressFactory, Arc<Mutex<Optio
 /// In-memory dedup: each document's root (document index, native-endian u32) and survival (a
 /// byte per document), whether it is an exact duplicate, and the counts as JSON.
 #[pyfunction]
-#[pyo3(signature = (ids, texts, options, *, keep_values, groups, engine, threads, gpu_kernels = "split", gpu_int64 = false, progress = None))]
+#[pyo3(signature = (ids, texts, options, *, keep_values, groups, engine, threads, gpu_kernels, gpu_int64, progress = None))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn dedup<'py>(
     py: Python<'py>,
@@ -698,7 +687,7 @@ fn stage_shape(work_dir: PathBuf) -> PyResult<(usize, usize)> {
 }
 
 #[pyfunction]
-#[pyo3(signature = (work_dir, shard, engine, threads, gpu_kernels = "split", gpu_int64 = false))]
+#[pyo3(signature = (work_dir, shard, engine, threads, gpu_kernels, gpu_int64))]
 #[allow(clippy::too_many_arguments)]
 fn stage_sign(
     py: Python<'_>,
@@ -720,7 +709,7 @@ fn stage_sign(
 }
 
 #[pyfunction]
-#[pyo3(signature = (work_dir, sort_memory = 256))]
+#[pyo3(signature = (work_dir, sort_memory))]
 fn stage_rank(py: Python<'_>, work_dir: PathBuf, sort_memory: u64) -> PyResult<Option<String>> {
     if sort_memory == 0 {
         return Err(PyValueError::new_err(
@@ -844,6 +833,7 @@ fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NeardupError", m.py().get_type::<NeardupError>())?;
     m.add("CONTRACT_VERSION", neardup::CONTRACT_VERSION)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(defaults, m)?)?;
     m.add_function(wrap_pyfunction!(signatures, m)?)?;
     m.add_function(wrap_pyfunction!(dedup, m)?)?;
     m.add_function(wrap_pyfunction!(release_engines, m)?)?;

@@ -59,6 +59,33 @@ def test_in_memory_dedup_reads_arrow(example):
     assert a.root_id == b.root_id
 
 
+def test_the_defaults_are_the_command_lines(cli):
+    """``neardup.defaults()`` comes from the library, as the flags' defaults do."""
+    import inspect
+    import re
+    import subprocess
+
+    d = neardup.defaults()
+    shown = {}
+    for command in (["dedup"], ["stage", "init"], ["stage", "rank"]):
+        help_text = subprocess.run([cli, *command, "--help"], capture_output=True, text=True).stdout
+        for flag, value in re.findall(r"--([a-z0-9-]+)[^\n]*\n(?:(?!\n      --).)*?\[default: ([^\]]+)\]", help_text, re.S):
+            shown[flag.replace("-", "_")] = value
+    checked = 0
+    for key, value in d.items():
+        if key in shown:
+            assert str(value).lower() == shown[key].lower(), (key, value, shown[key])
+            checked += 1
+    assert checked >= 15, shown
+    # The wrappers' keyword defaults are the same values.
+    for fn in (neardup.dedup, neardup.signatures, stages.init, stages.sign):
+        for name, p in inspect.signature(fn).parameters.items():
+            if name in d and p.default is not inspect.Parameter.empty:
+                assert p.default == d[name], (fn.__name__, name)
+    with pytest.raises(ValueError, match="confirm \"exact\": jaccard, estimate or none"):
+        neardup.dedup(["a"], ["b"], confirm="exact")
+
+
 def test_a_progress_callback_sees_every_stage_and_changes_nothing(example):
     records = read_jsonl(example)
     ids = [r["id"] for r in records]

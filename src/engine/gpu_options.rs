@@ -14,6 +14,18 @@ pub enum BackendChoice {
     All,
 }
 
+crate::named!(
+    BackendChoice,
+    "backend",
+    [
+        ("vulkan", BackendChoice::Vulkan, ""),
+        ("metal", BackendChoice::Metal, ""),
+        ("dx12", BackendChoice::Dx12, ""),
+        ("gl", BackendChoice::Gl, ""),
+        ("all", BackendChoice::All, ""),
+    ]
+);
+
 /// `--gpu-kernels`: how a sub-batch's shingles are hashed and reduced.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -26,6 +38,23 @@ pub enum Kernels {
     /// its tile, so each value is computed once and never stored.
     Fused,
 }
+
+crate::named!(
+    Kernels,
+    "gpu_kernels",
+    [
+        (
+            "split",
+            Kernels::Split,
+            "Hash every shingle into device memory, then reduce it (64 permutations a workgroup)"
+        ),
+        (
+            "fused",
+            Kernels::Fused,
+            "Hash each chunk of shingles into the reducing workgroup's memory (every permutation a workgroup)"
+        ),
+    ]
+);
 
 /// How the GPU engine finds and sizes its device.
 #[derive(Debug, Clone)]

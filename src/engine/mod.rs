@@ -221,16 +221,35 @@ pub(crate) fn split_lens(texts: &[&str], pieces: usize) -> Vec<(usize, usize)> {
 }
 
 /// Which engine to use, as chosen on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineChoice {
     /// A hardware GPU when wgpu finds one, else the CPU engine.
+    #[default]
     Auto,
     /// The CPU engine (rayon).
     Cpu,
     /// The GPU engine; a software adapter (llvmpipe) is accepted.
     Gpu,
 }
+
+crate::named!(
+    EngineChoice,
+    "engine",
+    [
+        (
+            "auto",
+            EngineChoice::Auto,
+            "A hardware GPU when wgpu finds one, else the CPU engine"
+        ),
+        ("cpu", EngineChoice::Cpu, "The CPU engine (rayon)"),
+        (
+            "gpu",
+            EngineChoice::Gpu,
+            "The GPU engine; a software adapter (llvmpipe) is accepted"
+        ),
+    ]
+);
 
 /// Build the engine `choice` asks for. `threads` sizes the CPU engine (0: all cores). For
 /// `Auto`, a hardware adapter is taken if present, else the CPU engine; on Linux, a machine

@@ -24,7 +24,10 @@ pub struct LshParams {
 
 impl Default for LshParams {
     fn default() -> Self {
-        LshParams { bands: 16, rows: 8 }
+        LshParams {
+            bands: crate::options::defaults::BANDS,
+            rows: crate::options::defaults::ROWS,
+        }
     }
 }
 

@@ -30,6 +30,16 @@ pub enum SigFormat {
     Parquet,
 }
 
+crate::named!(
+    SigFormat,
+    "format",
+    [
+        ("npy", SigFormat::Npy, ""),
+        ("tsv", SigFormat::Tsv, ""),
+        ("parquet", SigFormat::Parquet, ""),
+    ]
+);
+
 /// What `OUT.meta.json` holds (and the tsv header line encodes).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SigMeta {

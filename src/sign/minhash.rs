@@ -29,9 +29,9 @@ pub struct MinHashParams {
 impl Default for MinHashParams {
     fn default() -> Self {
         MinHashParams {
-            k: 5,
-            num_perm: 128,
-            seed: 0,
+            k: crate::options::defaults::K,
+            num_perm: crate::options::defaults::NUM_PERM,
+            seed: crate::options::defaults::SEED,
             shingle: ShingleUnit::Word,
             normalize: Normalize::None,
         }

@@ -43,20 +43,44 @@ pub enum Normalize {
     Nfkc,
 }
 
+crate::named!(
+    ShingleUnit,
+    "shingle",
+    [
+        ("word", ShingleUnit::Word, "k consecutive words (the contract's default)"),
+        (
+            "char",
+            ShingleUnit::Char,
+            "k consecutive characters of the lower-cased text, white space runs as one space (for text without spaces between words: Chinese, Japanese, Thai)"
+        ),
+    ]
+);
+
+crate::named!(
+    Normalize,
+    "normalize",
+    [
+        (
+            "none",
+            Normalize::None,
+            "The text as given (the contract's default)"
+        ),
+        ("nfc", Normalize::Nfc, "Canonical composition (NFC)"),
+        (
+            "nfkc",
+            Normalize::Nfkc,
+            "Compatibility composition (NFKC): also folds full-width forms and ligatures"
+        ),
+    ]
+);
+
 impl ShingleUnit {
     pub fn name(self) -> &'static str {
-        match self {
-            ShingleUnit::Word => "word",
-            ShingleUnit::Char => "char",
-        }
+        crate::options::Named::name(self)
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "word" => Some(ShingleUnit::Word),
-            "char" => Some(ShingleUnit::Char),
-            _ => None,
-        }
+        s.parse().ok()
     }
 
     pub fn is_default(&self) -> bool {
@@ -66,20 +90,11 @@ impl ShingleUnit {
 
 impl Normalize {
     pub fn name(self) -> &'static str {
-        match self {
-            Normalize::None => "none",
-            Normalize::Nfc => "nfc",
-            Normalize::Nfkc => "nfkc",
-        }
+        crate::options::Named::name(self)
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "none" => Some(Normalize::None),
-            "nfc" => Some(Normalize::Nfc),
-            "nfkc" => Some(Normalize::Nfkc),
-            _ => None,
-        }
+        s.parse().ok()
     }
 
     pub fn is_default(&self) -> bool {

@@ -10,7 +10,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use neardup::progress::{ProgressFactory, Reporter, Task, TaskKind};
 
 /// `--progress`: when to draw bars.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ProgressMode {
     /// When stderr is a terminal.
     #[default]

@@ -17,6 +17,28 @@ pub enum Confirm {
     None,
 }
 
+crate::named!(
+    Confirm,
+    "confirm",
+    [
+        (
+            "jaccard",
+            Confirm::Jaccard,
+            "Exact Jaccard of the shingle sets (full 64-bit FNV-1a values) `>= threshold`"
+        ),
+        (
+            "estimate",
+            Confirm::Estimate,
+            "MinHash estimate `>= threshold` (cheaper, looser)"
+        ),
+        (
+            "none",
+            Confirm::None,
+            "Every LSH candidate is a duplicate (as FineWeb)"
+        ),
+    ]
+);
+
 /// Which document of a cluster survives a dropping run. Ties go to the smallest id, so the choice
 /// never depends on input order, threads or engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -75,6 +97,15 @@ pub enum GroupMissing {
     Own,
 }
 
+crate::named!(
+    GroupMissing,
+    "group_missing",
+    [
+        ("error", GroupMissing::Error, ""),
+        ("own", GroupMissing::Own, "")
+    ]
+);
+
 /// Everything that decides which documents are near duplicates.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DedupConfig {
@@ -97,7 +128,7 @@ impl Default for DedupConfig {
         DedupConfig {
             params: MinHashParams::default(),
             lsh: LshParams::default(),
-            threshold: 0.8,
+            threshold: crate::options::defaults::THRESHOLD,
             confirm: Confirm::Jaccard,
             exact: false,
             drop: true,

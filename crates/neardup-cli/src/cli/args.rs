@@ -3,125 +3,38 @@
 
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{BenchConfig, BenchEngines};
+pub use crate::progress::ProgressMode;
 use neardup::engine::gpu::GpuOptions;
+pub use neardup::engine::gpu::{BackendChoice, Kernels};
+pub use neardup::engine::EngineChoice;
 use neardup::index::lsh::LshParams;
+pub use neardup::io::sigfile::SigFormat;
 use neardup::io::{check_output_paths, check_outputs, InputSpec, Inputs, NamedPath, OwnedDir};
 use neardup::jsonl::Fields;
+use neardup::options::{defaults, Named};
 use neardup::sign::minhash::MinHashParams;
 use neardup::stages::dedup::DedupConfig;
+pub use neardup::stages::dedup::{Confirm, GroupMissing};
+pub use neardup::text::{Normalize, ShingleUnit};
 use neardup::Error;
 
-/// A value enum of the command line, variant for variant the library's enum of the same name
-/// (the library knows nothing of clap): its variants' docs are the `--help` text.
-macro_rules! value_enum {
-    ($(#[$m:meta])* $name:ident = $lib:ty { $($(#[$vm:meta])* $v:ident),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-        pub enum $name {
-            $($(#[$vm])* $v),+
+/// clap's parser for a library option whose values are names: the names, and the line on
+/// each that `--help` shows, come from the library ([`Named`]).
+fn named<T: Named + Clone + Send + Sync + 'static>() -> impl TypedValueParser<Value = T> {
+    clap::builder::PossibleValuesParser::new(T::VALUES.iter().map(|&(name, _, help)| {
+        let v = clap::builder::PossibleValue::new(name);
+        if help.is_empty() {
+            v
+        } else {
+            v.help(help)
         }
-
-        impl From<$name> for $lib {
-            fn from(x: $name) -> Self {
-                match x {
-                    $($name::$v => Self::$v),+
-                }
-            }
-        }
-    };
+    }))
+    .map(|s| T::from_name(&s).expect("clap accepts listed names only"))
 }
-
-value_enum!(
-    /// How candidate pairs are confirmed.
-    Confirm = neardup::Confirm {
-        /// Exact Jaccard of the shingle sets (full 64-bit FNV-1a values) `>= threshold`.
-        Jaccard,
-        /// MinHash estimate `>= threshold` (cheaper, looser).
-        Estimate,
-        /// Every LSH candidate is a duplicate (as FineWeb).
-        None,
-    }
-);
-
-value_enum!(
-    /// How the GPU hashes and reduces a sub-batch (the same bits either way).
-    Kernels = neardup::engine::gpu::Kernels {
-        /// Hash every shingle into device memory, then reduce it (64 permutations a workgroup).
-        Split,
-        /// Hash each chunk of shingles into the reducing workgroup's memory (every permutation
-        /// a workgroup).
-        Fused,
-    }
-);
-
-value_enum!(
-    /// When progress bars are drawn.
-    ProgressMode = crate::progress::ProgressMode {
-        /// When stderr is a terminal.
-        Auto,
-        /// Always (even into a file or pipe).
-        Always,
-        /// Never.
-        Never,
-    }
-);
-
-value_enum!(
-    /// Which signature engine.
-    EngineChoice = neardup::EngineChoice {
-        /// A hardware GPU when wgpu finds one, else the CPU engine.
-        Auto,
-        /// The CPU engine (rayon).
-        Cpu,
-        /// The GPU engine; a software adapter (llvmpipe) is accepted.
-        Gpu,
-    }
-);
-
-value_enum!(
-    /// Which wgpu backends are searched.
-    BackendChoice = neardup::engine::gpu::BackendChoice {
-        Vulkan,
-        Metal,
-        Dx12,
-        Gl,
-        All,
-    }
-);
-
-value_enum!(
-    /// What a shingle is made of.
-    ShingleUnit = neardup::text::ShingleUnit {
-        /// k consecutive words (the contract's default).
-        Word,
-        /// k consecutive characters of the lower-cased text, white space runs as one space
-        /// (for text without spaces between words: Chinese, Japanese, Thai).
-        Char,
-    }
-);
-
-value_enum!(
-    /// The Unicode normal form a text is put in first.
-    Normalize = neardup::text::Normalize {
-        /// The text as given (the contract's default).
-        None,
-        /// Canonical composition (NFC).
-        Nfc,
-        /// Compatibility composition (NFKC): also folds full-width forms and ligatures.
-        Nfkc,
-    }
-);
-
-value_enum!(
-    /// What a document without the group field is.
-    GroupMissing = neardup::stages::dedup::GroupMissing {
-        Error,
-        Own,
-    }
-);
 
 /// What `decontam` does with a caught document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -345,15 +258,6 @@ impl Cli {
     }
 }
 
-value_enum!(
-    /// A signature file's format.
-    SigFormat = neardup::io::sigfile::SigFormat {
-        Npy,
-        Tsv,
-        Parquet,
-    }
-);
-
 /// Find and remove near-duplicate documents in JSONL and Parquet corpora, and drop documents that
 /// leak
 /// benchmark text. MinHash signatures run on the GPU (wgpu) or the CPU, bit for bit the same.
@@ -470,20 +374,20 @@ atomically."
 #[derive(Debug, Clone, Args)]
 pub struct HashArgs {
     /// Shingle width in words, 1 to 1048576.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = defaults::K)]
     pub k: usize,
     /// Permutations (signature length), 1 to 1048576.
-    #[arg(long = "num-perm", default_value_t = 128)]
+    #[arg(long = "num-perm", default_value_t = defaults::NUM_PERM)]
     pub num_perm: usize,
     /// Seed of the permutation parameters (PCG32).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = defaults::SEED)]
     pub seed: u64,
     /// What a shingle is made of: words, or characters (then --k is the n-gram length in
     /// characters; docs/SPEC.md §1.4).
-    #[arg(long, value_enum, default_value_t = ShingleUnit::Word)]
+    #[arg(long, value_parser = named::<ShingleUnit>(), default_value_t = ShingleUnit::default())]
     pub shingle: ShingleUnit,
     /// The Unicode normal form texts are put in before anything else.
-    #[arg(long, value_enum, default_value_t = Normalize::None)]
+    #[arg(long, value_parser = named::<Normalize>(), default_value_t = Normalize::default())]
     pub normalize: Normalize,
 }
 
@@ -499,8 +403,8 @@ impl HashArgs {
         Ok(
             MinHashParams::new(self.k, self.num_perm, self.seed)?.with_rule(
                 neardup::text::TextRule {
-                    shingle: self.shingle.into(),
-                    normalize: self.normalize.into(),
+                    shingle: self.shingle,
+                    normalize: self.normalize,
                 },
             ),
         )
@@ -511,10 +415,10 @@ impl HashArgs {
 #[derive(Debug, Clone, Args)]
 pub struct LshArgs {
     /// LSH bands, 1 to 1048576.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = defaults::BANDS)]
     pub bands: usize,
     /// Rows per band, 1 to 1048576 (bands x rows must equal --num-perm).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = defaults::ROWS)]
     pub rows: usize,
 }
 
@@ -540,10 +444,10 @@ pub struct InputArgs {
     #[arg(required = true, value_name = "IN")]
     pub inputs: Vec<String>,
     /// Field holding each record's unique id.
-    #[arg(long = "id-field", default_value = "id")]
+    #[arg(long = "id-field", default_value = defaults::ID_FIELD)]
     pub id_field: String,
     /// Field holding each record's text.
-    #[arg(long = "text-field", default_value = "text")]
+    #[arg(long = "text-field", default_value = defaults::TEXT_FIELD)]
     pub text_field: String,
     /// Accept integer ids (used as their decimal digits) instead of rejecting them.
     #[arg(long = "numeric-ids")]
@@ -601,7 +505,7 @@ impl InputArgs {
 pub struct RunArgs {
     /// Worker threads: 0 (the default) starts one per core; at most 8 per core this run may
     /// use, or 16 where that is fewer.
-    #[arg(long, default_value_t = 0, global = true)]
+    #[arg(long, default_value_t = defaults::THREADS, global = true)]
     pub threads: usize,
     /// Progress bars on stderr: auto (when stderr is a terminal), always, never.
     #[arg(long, value_enum, default_value_t = ProgressMode::Auto, global = true)]
@@ -615,7 +519,7 @@ pub struct RunArgs {
 #[derive(Debug, Clone, Args)]
 pub struct GpuArgs {
     /// wgpu backends to search (default: WGPU_BACKEND if set, else all).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<BackendChoice>())]
     pub backend: Option<BackendChoice>,
     /// The GPU adapter to use, as `neardup devices` lists them: its index, or a part of its
     /// name (any case). Default: the best one (hardware before software, Vulkan, Metal or
@@ -631,7 +535,7 @@ pub struct GpuArgs {
     #[arg(long = "gpu-batch-mib", value_name = "MIB", default_value_t = 32)]
     pub gpu_batch_mib: usize,
     /// GPU kernels: split (hash, then reduce) or fused (both in one dispatch).
-    #[arg(long = "gpu-kernels", value_enum, default_value_t = Kernels::Split)]
+    #[arg(long = "gpu-kernels", value_parser = named::<Kernels>(), default_value_t = Kernels::default())]
     pub gpu_kernels: Kernels,
     /// Native 64-bit shader integers instead of the emulated arithmetic (the same bits; the
     /// adapter must offer them: see `neardup devices`).
@@ -659,12 +563,12 @@ impl GpuArgs {
     pub fn options(&self) -> Result<GpuOptions, Error> {
         self.check()?;
         Ok(GpuOptions {
-            backend: self.backend.map(Into::into),
+            backend: self.backend,
             allow_software: true,
             adapter: self.adapter.clone(),
             wait_timeout: std::time::Duration::from_secs_f64(self.gpu_timeout),
             batch_bytes: self.gpu_batch_mib << 20,
-            kernels: self.gpu_kernels.into(),
+            kernels: self.gpu_kernels,
             int64: self.gpu_int64,
             ..GpuOptions::default()
         })
@@ -676,7 +580,7 @@ impl GpuArgs {
 pub struct EngineArgs {
     /// Signature engine: auto (a hardware GPU if wgpu finds one, else the CPU), cpu, gpu (any
     /// adapter, software ones such as llvmpipe included).
-    #[arg(long, value_enum, default_value_t = EngineChoice::Auto)]
+    #[arg(long, value_parser = named::<EngineChoice>(), default_value_t = EngineChoice::default())]
     pub engine: EngineChoice,
     #[command(flatten)]
     pub gpu: GpuArgs,
@@ -697,11 +601,11 @@ pub struct ClusterArgs {
     #[command(flatten)]
     pub lsh: LshArgs,
     /// Similarity at or above which a candidate pair is a duplicate, in (0, 1].
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = defaults::THRESHOLD)]
     pub threshold: f64,
     /// How candidates are confirmed: exact Jaccard of the shingle sets, the MinHash estimate,
     /// or not at all.
-    #[arg(long, value_enum, default_value_t = Confirm::Jaccard)]
+    #[arg(long, value_parser = named::<Confirm>(), default_value_t = Confirm::default())]
     pub confirm: Confirm,
     /// Drop exact duplicates (identical word sequences, smallest id kept) before near-dedup.
     #[arg(long)]
@@ -713,7 +617,7 @@ pub struct ClusterArgs {
     /// Which document of a cluster survives: smallest-id, first (in input order), longest (most
     /// words), field:NAME:max or field:NAME:min (a numeric field or column). Ties go to the
     /// smallest id; the cluster tag stays the smallest id whichever survives.
-    #[arg(long, value_name = "POLICY", default_value = "smallest-id", value_parser = parse_keep)]
+    #[arg(long, value_name = "POLICY", default_value = defaults::KEEP, value_parser = parse_keep)]
     pub keep: KeepArg,
     /// Deduplicate within groups: documents with different values of this field (e.g. `dump`)
     /// are never duplicates of each other.
@@ -721,7 +625,7 @@ pub struct ClusterArgs {
     pub group_field: Option<String>,
     /// With --group-field, what a document without the field is: an error, or a member of a
     /// group of its own with every other such document.
-    #[arg(long, value_enum, default_value_t = GroupMissing::Error, requires = "group_field")]
+    #[arg(long, value_parser = named::<GroupMissing>(), default_value_t = GroupMissing::default(), requires = "group_field")]
     pub group_missing: GroupMissing,
 }
 
@@ -731,11 +635,11 @@ impl ClusterArgs {
             params: self.hash.params()?,
             lsh: self.lsh.params()?,
             threshold: self.threshold,
-            confirm: self.confirm.into(),
+            confirm: self.confirm,
             exact: self.exact,
             drop: !self.tag_only,
             keep: self.keep.policy,
-            group_missing: self.group_missing.into(),
+            group_missing: self.group_missing,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -785,11 +689,11 @@ pub struct DedupArgs {
     /// With --work-dir: the partitions of the band rows; memory is bounded by one. 1 to 65536,
     /// and no more than the open-file limit (`ulimit -n`) allows: `bands` writes one file per
     /// partition at once.
-    #[arg(long, value_name = "R", default_value_t = 8, requires = "work_dir")]
+    #[arg(long, value_name = "R", default_value_t = defaults::PARTITIONS, requires = "work_dir")]
     pub partitions: usize,
     /// With --work-dir: MiB of id records `rank` sorts at once (as `neardup stage rank
     /// --sort-memory`), at least 1; a larger corpus is sorted in id-range buckets through files.
-    #[arg(long, value_name = "MIB", default_value_t = 256, requires = "work_dir", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "MIB", default_value_t = defaults::SORT_MEMORY_MIB, requires = "work_dir", value_parser = clap::value_parser!(u64).range(1..))]
     pub sort_memory: u64,
     /// Check the documents against an index of documents already kept (`neardup index
     /// build`): one with a near duplicate there is dropped (with --tag-only, tagged with that
@@ -874,7 +778,7 @@ pub enum Stage {
         /// Partitions of the band rows: `confirm` runs once per partition, and its memory is
         /// bounded by one. 1 to 65536, and no more than the open-file limit (`ulimit -n`)
         /// allows: `bands` writes one file per partition at once.
-        #[arg(long, value_name = "R", default_value_t = 8)]
+        #[arg(long, value_name = "R", default_value_t = defaults::PARTITIONS)]
         partitions: usize,
         /// Check every document against this index in `apply`, as it is now (segments added
         /// later are not seen). May be given more than once.
@@ -896,7 +800,7 @@ pub enum Stage {
         dir: PathBuf,
         /// MiB of id records sorted at once, at least 1; a larger corpus is sorted in id-range
         /// buckets through files in the work directory (the peak is about twice this).
-        #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, value_name = "MIB", default_value_t = defaults::SORT_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(1..))]
         sort_memory: u64,
     },
     /// Stage 3, per shard, after rank: band rows, split into partitions.
@@ -1077,7 +981,7 @@ pub struct SignaturesArgs {
     pub output: String,
     /// npy (uint32 [docs, num_perm]), tsv (id TAB comma-separated values) or parquet (columns
     /// id and signature, the parameters in the file's metadata).
-    #[arg(long, value_enum, default_value_t = SigFormat::Npy)]
+    #[arg(long, value_parser = named::<SigFormat>(), default_value_t = SigFormat::Npy)]
     pub format: SigFormat,
     #[command(flatten)]
     pub hash: HashArgs,
@@ -1121,12 +1025,12 @@ pub struct TuneArgs {
     #[arg(long)]
     pub threshold: f64,
     /// Permutations to split into bands x rows, 1 to 1048576.
-    #[arg(long = "num-perm", default_value_t = 128)]
+    #[arg(long = "num-perm", default_value_t = defaults::NUM_PERM)]
     pub num_perm: usize,
     /// How dedup will confirm candidates. jaccard (dedup's default): a false positive costs
     /// only an exact check, so the split with the least work whose p(threshold) reaches
     /// --recall; estimate or none: the least weighted false-positive and false-negative area.
-    #[arg(long, value_enum, default_value_t = Confirm::Jaccard)]
+    #[arg(long, value_parser = named::<Confirm>(), default_value_t = Confirm::default())]
     pub confirm: Confirm,
     /// With --confirm jaccard: the least chance that a pair at the threshold becomes a
     /// candidate, in (0, 1].
@@ -1160,7 +1064,7 @@ pub struct InspectArgs {
     pub lsh: LshArgs,
     /// The similarity `dedup` would hold the pair to (said beside the exact Jaccard), in
     /// (0, 1].
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = defaults::THRESHOLD)]
     pub threshold: f64,
     /// Shared shingles to list.
     #[arg(long, default_value_t = 20)]
@@ -1226,9 +1130,9 @@ pub struct BenchArgs {
     /// Mean words per synthetic document, 0 to 1000000.
     #[arg(long = "synthetic-words", default_value_t = 300)]
     pub synthetic_words: usize,
-    #[arg(long = "id-field", default_value = "id")]
+    #[arg(long = "id-field", default_value = defaults::ID_FIELD)]
     pub id_field: String,
-    #[arg(long = "text-field", default_value = "text")]
+    #[arg(long = "text-field", default_value = defaults::TEXT_FIELD)]
     pub text_field: String,
     #[command(flatten)]
     pub hash: HashArgs,
@@ -1253,7 +1157,7 @@ pub struct BenchArgs {
 #[derive(Debug, Args)]
 pub struct DevicesArgs {
     /// wgpu backends to search.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<BackendChoice>())]
     pub backend: Option<BackendChoice>,
     /// Print JSON.
     #[arg(long)]
@@ -1276,10 +1180,10 @@ pub struct CompareArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Require this shingle unit.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<ShingleUnit>())]
     pub shingle: Option<ShingleUnit>,
     /// Require this normal form.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<Normalize>())]
     pub normalize: Option<Normalize>,
     /// Mismatches to print in full.
     #[arg(long, default_value_t = 5)]

@@ -13,12 +13,7 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
     let inputs = a.input.open(a.work_dir.is_none())?;
-    let mut engine = build_engine(
-        a.engine.engine.into(),
-        cfg.params,
-        0,
-        &a.engine.gpu_options()?,
-    )?;
+    let mut engine = build_engine(a.engine.engine, cfg.params, 0, &a.engine.gpu_options()?)?;
     let info = engine.info();
     warn_software(&a.run, &info);
     let outs = neardup::stages::dedup::DedupOutputs {

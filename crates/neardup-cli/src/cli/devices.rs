@@ -12,7 +12,7 @@ pub(super) fn run(_: DevicesArgs) -> Result<ExitCode> {
 #[cfg(feature = "gpu")]
 pub(super) fn run(a: DevicesArgs) -> Result<ExitCode> {
     let opts = GpuOptions {
-        backend: a.backend.map(Into::into),
+        backend: a.backend,
         ..GpuOptions::default()
     };
     let adapters = list_adapters(&opts);

@@ -48,7 +48,7 @@ fn add(
     let progress = setup(run)?;
     let t0 = Instant::now();
     let inputs = input.open(false)?;
-    let mut engine = build_engine(engine.engine.into(), params, 0, &engine.gpu_options()?)?;
+    let mut engine = build_engine(engine.engine, params, 0, &engine.gpu_options()?)?;
     let info = engine.info();
     warn_software(run, &info);
     let s = index_inputs(

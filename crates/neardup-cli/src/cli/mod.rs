@@ -71,7 +71,7 @@ fn setup(run: &RunArgs) -> Result<ProgressFactory> {
         .start_handler(|_| neardup::sys::threads::register_current_thread())
         .build_global()
         .context("starting the thread pool")?;
-    Ok(crate::progress::factory(run.progress.into(), run.quiet))
+    Ok(crate::progress::factory(run.progress, run.quiet))
 }
 
 /// A line on stderr, unless `--quiet`.

@@ -25,10 +25,10 @@ pub(super) fn run(a: SignaturesArgs) -> Result<ExitCode> {
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
     let inputs = a.input.open(false)?;
-    let mut engine = build_engine(a.engine.engine.into(), params, 0, &a.engine.gpu_options()?)?;
+    let mut engine = build_engine(a.engine.engine, params, 0, &a.engine.gpu_options()?)?;
     let info = engine.info();
     warn_software(&a.run, &info);
-    let mut w = sigfile::SigWriter::create(&a.output, a.format.into(), params, &info.to_string())?;
+    let mut w = sigfile::SigWriter::create(&a.output, a.format, params, &info.to_string())?;
     let total_bytes = inputs.total_bytes();
     let bar = progress.pass("signatures", total_bytes);
     // Ids are kept (not the text) to refuse a repeated id before the file appears.

@@ -41,12 +41,7 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
         }
         Stage::Sign { dir, shard, engine } => {
             let w = WorkDir::open(&dir)?;
-            let mut e = build_engine(
-                engine.engine.into(),
-                w.config().params,
-                0,
-                &engine.gpu_options()?,
-            )?;
+            let mut e = build_engine(engine.engine, w.config().params, 0, &engine.gpu_options()?)?;
             warn_software(&a.run, &e.info());
             match sign::sign(&w, shard, e.as_mut(), &progress)? {
                 Some(s) => done(format!(

@@ -27,11 +27,7 @@ pub(super) fn run(a: TuneArgs) -> Result<ExitCode> {
         _ => neardup::index::scurve::tune(t, a.num_perm, a.fp_weight, a.fn_weight),
     };
     let best = choices[0];
-    let confirm = match a.confirm {
-        Confirm::Jaccard => "jaccard",
-        Confirm::Estimate => "estimate",
-        Confirm::None => "none",
-    };
+    let confirm = a.confirm;
     outln!(
         "threshold {t}, {} permutations, --confirm {confirm}:",
         a.num_perm
