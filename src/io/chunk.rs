@@ -4,9 +4,9 @@
 
 use std::io::{self, BufRead, Read};
 
-use crate::Error;
+use crate::error::Error;
 
-use super::input::{decompress, CountingReader};
+use super::decode::{decompress, CountingReader};
 use super::pool::{recycle_buffer, spare_buffer_stale};
 
 /// A block of records read from one input, for parallel parsing: whole JSONL lines, or a

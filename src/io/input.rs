@@ -4,12 +4,13 @@
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, Read};
 use std::path::PathBuf;
 
-use crate::Error;
+use crate::error::Error;
 
 use super::chunk::{Chunk, LineReader};
+use super::decode::{GZIP_MAGIC, ZSTD_MAGIC};
 use super::output::{register_partial, unregister_partial};
 use super::parquet::{self, Columns, ParquetReader};
 use super::Fields;
@@ -402,38 +403,6 @@ impl Reader {
     }
 }
 
-/// Wraps a reader to count the raw (possibly compressed) bytes read, for progress bars.
-pub(super) struct CountingReader<R> {
-    inner: R,
-    count: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl<R> CountingReader<R> {
-    pub(super) fn new(inner: R) -> Self {
-        CountingReader {
-            inner,
-            count: Default::default(),
-        }
-    }
-
-    pub(super) fn counter(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
-        self.count.clone()
-    }
-}
-
-impl<R: Read> Read for CountingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count
-            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-        Ok(n)
-    }
-}
-
-const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
-
-/// Sniff the first bytes: gzip and zstd are decompressed, anything else is read as is.
 /// `file` mapped read-only, when it is a non-empty regular file that is not compressed;
 /// `None` sends it the `read(2)` way (a map that fails is not an error: reading may still work).
 fn map_plain_file(file: &File) -> Option<std::sync::Arc<memmap2::Mmap>> {
@@ -454,37 +423,6 @@ fn map_plain_file(file: &File) -> Option<std::sync::Arc<memmap2::Mmap>> {
     // the advice would make the kernel evict the pages first under memory pressure, before a
     // second pass (dedup's) reads them again.
     Some(std::sync::Arc::new(map))
-}
-
-pub(super) fn decompress<R: Read + Send + 'static>(
-    raw: R,
-    name: &str,
-) -> Result<Box<dyn BufRead + Send>, Error> {
-    let mut buffered = BufReader::with_capacity(1 << 20, raw);
-    let head = buffered.fill_buf().map_err(|e| Error::io(name, e))?;
-    if head.starts_with(&parquet::MAGIC) {
-        // Only a stream gets here: a named file is sniffed and read as Parquet.
-        return Err(Error::io(
-            name,
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "is Parquet, which cannot be read as a stream (its index sits at the end of the \
-                 file): name the file instead",
-            ),
-        ));
-    }
-    if head.starts_with(&GZIP_MAGIC) {
-        Ok(Box::new(BufReader::with_capacity(
-            1 << 20,
-            flate2::bufread::MultiGzDecoder::new(buffered),
-        )))
-    } else if head.starts_with(&ZSTD_MAGIC) {
-        let dec =
-            zstd::stream::read::Decoder::with_buffer(buffered).map_err(|e| Error::io(name, e))?;
-        Ok(Box::new(BufReader::with_capacity(1 << 20, dec)))
-    } else {
-        Ok(Box::new(buffered))
-    }
 }
 
 /// Finds where lines start in a plain JSONL file, in one forward scan: for a stage that keeps

@@ -4,6 +4,7 @@
 
 pub mod checksum;
 pub mod chunk;
+pub mod decode;
 pub mod fields;
 pub mod format;
 pub mod input;

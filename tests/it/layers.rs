@@ -265,3 +265,44 @@ fn the_library_carries_no_command_line_dependency() {
     }
     assert!(lib.contains("rayon") && lib.contains("wgpu"), "{lib:?}");
 }
+
+/// The import graph between the files of `src/<dir>/` (`super::x` and `crate::<dir>::x`).
+fn submodule_graph(dir: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let src = crate::common::root().join("src").join(dir);
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let names: BTreeSet<String> = files
+        .iter()
+        .filter_map(|f| f.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let me = f.file_stem().unwrap().to_string_lossy().into_owned();
+        if me == "tests" || me == "mod" || f.parent() != Some(src.as_path()) {
+            continue;
+        }
+        let code = non_test_code(&std::fs::read_to_string(f).unwrap())
+            .replace("super::", "crate::")
+            .replace(&format!("crate::{dir}::"), "crate::");
+        let deps = graph.entry(me.clone()).or_default();
+        for r in crate_refs(&code) {
+            if r != me && names.contains(&r) {
+                deps.insert(r);
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn the_files_of_io_have_no_import_cycle() {
+    let g = submodule_graph("io");
+    // The reader works: the inputs read chunks, and chunks decode.
+    assert!(
+        g["input"].contains("chunk") && g["chunk"].contains("decode"),
+        "{g:?}"
+    );
+    if let Some(c) = find_cycle(&g) {
+        panic!("an import cycle between files of io/: {}", c.join(" -> "));
+    }
+}
