@@ -7,11 +7,11 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::batch::PackedBatch;
+use crate::error::Error;
 use crate::ids::IdArena;
 use crate::io::Chunk;
 use crate::jsonl::{parse_record, Fields, Record};
 use crate::text::TextRule;
-use crate::Error;
 
 /// Raw bytes per chunk handed to the parser (the CPU engine's; a GPU engine asks for larger
 /// ones). Large enough to amortise the hand-offs, small enough that the chunks in flight (two

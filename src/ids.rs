@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Where a document was read: input index and 1-based line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

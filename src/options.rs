@@ -2,7 +2,7 @@
 //! option's values are spelled by. The command line's clap parsers and the Python package both
 //! read them from here, so `--help`, Python's signatures and the library agree.
 
-use crate::Error;
+use crate::error::Error;
 
 /// The defaults of the options the command line and the Python package share.
 pub mod defaults {

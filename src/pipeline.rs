@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use crate::batch::SpareParts;
 use crate::corpus::{parse_chunk_into, signature_rows, ScannedChunk, SPARE_SIGS};
 use crate::engine::SignJob;
+use crate::error::Error;
 use crate::io::{Chunk, Inputs, ReadPlan};
 use crate::jsonl::Fields;
 use crate::progress::Progress;
 use crate::sys::threads::{register_current_thread, this_thread_cpu_seconds};
-use crate::Error;
 
 /// Read every input in order as chunks, apply `prepare` to each on a second thread (it may use
 /// rayon), and hand the results to `consume` on this thread, in order. The first error from any

@@ -157,7 +157,7 @@ pub fn partition_limit() -> Option<PartitionLimit> {
 
 /// Refuse `n` partitions where this process's open-file limit would stop `bands` midway
 /// ([`partition_limit`]), saying how to raise it; `most` caps the count the message suggests.
-pub fn check_partition_files(n: usize, most: usize) -> Result<(), crate::Error> {
+pub fn check_partition_files(n: usize, most: usize) -> Result<(), crate::error::Error> {
     let Some(limit) = partition_limit() else {
         return Ok(());
     };
@@ -174,7 +174,7 @@ pub fn check_partition_files(n: usize, most: usize) -> Result<(), crate::Error> 
         ),
         _ => format!(": raise it with `ulimit -n {needed}`, or give at most {most} partitions"),
     };
-    Err(crate::Error::Param(format!(
+    Err(crate::error::Error::Param(format!(
         "--partitions {n} needs {needed} files open at once (`bands` writes one per partition, \
          and {margin} are kept for the rest), above this process's limit of {} open files{raise}",
         limit.open_files

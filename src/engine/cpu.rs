@@ -26,7 +26,7 @@ pub struct CpuEngine {
 impl CpuEngine {
     /// An engine on a pool of its own with `threads` workers, or with `threads = 0` on the
     /// current rayon pool (so parsing and signing share the same workers, not twice as many).
-    pub fn new(params: MinHashParams, threads: usize) -> Result<Self, crate::Error> {
+    pub fn new(params: MinHashParams, threads: usize) -> Result<Self, crate::error::Error> {
         params.validate()?;
         let pool = if threads == 0 {
             None
@@ -38,7 +38,7 @@ impl CpuEngine {
                     .start_handler(|_| crate::sys::threads::register_current_thread())
                     .build()
                     .map_err(|e| {
-                        crate::Error::Param(format!("cannot start {threads} threads: {e}"))
+                        crate::error::Error::Param(format!("cannot start {threads} threads: {e}"))
                     })?,
             )
         };
@@ -152,7 +152,7 @@ impl RecordSigner for CpuEngine {
         fields: &Fields,
         name: &str,
         want_exact_keys: bool,
-    ) -> Result<ScannedChunk, crate::Error> {
+    ) -> Result<ScannedChunk, crate::error::Error> {
         let (k, np) = (self.params.k, self.params.num_perm);
         let (perms, rule) = (&self.perms, self.params.rule());
         let n = chunk.len();
@@ -177,7 +177,7 @@ impl RecordSigner for CpuEngine {
                 slots.push((start, end, head));
                 rest = tail;
             }
-            let parts: Vec<Result<ScannedChunk, crate::Error>> = slots
+            let parts: Vec<Result<ScannedChunk, crate::error::Error>> = slots
                 .into_par_iter()
                 .map(|(start, end, sigs)| {
                     // The scratch is taken out of its cell, not borrowed in place: a split

@@ -14,8 +14,8 @@ pub mod ring {
 }
 
 /// What asking for the GPU engine says in this build.
-pub fn missing() -> crate::Error {
-    crate::Error::Feature {
+pub fn missing() -> crate::error::Error {
+    crate::error::Error::Feature {
         feature: "gpu",
         what: "the GPU engine".into(),
     }
@@ -31,7 +31,7 @@ pub fn list_adapters(_: &GpuOptions) -> Vec<AdapterSummary> {
 pub enum GpuEngine {}
 
 impl GpuEngine {
-    pub fn new(_: MinHashParams, _: &GpuOptions) -> Result<Self, crate::Error> {
+    pub fn new(_: MinHashParams, _: &GpuOptions) -> Result<Self, crate::error::Error> {
         Err(missing())
     }
 

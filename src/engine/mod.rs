@@ -141,7 +141,7 @@ pub trait RecordSigner: Sync {
         fields: &crate::jsonl::Fields,
         name: &str,
         want_exact_keys: bool,
-    ) -> Result<crate::corpus::ScannedChunk, crate::Error>;
+    ) -> Result<crate::corpus::ScannedChunk, crate::error::Error>;
 }
 
 /// Check `out` has room for exactly the batch's signatures.
@@ -259,7 +259,7 @@ pub fn build_engine(
     params: MinHashParams,
     threads: usize,
     gpu: &GpuOptions,
-) -> Result<Box<dyn Engine>, crate::Error> {
+) -> Result<Box<dyn Engine>, crate::error::Error> {
     match choice {
         EngineChoice::Cpu => Ok(Box::new(CpuEngine::new(params, threads)?)),
         EngineChoice::Gpu => Ok(Box::new(GpuEngine::new(params, gpu).map_err(|e| {

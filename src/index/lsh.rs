@@ -10,10 +10,10 @@
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+use crate::error::Error;
 use crate::ids::IdArena;
 use crate::ids::IdSet;
 use crate::sign::minhash::is_empty_signature;
-use crate::Error;
 
 /// The banding: `bands` bands of `rows` rows; `num_perm` must equal `bands * rows`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

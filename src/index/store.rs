@@ -25,11 +25,11 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::lsh::{band_digest, LshParams};
+use crate::error::Error;
 use crate::ids::IdArena;
 use crate::io::Output;
 use crate::sign::minhash::{is_empty_signature, MinHashParams, CONTRACT_VERSION};
 use crate::text::{Normalize, ShingleUnit};
-use crate::Error;
 
 /// The manifest's `format`.
 pub const INDEX_FORMAT: &str = "neardup-index-1";
@@ -46,14 +46,10 @@ const CONTRACT_BYTES: usize = 32;
 pub struct IndexManifest {
     pub format: String,
     pub contract: String,
-    pub k: usize,
-    pub num_perm: usize,
-    pub seed: u64,
-    /// The text options (SPEC §1.4), written only when not the default.
-    #[serde(default, skip_serializing_if = "ShingleUnit::is_default")]
-    pub shingle: ShingleUnit,
-    #[serde(default, skip_serializing_if = "Normalize::is_default")]
-    pub normalize: Normalize,
+    /// The parameter tuple (the text options written only when not the default), its fields
+    /// in place in the file.
+    #[serde(flatten)]
+    pub params: MinHashParams,
     pub bands: usize,
     pub rows: usize,
     /// Documents in all segments.
@@ -84,11 +80,7 @@ impl IndexManifest {
         IndexManifest {
             format: INDEX_FORMAT.into(),
             contract: CONTRACT_VERSION.into(),
-            k: params.k,
-            num_perm: params.num_perm,
-            seed: params.seed,
-            shingle: params.shingle,
-            normalize: params.normalize,
+            params,
             bands: lsh.bands,
             rows: lsh.rows,
             documents: 0,
@@ -97,13 +89,7 @@ impl IndexManifest {
     }
 
     pub fn params(&self) -> MinHashParams {
-        MinHashParams {
-            k: self.k,
-            num_perm: self.num_perm,
-            seed: self.seed,
-            shingle: self.shingle,
-            normalize: self.normalize,
-        }
+        self.params
     }
 
     pub fn lsh(&self) -> LshParams {
@@ -123,9 +109,13 @@ impl IndexManifest {
             ));
         }
         for (name, have, want) in [
-            ("k", self.k as u64, params.k as u64),
-            ("num_perm", self.num_perm as u64, params.num_perm as u64),
-            ("seed", self.seed, params.seed),
+            ("k", self.params.k as u64, params.k as u64),
+            (
+                "num_perm",
+                self.params.num_perm as u64,
+                params.num_perm as u64,
+            ),
+            ("seed", self.params.seed, params.seed),
             ("bands", self.bands as u64, lsh.bands as u64),
             ("rows", self.rows as u64, lsh.rows as u64),
         ] {
@@ -133,17 +123,17 @@ impl IndexManifest {
                 diff.push(format!("{name} {have} (this run: {want})"));
             }
         }
-        if self.shingle != params.shingle {
+        if self.params.shingle != params.shingle {
             diff.push(format!(
                 "shingle {} (this run: {})",
-                self.shingle.name(),
+                self.params.shingle.name(),
                 params.shingle.name()
             ));
         }
-        if self.normalize != params.normalize {
+        if self.params.normalize != params.normalize {
             diff.push(format!(
                 "normalize {} (this run: {})",
-                self.normalize.name(),
+                self.params.normalize.name(),
                 params.normalize.name()
             ));
         }
@@ -442,11 +432,11 @@ impl Segment {
             .position(|&b| b == 0)
             .unwrap_or(CONTRACT_BYTES);
         if &contract[..contract_len] != m.contract.as_bytes()
-            || k as usize != m.k
-            || num_perm as usize != m.num_perm
+            || k as usize != m.params.k
+            || num_perm as usize != m.params.num_perm
             || bands as usize != m.bands
             || rows as usize != m.rows
-            || seed != m.seed
+            || seed != m.params.seed
             || u32_at(28) != rule_code(m.params())
             || docs != entry.documents
         {
@@ -457,7 +447,7 @@ impl Segment {
         if banded > docs || docs > u32::MAX as u64 {
             return Err(bad("damaged header".into()));
         }
-        let layout = Layout::new(docs, banded, id_bytes, m.num_perm, m.bands);
+        let layout = Layout::new(docs, banded, id_bytes, m.params.num_perm, m.bands);
         if map.len() as u64 != layout.total {
             return Err(bad(format!(
                 "{} bytes where the header says {}: truncated or damaged",
@@ -470,7 +460,7 @@ impl Segment {
             map,
             docs: docs as usize,
             banded: banded as usize,
-            num_perm: m.num_perm,
+            num_perm: m.params.num_perm,
             rows: m.rows,
             layout,
         };
@@ -642,7 +632,7 @@ impl Index {
         sigs: &[u32],
         eligible: impl Fn(usize) -> bool + Sync,
     ) -> Result<Vec<(u32, IndexDoc)>, Error> {
-        let (num_perm, rows) = (self.manifest.num_perm, self.manifest.rows);
+        let (num_perm, rows) = (self.manifest.params.num_perm, self.manifest.rows);
         let n = sigs.len().checked_div(num_perm).unwrap_or(0);
         let band_of = |q: u32, j: usize| -> &[u32] {
             let o = q as usize * num_perm + j * rows;
@@ -805,6 +795,27 @@ pub fn add_segment(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The manifest's bytes, the parameter tuple flattened in place; and read back.
+    #[test]
+    fn the_manifest_json_is_fixed() {
+        let mut m = IndexManifest::new(MinHashParams::default(), LshParams::default());
+        let text = serde_json::to_string(&m).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                r#"{{"format":"{INDEX_FORMAT}","contract":"neardup-minhash-v1","k":5,"num_perm":128,"seed":0,"bands":16,"rows":8,"documents":0,"segments":[]}}"#
+            )
+        );
+        assert_eq!(serde_json::from_str::<IndexManifest>(&text).unwrap(), m);
+        m.params.normalize = Normalize::Nfc;
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(
+            text.contains(r#""seed":0,"normalize":"nfc","bands":16"#),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<IndexManifest>(&text).unwrap(), m);
+    }
 
     fn corpus(n: usize, num_perm: usize) -> (IdArena, Vec<u32>) {
         let mut ids = IdArena::default();

@@ -10,7 +10,7 @@ use std::path::Path;
 use twox_hash::XxHash3_128;
 
 use super::Output;
-use crate::Error;
+use crate::error::Error;
 
 /// The end of a sealed file's trailer.
 const SEAL_MAGIC: &[u8; 8] = b"NDSUM001";

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::Error;
+use crate::error::Error;
 
 /// A held lock on a file.
 #[derive(Debug)]

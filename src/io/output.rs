@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::checksum::Checksum;
-use crate::Error;
+use crate::error::Error;
 
 /// Temporary output files of this process that are not finished yet. An interrupted run
 /// (Ctrl-C, SIGTERM, SIGHUP) removes them before exiting, so nothing half-written is left;

@@ -19,7 +19,7 @@ use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchR
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 
 use super::{Fields, Output};
-use crate::Error;
+use crate::error::Error;
 
 pub use super::format::{is_parquet_name, sniff, Columns, MAGIC};
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 pub use super::format::{is_parquet_name, sniff, Columns, MAGIC};
 use super::Fields;
-use crate::Error;
+use crate::error::Error;
 
 /// What reading `name` says in this build.
 pub fn missing(name: &str) -> Error {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::Error;
+use crate::error::Error;
 
 /// A file a run reads or writes, with the option (or role) that named it, as the user wrote
 /// both: `("input", "in.jsonl")`, `("-o", "out.jsonl")`, `("--clusters", "c.jsonl")`.

@@ -17,9 +17,9 @@
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
+use crate::error::Error;
 use crate::sign::minhash::{MinHashParams, CONTRACT_VERSION};
 use crate::text::{Normalize, ShingleUnit};
-use crate::Error;
 
 /// The on-disk formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -44,14 +44,10 @@ crate::named!(
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SigMeta {
     pub contract: String,
-    pub k: usize,
-    pub num_perm: usize,
-    pub seed: u64,
-    /// The text options (SPEC §1.4), written only when not the default.
-    #[serde(default, skip_serializing_if = "ShingleUnit::is_default")]
-    pub shingle: ShingleUnit,
-    #[serde(default, skip_serializing_if = "Normalize::is_default")]
-    pub normalize: Normalize,
+    /// The parameter tuple (the text options written only when not the default), its fields
+    /// in place in the file.
+    #[serde(flatten)]
+    pub params: MinHashParams,
     pub documents: u64,
     /// The engine that computed them (informational).
     #[serde(default)]
@@ -63,24 +59,14 @@ impl SigMeta {
     pub fn new(params: MinHashParams, engine: &str) -> Self {
         SigMeta {
             contract: CONTRACT_VERSION.to_string(),
-            k: params.k,
-            num_perm: params.num_perm,
-            seed: params.seed,
-            shingle: params.shingle,
-            normalize: params.normalize,
+            params,
             documents: 0,
             engine: engine.to_string(),
         }
     }
 
     pub fn params(&self) -> MinHashParams {
-        MinHashParams {
-            k: self.k,
-            num_perm: self.num_perm,
-            seed: self.seed,
-            shingle: self.shingle,
-            normalize: self.normalize,
-        }
+        self.params
     }
 }
 
@@ -221,9 +207,9 @@ fn signature_schema(meta: &SigMeta) -> arrow_schema::Schema {
     use arrow_schema::{DataType, Field};
     let values = [
         meta.contract.clone(),
-        meta.k.to_string(),
-        meta.num_perm.to_string(),
-        meta.seed.to_string(),
+        meta.params.k.to_string(),
+        meta.params.num_perm.to_string(),
+        meta.params.seed.to_string(),
         meta.engine.clone(),
     ];
     let mut md: std::collections::HashMap<String, String> = META_KEYS
@@ -231,11 +217,14 @@ fn signature_schema(meta: &SigMeta) -> arrow_schema::Schema {
         .map(|k| k.to_string())
         .zip(values)
         .collect();
-    if !meta.shingle.is_default() {
-        md.insert("neardup.shingle".into(), meta.shingle.name().into());
+    if !meta.params.shingle.is_default() {
+        md.insert("neardup.shingle".into(), meta.params.shingle.name().into());
     }
-    if !meta.normalize.is_default() {
-        md.insert("neardup.normalize".into(), meta.normalize.name().into());
+    if !meta.params.normalize.is_default() {
+        md.insert(
+            "neardup.normalize".into(),
+            meta.params.normalize.name().into(),
+        );
     }
     arrow_schema::Schema::new_with_metadata(
         vec![
@@ -244,7 +233,7 @@ fn signature_schema(meta: &SigMeta) -> arrow_schema::Schema {
                 "signature",
                 DataType::FixedSizeList(
                     std::sync::Arc::new(Field::new("item", DataType::UInt32, false)),
-                    meta.num_perm as i32,
+                    meta.params.num_perm as i32,
                 ),
                 false,
             ),
@@ -273,7 +262,11 @@ impl TableSigs {
         ids: impl ExactSizeIterator<Item = &'a str>,
         rows: &[u32],
     ) -> Result<(), Error> {
-        assert_eq!(rows.len(), ids.len() * self.meta.num_perm, "one row per id");
+        assert_eq!(
+            rows.len(),
+            ids.len() * self.meta.params.num_perm,
+            "one row per id"
+        );
         self.meta.documents += ids.len() as u64;
         self.ids.extend(ids.map(str::to_string));
         self.rows.extend_from_slice(rows);
@@ -296,7 +289,7 @@ impl TableSigs {
         let values = UInt32Array::from(std::mem::take(&mut self.rows));
         let sigs = FixedSizeListArray::new(
             item,
-            self.meta.num_perm as i32,
+            self.meta.params.num_perm as i32,
             std::sync::Arc::new(values),
             None,
         );
@@ -341,21 +334,23 @@ fn read_table_signatures(path: &str) -> Result<SigFile, Error> {
     };
     let meta = SigMeta {
         contract: get(META_KEYS[0])?,
-        k: num(META_KEYS[1])? as usize,
-        num_perm: num(META_KEYS[2])? as usize,
-        seed: num(META_KEYS[3])?,
-        shingle: match md.get("neardup.shingle") {
-            None => ShingleUnit::Word,
-            Some(v) => ShingleUnit::parse(v)
-                .ok_or_else(|| err(format!("`neardup.shingle` {v:?} is not word or char")))?,
-        },
-        normalize: match md.get("neardup.normalize") {
-            None => Normalize::None,
-            Some(v) => Normalize::parse(v).ok_or_else(|| {
-                err(format!(
-                    "`neardup.normalize` {v:?} is not none, nfc or nfkc"
-                ))
-            })?,
+        params: MinHashParams {
+            k: num(META_KEYS[1])? as usize,
+            num_perm: num(META_KEYS[2])? as usize,
+            seed: num(META_KEYS[3])?,
+            shingle: match md.get("neardup.shingle") {
+                None => ShingleUnit::Word,
+                Some(v) => ShingleUnit::parse(v)
+                    .ok_or_else(|| err(format!("`neardup.shingle` {v:?} is not word or char")))?,
+            },
+            normalize: match md.get("neardup.normalize") {
+                None => Normalize::None,
+                Some(v) => Normalize::parse(v).ok_or_else(|| {
+                    err(format!(
+                        "`neardup.normalize` {v:?} is not none, nfc or nfkc"
+                    ))
+                })?,
+            },
         },
         documents: 0,
         engine: md.get(META_KEYS[4]).cloned().unwrap_or_default(),
@@ -378,11 +373,11 @@ fn read_table_signatures(path: &str) -> Result<SigFile, Error> {
                 "`id` must be strings and `signature` fixed-size lists of uint32".into(),
             ));
         };
-        if sig.value_length() as usize != meta.num_perm {
+        if sig.value_length() as usize != meta.params.num_perm {
             return Err(err(format!(
                 "signatures of {} values, the metadata says num_perm={}",
                 sig.value_length(),
-                meta.num_perm
+                meta.params.num_perm
             )));
         }
         let Some(values) = sig
@@ -396,7 +391,7 @@ fn read_table_signatures(path: &str) -> Result<SigFile, Error> {
         }
         ids.extend(id.iter().map(|s| s.unwrap_or_default().to_string()));
         let start = sig.value_offset_at(0);
-        sigs.extend_from_slice(&values.values()[start..start + sig.len() * meta.num_perm]);
+        sigs.extend_from_slice(&values.values()[start..start + sig.len() * meta.params.num_perm]);
     }
     let mut meta = meta;
     meta.documents = ids.len() as u64;
@@ -463,7 +458,7 @@ impl FlatWriter {
     }
 
     fn push(&mut self, id: &str, row: &[u32]) -> Result<(), Error> {
-        debug_assert_eq!(row.len(), self.meta.num_perm);
+        debug_assert_eq!(row.len(), self.meta.params.num_perm);
         match self.format {
             SigFormat::Npy => {
                 // npy rows are little-endian u32: on little-endian machines, the row's bytes.
@@ -513,7 +508,7 @@ impl FlatWriter {
         ids: impl ExactSizeIterator<Item = &'a str>,
         rows: &[u32],
     ) -> Result<(), Error> {
-        let np = self.meta.num_perm;
+        let np = self.meta.params.num_perm;
         assert_eq!(rows.len(), ids.len() * np, "one row per id");
         // A few rows (a tiny input file's chunk) go through the buffer, as one at a time do:
         // a write call each would cost more than the copy.
@@ -570,7 +565,7 @@ impl FlatWriter {
         if self.format == SigFormat::Npy {
             let f = self.main.file_mut().get_mut().as_file_mut();
             f.seek(SeekFrom::Start(0)).map_err(io)?;
-            f.write_all(&npy_header(self.rows, self.meta.num_perm))
+            f.write_all(&npy_header(self.rows, self.meta.params.num_perm))
                 .map_err(io)?;
             let meta_json = serde_json::to_vec_pretty(&self.meta).expect("metadata serializes");
             // The sidecars are synced and renamed on a second thread while this one syncs the
@@ -634,13 +629,13 @@ impl ItoaBuf {
 pub struct SigFile {
     pub meta: SigMeta,
     pub ids: Vec<String>,
-    /// Row-major `[ids.len() x meta.num_perm]`.
+    /// Row-major `[ids.len() x meta.params.num_perm]`.
     pub sigs: Vec<u32>,
 }
 
 impl SigFile {
     pub fn row(&self, i: usize) -> &[u32] {
-        &self.sigs[i * self.meta.num_perm..(i + 1) * self.meta.num_perm]
+        &self.sigs[i * self.meta.params.num_perm..(i + 1) * self.meta.params.num_perm]
     }
 
     /// Error unless these signatures were made with `params` under this contract version.
@@ -651,9 +646,9 @@ impl SigFile {
                 msg: format!(
                     "made with k={} num_perm={} seed={}{}, but k={} num_perm={} seed={}{} were \
                      asked for; signatures made with other parameters are not comparable",
-                    self.meta.k,
-                    self.meta.num_perm,
-                    self.meta.seed,
+                    self.meta.params.k,
+                    self.meta.params.num_perm,
+                    self.meta.params.seed,
                     self.meta.params().rule_words(),
                     params.k,
                     params.num_perm,
@@ -706,12 +701,12 @@ pub fn read_signatures(path: &str) -> Result<SigFile, Error> {
             )));
         }
         let data = &bytes[10 + hl..];
-        if data.len() != meta.documents as usize * meta.num_perm * 4 {
+        if data.len() != meta.documents as usize * meta.params.num_perm * 4 {
             return Err(err(format!(
                 "npy data has {} bytes, the metadata says {} x {} uint32",
                 data.len(),
                 meta.documents,
-                meta.num_perm
+                meta.params.num_perm
             )));
         }
         let sigs: Vec<u32> = data
@@ -766,11 +761,11 @@ pub fn read_signatures(path: &str) -> Result<SigFile, Error> {
                         .map_err(|e| perr(format!("bad value {v:?}: {e}")))?,
                 );
             }
-            if sigs.len() - before != meta.num_perm {
+            if sigs.len() - before != meta.params.num_perm {
                 return Err(perr(format!(
                     "{} values, the header says num_perm={}",
                     sigs.len() - before,
-                    meta.num_perm
+                    meta.params.num_perm
                 )));
             }
             ids.push(id);
@@ -804,11 +799,13 @@ fn parse_tsv_header(line: &str) -> Option<SigMeta> {
     let rest = line.strip_prefix("#neardup-signatures")?;
     let mut meta = SigMeta {
         contract: String::new(),
-        k: 0,
-        num_perm: 0,
-        seed: 0,
-        shingle: ShingleUnit::Word,
-        normalize: Normalize::None,
+        params: MinHashParams {
+            k: 0,
+            num_perm: 0,
+            seed: 0,
+            shingle: ShingleUnit::Word,
+            normalize: Normalize::None,
+        },
         documents: 0,
         engine: String::new(),
     };
@@ -816,11 +813,11 @@ fn parse_tsv_header(line: &str) -> Option<SigMeta> {
         let (k, v) = kv.split_once('=')?;
         match k {
             "contract" => meta.contract = v.to_string(),
-            "k" => meta.k = v.parse().ok()?,
-            "num_perm" => meta.num_perm = v.parse().ok()?,
-            "seed" => meta.seed = v.parse().ok()?,
-            "shingle" => meta.shingle = ShingleUnit::parse(v)?,
-            "normalize" => meta.normalize = Normalize::parse(v)?,
+            "k" => meta.params.k = v.parse().ok()?,
+            "num_perm" => meta.params.num_perm = v.parse().ok()?,
+            "seed" => meta.params.seed = v.parse().ok()?,
+            "shingle" => meta.params.shingle = ShingleUnit::parse(v)?,
+            "normalize" => meta.params.normalize = Normalize::parse(v)?,
             _ => {}
         }
     }
@@ -830,6 +827,29 @@ fn parse_tsv_header(line: &str) -> Option<SigMeta> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The metadata's bytes, the parameter tuple flattened in place: default text options left
+    /// out, others written between the seed and the document count; and read back.
+    #[test]
+    fn the_metadata_json_is_fixed() {
+        let mut meta = SigMeta::new(MinHashParams::default(), "cpu");
+        meta.documents = 3;
+        let text = serde_json::to_string(&meta).unwrap();
+        assert_eq!(
+            text,
+            r#"{"contract":"neardup-minhash-v1","k":5,"num_perm":128,"seed":0,"documents":3,"engine":"cpu"}"#
+        );
+        assert_eq!(serde_json::from_str::<SigMeta>(&text).unwrap(), meta);
+        meta.params.shingle = ShingleUnit::Char;
+        meta.params.normalize = Normalize::Nfkc;
+        meta.params.seed = u64::MAX;
+        let text = serde_json::to_string(&meta).unwrap();
+        assert_eq!(
+            text,
+            r#"{"contract":"neardup-minhash-v1","k":5,"num_perm":128,"seed":18446744073709551615,"shingle":"char","normalize":"nfkc","documents":3,"engine":"cpu"}"#
+        );
+        assert_eq!(serde_json::from_str::<SigMeta>(&text).unwrap(), meta);
+    }
 
     /// Rows pushed many at a time (npy: straight to the file) make the same files as rows
     /// pushed one by one, in either order of the two calls, and the ids stay beside their rows

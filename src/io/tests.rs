@@ -548,7 +548,7 @@ fn lines_split_on_the_pool_equal_the_one_thread_split() {
             }
             let err = split_lines_on_pool(&v, &mut n, |x, _| {
                 if x > 0 {
-                    Err(crate::Error::Param("a piece failed".into()))
+                    Err(crate::error::Error::Param("a piece failed".into()))
                 } else {
                     Ok(())
                 }

@@ -6,8 +6,8 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
+use crate::error::Error;
 pub use crate::io::Fields;
-use crate::Error;
 
 /// The id and text of one JSONL record, borrowed from the line when the JSON has no escapes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::de::{self, MapAccess, Visitor};
 
 use super::record::{describe_json_error, top_level_keys_without, Key};
-use crate::Error;
+use crate::error::Error;
 
 /// Copy `line` (a JSON object) to `out` with `meta.<key> = value` set, keeping every field and
 /// its order. An existing `meta` object keeps its fields; a `meta` that is not an object is an

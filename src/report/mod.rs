@@ -44,7 +44,7 @@ pub fn write_dedup_reports(
     output: &str,
     engine: &crate::engine::EngineInfo,
     seconds: f64,
-) -> Result<(), crate::Error> {
+) -> Result<(), crate::error::Error> {
     if paths.is_empty() {
         return Ok(());
     }
@@ -73,7 +73,7 @@ pub fn write_stage_reports(
     paths: &[String],
     output: &str,
     seconds: Option<f64>,
-) -> Result<crate::stages::dedup::DedupSummary, crate::Error> {
+) -> Result<crate::stages::dedup::DedupSummary, crate::error::Error> {
     use crate::stages::sharded::summary::{dedup_summary, engine_info};
     let named: Vec<crate::io::NamedPath> = paths.iter().map(|p| ("--report", p.as_str())).collect();
     work.check_outputs(&named)?;

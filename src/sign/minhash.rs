@@ -1,9 +1,9 @@
 //! MinHash signatures of shingle sets and their comparison (SPEC §2), and the validated
 //! parameter set that says which signatures are comparable.
 
+use crate::error::Error;
 use crate::hash::{perm_params, permute, shingle_hash, PermParams, P};
 use crate::text::{Normalize, ShingleUnit, TextRule};
-use crate::Error;
 
 /// The version of the signature contract these signatures follow. It is written into every
 /// signature file and report so that signatures made under another contract are never mixed in

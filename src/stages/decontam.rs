@@ -15,13 +15,13 @@ use std::time::Instant;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_128;
 
+use crate::error::Error;
 use crate::io::{InputSpec, Inputs, ReadPlan};
 use crate::jsonl::Fields;
 use crate::pipeline::pipelined;
 use crate::progress::ProgressFactory;
 use crate::stages::sink::{table_rows, RecordSink};
 use crate::text::Words;
-use crate::Error;
 
 /// Keys that are already uniform hashes need no more hashing: use their low 64 bits.
 #[derive(Default)]

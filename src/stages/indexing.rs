@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::engine::Engine;
+use crate::error::Error;
 use crate::ids::{DocLoc, UniqueIds};
 use crate::index::lsh::LshParams;
 use crate::index::store::{self, SegmentEntry};
@@ -16,7 +17,6 @@ use crate::io::Inputs;
 use crate::jsonl::Fields;
 use crate::pipeline::{scan, ScanStats};
 use crate::progress::ProgressFactory;
-use crate::Error;
 
 /// What `index build` or `index add` did.
 #[derive(Debug, Clone, serde::Serialize)]

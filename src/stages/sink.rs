@@ -1,10 +1,10 @@
 //! Where a stage writes the records it keeps: JSONL lines as they were read (tagged), or
 //! Parquet rows with the inputs' schema.
 
+use crate::error::Error;
 #[cfg(feature = "parquet")]
 use crate::io::parquet::{self, TableWriter};
 use crate::io::{Columns, Inputs, Output};
-use crate::Error;
 
 /// A Parquet output's schema.
 #[cfg(feature = "parquet")]

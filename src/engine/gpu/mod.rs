@@ -362,7 +362,7 @@ struct StreamJob {
 
 impl GpuEngine {
     /// Find an adapter, build the pipelines and buffers.
-    pub fn new(params: MinHashParams, opts: &GpuOptions) -> Result<Self, crate::Error> {
+    pub fn new(params: MinHashParams, opts: &GpuOptions) -> Result<Self, crate::error::Error> {
         params.validate()?;
         let (_instance, adapter) = pick_adapter(opts)?;
         let summary = summarize(&adapter);

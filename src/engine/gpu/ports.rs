@@ -287,7 +287,7 @@ pub struct PortsEngine {
 
 impl PortsEngine {
     /// Sub-batches of at most `batch_bytes` word bytes (small values force fragments).
-    pub fn new(params: MinHashParams, batch_bytes: usize) -> Result<Self, crate::Error> {
+    pub fn new(params: MinHashParams, batch_bytes: usize) -> Result<Self, crate::error::Error> {
         params.validate()?;
         let ref_perms = params.perms();
         Ok(PortsEngine {

@@ -10,10 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::error::Error;
 use crate::ids::IdArena;
 use crate::index::store::{self, Index, IndexDoc};
 use crate::sign::minhash::{agreement, is_empty_signature};
-use crate::Error;
 
 use super::{Confirm, DedupConfig};
 

@@ -7,10 +7,10 @@ use rayon::prelude::*;
 use super::*;
 use crate::batch::PackedBatch;
 use crate::engine::{CpuEngine, Engine};
+use crate::error::Error;
 use crate::ids::DocLoc;
 use crate::jsonl::Fields;
 use crate::progress::ProgressFactory;
-use crate::Error;
 
 /// Sign in-memory documents `(id, text)` with the CPU engine (on the current rayon pool).
 pub fn sign_texts<I: AsRef<str>, T: AsRef<str>>(

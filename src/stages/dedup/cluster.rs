@@ -6,12 +6,12 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use super::*;
+use crate::error::Error;
 use crate::ids::IdArena;
 use crate::ids::{id_order, DocLoc};
 use crate::index::lsh::band_buckets;
 use crate::index::unionfind::UnionFind;
 use crate::progress::ProgressFactory;
-use crate::Error;
 
 /// What pass 1 keeps of a corpus: no text, only what clustering needs.
 #[derive(Debug, Default)]

@@ -1,8 +1,8 @@
 //! What decides which documents are near duplicates: the parameters and the confirmation.
 
+use crate::error::Error;
 use crate::index::lsh::LshParams;
 use crate::sign::minhash::MinHashParams;
-use crate::Error;
 
 /// How candidate pairs are confirmed (SPEC §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]

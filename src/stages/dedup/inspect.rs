@@ -1,7 +1,7 @@
 //! `neardup inspect`: why two texts are, or are not, near duplicates.
 
 use super::*;
-use crate::Error;
+use crate::error::Error;
 
 /// Everything `neardup inspect` says about a pair of documents.
 #[derive(Debug, Clone, serde::Serialize)]

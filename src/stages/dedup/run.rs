@@ -9,13 +9,13 @@ use rayon::prelude::*;
 use super::*;
 use crate::corpus::record;
 use crate::engine::Engine;
+use crate::error::Error;
 use crate::ids::{id_order, DocLoc};
 use crate::io::{Inputs, Output, ReadPlan};
 use crate::jsonl::{write_tagged, Fields};
 use crate::pipeline::{pipelined, scan, ScanStats};
 use crate::progress::ProgressFactory;
 use crate::stages::sink::{table_rows, RecordSink};
-use crate::Error;
 
 /// Where `neardup dedup` writes besides its main output, and the indexes it checks against.
 #[derive(Debug, Clone, Default)]

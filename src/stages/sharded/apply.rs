@@ -9,11 +9,11 @@ use serde::{Deserialize, Serialize};
 
 use super::table::strings;
 use super::WorkDir;
+use crate::error::Error;
 use crate::ids::IdArena;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{write_pass, Against, IndexMatch, PassTwo, Verdicts};
 use crate::stages::sink::RecordSink;
-use crate::Error;
 
 /// What applying one shard wrote.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

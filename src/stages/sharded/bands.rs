@@ -13,7 +13,7 @@ use super::rank::NO_REP;
 use super::raw::{le_u64s, RawRows, RawWriter};
 use super::table::{u32s, u64s, BATCH_ROWS};
 use super::WorkDir;
-use crate::Error;
+use crate::error::Error;
 
 /// Bytes of a band row.
 pub(crate) const BAND_ROW_BYTES: usize = 16;

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::rank::NO_REP;
 use super::table::{col, f64s, strings, u32s, u64s, BATCH_ROWS};
 use super::WorkDir;
+use crate::error::Error;
 use crate::ids::IdArena;
 use crate::index::unionfind::UnionFind;
 use crate::io::Output;
@@ -32,7 +33,6 @@ use crate::stages::dedup::{
     best_of_clusters, cluster_line, count_clusters, keep_key, pair_line, ClusterStats, GroupCounts,
     Keep, EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
 };
-use crate::Error;
 
 /// One of the largest clusters, for the report: its members' places, so `apply` can take the
 /// beginnings of their texts.

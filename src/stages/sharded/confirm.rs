@@ -21,11 +21,11 @@ use super::gather::Gatherer;
 use super::raw::le_u64s;
 use super::table::{col, u32s, u64s};
 use super::WorkDir;
+use crate::error::Error;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
     confirm_bucket, fill_estimates, BucketCounts, BucketTables, Confirm, JaccardCache, ShingleSets,
 };
-use crate::Error;
 
 /// The metadata key of a partition's counts (JSON).
 const COUNTS_KEY: &str = "neardup.confirm";

@@ -12,11 +12,11 @@ use rayon::prelude::*;
 use super::raw::{le_u64s, RawRows};
 use super::WorkDir;
 use crate::engine::{CpuEngine, Engine};
+use crate::error::Error;
 use crate::io::Chunk;
 use crate::pipeline::pipelined;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::text_shingle_set;
-use crate::Error;
 
 /// Gathered documents, in the order asked for.
 #[derive(Debug, Default)]

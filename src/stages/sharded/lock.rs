@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use super::WorkDir;
-use crate::Error;
+use crate::error::Error;
 
 /// A held unit lock; dropping it releases the unit.
 pub type UnitLock = crate::io::lock::FileLock;

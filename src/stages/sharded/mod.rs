@@ -39,9 +39,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
 use crate::io::{Fields, InputSpec, Inputs};
 use crate::stages::dedup::{Against, DedupConfig, RecordedIndex};
-use crate::Error;
 
 pub use lock::UnitLock;
 pub use run::*;

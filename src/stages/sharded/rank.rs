@@ -24,9 +24,9 @@ use serde::{Deserialize, Serialize};
 
 use super::table::{col, strings, u32s, u64s, BATCH_ROWS};
 use super::WorkDir;
+use crate::error::Error;
 use crate::ids::sort_ids_by;
 use crate::progress::ProgressFactory;
-use crate::Error;
 
 /// No identical document with a smaller id.
 pub const NO_REP: u64 = u64::MAX;

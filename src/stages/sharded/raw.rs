@@ -14,9 +14,9 @@ use std::io::Read;
 use std::path::Path;
 
 use super::WorkDir;
+use crate::error::Error;
 use crate::io::ranges::{prefetch, read_exact_at};
 use crate::io::Output;
-use crate::Error;
 
 /// Bytes of a row of `S.lines`.
 pub(crate) const LINE_ROW_BYTES: usize = 16;

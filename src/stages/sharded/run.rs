@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use super::{apply, bands, cluster, confirm, rank, sign, Manifest, WorkDir};
 use crate::engine::Engine;
+use crate::error::Error;
 use crate::io::{Fields, Output};
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{record_tags, DedupConfig, DedupOutputs, DedupSummary};
 use crate::stages::sink::RecordSink;
-use crate::Error;
 
 /// Copy a file the `cluster` stage wrote to where the user asked for it (which the caller
 /// finishes), checking it against the checksum `cluster` recorded for it.

@@ -18,11 +18,11 @@ use super::raw::RawWriter;
 use super::table::col;
 use super::WorkDir;
 use crate::engine::Engine;
+use crate::error::Error;
 use crate::index::lsh::band_digest;
 use crate::pipeline::{scan, ScanStats};
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::GroupMissing;
-use crate::Error;
 
 /// Sign shard `shard` with `engine`. Returns the pass's counts, or `None` when the shard was
 /// signed already.

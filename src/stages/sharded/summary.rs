@@ -4,13 +4,13 @@
 use super::gather::Gatherer;
 use super::{apply, cluster, confirm, sign, WorkDir};
 use crate::engine::EngineInfo;
+use crate::error::Error;
 use crate::pipeline::ScanStats;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
     index_confirmation, sample_docs, similarity_curve, AgainstSummary, ClusterExample, Confirm,
     DedupSummary, IndexCounts, SimilarityBucket,
 };
-use crate::Error;
 
 /// Sum the pass-1 counts of the shards.
 fn add_scan(total: &mut ScanStats, s: &ScanStats) {

@@ -15,8 +15,8 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 
 use super::WorkDir;
+use crate::error::Error;
 use crate::io::parquet::{Sealed, TableWriter};
-use crate::Error;
 
 /// The metadata key that holds the manifest's key.
 const WORK_KEY: &str = "neardup.work";

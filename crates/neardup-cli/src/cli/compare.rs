@@ -6,11 +6,11 @@ pub(super) fn run(a: CompareArgs) -> Result<ExitCode> {
     let fa = sigfile::read_signatures(&a.a)?;
     let fb = sigfile::read_signatures(&a.b)?;
     let want = neardup::MinHashParams {
-        k: a.k.unwrap_or(fa.meta.k),
-        num_perm: a.num_perm.unwrap_or(fa.meta.num_perm),
-        seed: a.seed.unwrap_or(fa.meta.seed),
-        shingle: a.shingle.map_or(fa.meta.shingle, Into::into),
-        normalize: a.normalize.map_or(fa.meta.normalize, Into::into),
+        k: a.k.unwrap_or(fa.meta.params.k),
+        num_perm: a.num_perm.unwrap_or(fa.meta.params.num_perm),
+        seed: a.seed.unwrap_or(fa.meta.params.seed),
+        shingle: a.shingle.map_or(fa.meta.params.shingle, Into::into),
+        normalize: a.normalize.map_or(fa.meta.params.normalize, Into::into),
     };
     fa.expect_params(&want, &a.a)?;
     fb.expect_params(&want, &a.b)?;
