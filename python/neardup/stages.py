@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+#: A progress callback: ``progress(stage, done, total, docs)``, as :func:`neardup.dedup` calls it.
+Progress = Optional[Callable[[str, int, Optional[int], int], Any]]
 
 from . import _neardup
 
@@ -111,22 +114,31 @@ def sign(
     threads: int = _D["threads"],
     gpu_kernels: str = _D["gpu_kernels"],
     gpu_int64: bool = _D["gpu_int64"],
+    progress: Progress = None,
 ) -> Optional[Dict[str, Any]]:
     """Stage 1: sign shard ``shard`` (``engine``: ``"auto"``, ``"cpu"`` or ``"gpu"``;
     ``gpu_kernels`` and ``gpu_int64``: :func:`neardup.signatures`'s, the same bits either
-    way)."""
+    way). ``progress``, here and in the other stages: a callback as :func:`neardup.dedup`
+    takes it."""
     return _json(
-        _neardup.stage_sign(os.fspath(work_dir), shard, engine, threads, gpu_kernels, gpu_int64)
+        _neardup.stage_sign(
+            os.fspath(work_dir), shard, engine, threads, gpu_kernels, gpu_int64, progress=progress
+        )
     )
 
 
-def rank(work_dir: "str | os.PathLike[str]", sort_memory: int = 256) -> Optional[Dict[str, Any]]:
+def rank(
+    work_dir: "str | os.PathLike[str]",
+    sort_memory: int = _D["sort_memory"],
+    *,
+    progress: Progress = None,
+) -> Optional[Dict[str, Any]]:
     """Stage 2, once every shard is signed: ids in order, and exact duplicates.
 
     ``sort_memory``: MiB of id records sorted at once; a larger corpus is sorted in id-range
     buckets through files in the work directory (the peak is about twice this).
     """
-    return _json(_neardup.stage_rank(os.fspath(work_dir), sort_memory))
+    return _json(_neardup.stage_rank(os.fspath(work_dir), sort_memory, progress=progress))
 
 
 def bands(work_dir: "str | os.PathLike[str]", shard: int) -> bool:
@@ -135,7 +147,10 @@ def bands(work_dir: "str | os.PathLike[str]", shard: int) -> bool:
 
 
 def confirm(
-    work_dir: "str | os.PathLike[str]", partition: "int | Sequence[int]"
+    work_dir: "str | os.PathLike[str]",
+    partition: "int | Sequence[int]",
+    *,
+    progress: Progress = None,
 ) -> "Optional[Dict[str, Any]] | List[Optional[Dict[str, Any]]]":
     """Stage 4, once every shard is banded: partition ``partition``'s confirmed pairs.
 
@@ -143,8 +158,10 @@ def confirm(
     document in buckets of several of them is read and signed again once, not once for each
     (the files are those of confirming each alone)."""
     if isinstance(partition, int):
-        return _json(_neardup.stage_confirm(os.fspath(work_dir), partition))
-    done = _neardup.stage_confirm_group(os.fspath(work_dir), [int(p) for p in partition])
+        return _json(_neardup.stage_confirm(os.fspath(work_dir), partition, progress=progress))
+    done = _neardup.stage_confirm_group(
+        os.fspath(work_dir), [int(p) for p in partition], progress=progress
+    )
     return [_json(d) for d in done]
 
 
@@ -153,6 +170,7 @@ def cluster(
     *,
     clusters: "str | os.PathLike[str] | None" = None,
     pairs: "str | os.PathLike[str] | None" = None,
+    progress: Progress = None,
 ) -> Dict[str, Any]:
     """Stage 5, once every partition is confirmed: clusters and survivors. ``clusters`` and
     ``pairs`` receive copies of the files ``dedup --clusters`` and ``--pairs`` write."""
@@ -161,16 +179,23 @@ def cluster(
             os.fspath(work_dir),
             None if clusters is None else os.fspath(clusters),
             None if pairs is None else os.fspath(pairs),
+            progress=progress,
         )
     )
 
 
 def apply(
-    work_dir: "str | os.PathLike[str]", shard: int, output: "str | os.PathLike[str]"
+    work_dir: "str | os.PathLike[str]",
+    shard: int,
+    output: "str | os.PathLike[str]",
+    *,
+    progress: Progress = None,
 ) -> Dict[str, Any]:
     """Stage 6: shard ``shard``'s kept records, tagged, in input order, written to ``output``
     (JSONL, or Parquet for a name ending in ``.parquet``; compressed by its extension)."""
-    return json.loads(_neardup.stage_apply(os.fspath(work_dir), shard, os.fspath(output)))
+    return json.loads(
+        _neardup.stage_apply(os.fspath(work_dir), shard, os.fspath(output), progress=progress)
+    )
 
 
 def report(

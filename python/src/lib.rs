@@ -572,6 +572,26 @@ impl neardup::progress::Task for PyTask {
     }
 }
 
+/// Run `f` detached with the progress of a call given `progress=` (or none); the callback's
+/// first exception, if any, is raised once `f` is over.
+fn detached_with_progress<T: Send>(
+    py: Python<'_>,
+    progress: Option<Py<PyAny>>,
+    f: impl FnOnce(&ProgressFactory) -> PyResult<T> + Send,
+) -> PyResult<T> {
+    let (factory, callback_error) = progress_of(progress);
+    let out = detached(py, || f(&factory));
+    drop(factory);
+    if let Some(e) = callback_error
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    {
+        return Err(e);
+    }
+    out
+}
+
 /// The progress of a call given `progress=` (or none), and where its callback's first
 /// exception goes.
 fn progress_of(callback: Option<Py<PyAny>>) -> (ProgressFactory, Arc<Mutex<Option<PyErr>>>) {
@@ -618,8 +638,7 @@ fn dedup<'py>(
     let group_s: Option<Vec<Option<&str>>> = groups
         .as_ref()
         .map(|g| g.iter().map(|x| x.as_deref()).collect());
-    let (progress, callback_error) = progress_of(progress);
-    let (c, info) = detached(py, || -> PyResult<_> {
+    let (c, info) = detached_with_progress(py, progress, |progress| -> PyResult<_> {
         let docs = MemoryDocs {
             ids: &id_s,
             texts: &text_s,
@@ -627,19 +646,11 @@ fn dedup<'py>(
             groups: group_s.as_deref(),
         };
         with_engine(engine, cfg.params, threads, gpu_kernels, gpu_int64, |e| {
-            let c = neardup::stages::dedup::cluster_docs_with_progress(&docs, &cfg, e, &progress)
+            let c = neardup::stages::dedup::cluster_docs_with_progress(&docs, &cfg, e, progress)
                 .map_err(err)?;
             Ok((c, e.info().to_string()))
         })
     })?;
-    drop(progress);
-    if let Some(e) = callback_error
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take()
-    {
-        return Err(e);
-    }
     let survives: Vec<u8> = c.survives.iter().map(|&b| b as u8).collect();
     let exact: Vec<u8> = c.exact_duplicate.iter().map(|&b| b as u8).collect();
     Ok((
@@ -687,7 +698,7 @@ fn stage_shape(work_dir: PathBuf) -> PyResult<(usize, usize)> {
 }
 
 #[pyfunction]
-#[pyo3(signature = (work_dir, shard, engine, threads, gpu_kernels, gpu_int64))]
+#[pyo3(signature = (work_dir, shard, engine, threads, gpu_kernels, gpu_int64, progress = None))]
 #[allow(clippy::too_many_arguments)]
 fn stage_sign(
     py: Python<'_>,
@@ -697,29 +708,35 @@ fn stage_sign(
     threads: usize,
     gpu_kernels: &str,
     gpu_int64: bool,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Option<String>> {
-    detached(py, || {
+    detached_with_progress(py, progress, |progress| {
         let w = open(&work_dir)?;
         let params = w.config().params;
         let s = with_engine(engine, params, threads, gpu_kernels, gpu_int64, |e| {
-            sharded::sign::sign(&w, shard, e, &ProgressFactory::hidden()).map_err(err)
+            sharded::sign::sign(&w, shard, e, progress).map_err(err)
         })?;
         Ok(s.map(|s| json(&s)))
     })
 }
 
 #[pyfunction]
-#[pyo3(signature = (work_dir, sort_memory))]
-fn stage_rank(py: Python<'_>, work_dir: PathBuf, sort_memory: u64) -> PyResult<Option<String>> {
+#[pyo3(signature = (work_dir, sort_memory, progress = None))]
+fn stage_rank(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    sort_memory: u64,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Option<String>> {
     if sort_memory == 0 {
         return Err(PyValueError::new_err(
             "sort_memory must be at least 1 (MiB)",
         ));
     }
     let budget = usize::try_from(sort_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-    detached(py, || {
+    detached_with_progress(py, progress, |progress| {
         let w = open(&work_dir)?;
-        let s = sharded::rank::rank_within(&w, &ProgressFactory::hidden(), budget).map_err(err)?;
+        let s = sharded::rank::rank_within(&w, progress, budget).map_err(err)?;
         Ok(s.map(|s| json(&s)))
     })
 }
@@ -732,29 +749,36 @@ fn stage_bands(py: Python<'_>, work_dir: PathBuf, shard: usize) -> PyResult<bool
 }
 
 #[pyfunction]
-fn stage_confirm(py: Python<'_>, work_dir: PathBuf, partition: usize) -> PyResult<Option<String>> {
-    detached(py, || {
+#[pyo3(signature = (work_dir, partition, progress = None))]
+fn stage_confirm(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    partition: usize,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Option<String>> {
+    detached_with_progress(py, progress, |progress| {
         let w = open(&work_dir)?;
-        let s =
-            sharded::confirm::confirm(&w, partition, &ProgressFactory::hidden()).map_err(err)?;
+        let s = sharded::confirm::confirm(&w, partition, progress).map_err(err)?;
         Ok(s.map(|s| json(&s)))
     })
 }
 
 /// Confirm several partitions in one job, their documents gathered once a group.
 #[pyfunction]
+#[pyo3(signature = (work_dir, partitions, progress = None))]
 fn stage_confirm_group(
     py: Python<'_>,
     work_dir: PathBuf,
     partitions: Vec<usize>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Vec<Option<String>>> {
-    detached(py, || {
+    detached_with_progress(py, progress, |progress| {
         let w = open(&work_dir)?;
         let done = sharded::confirm::confirm_together(
             &w,
             &partitions,
             sharded::confirm::GROUP_DOCS,
-            &ProgressFactory::hidden(),
+            progress,
         )
         .map_err(err)?;
         Ok(done.into_iter().map(|s| s.map(|s| json(&s))).collect())
@@ -764,37 +788,34 @@ fn stage_confirm_group(
 /// Cluster, then copy the clusters and pairs files where asked (whether or not the stage ran
 /// now). Returns the stage's summary as JSON.
 #[pyfunction]
-#[pyo3(signature = (work_dir, clusters=None, pairs=None))]
+#[pyo3(signature = (work_dir, clusters=None, pairs=None, progress=None))]
 fn stage_cluster(
     py: Python<'_>,
     work_dir: PathBuf,
     clusters: Option<String>,
     pairs: Option<String>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
-    detached(py, || {
+    detached_with_progress(py, progress, |progress| {
         let w = open(&work_dir)?;
-        sharded::cluster_to(
-            &w,
-            clusters.as_deref(),
-            pairs.as_deref(),
-            &ProgressFactory::hidden(),
-        )
-        .map_err(err)?;
+        sharded::cluster_to(&w, clusters.as_deref(), pairs.as_deref(), progress).map_err(err)?;
         Ok(json(&sharded::cluster::summary(&w).map_err(err)?))
     })
 }
 
 /// Write shard `shard`'s kept records to `output` (atomically); returns the summary as JSON.
 #[pyfunction]
+#[pyo3(signature = (work_dir, shard, output, progress = None))]
 fn stage_apply(
     py: Python<'_>,
     work_dir: PathBuf,
     shard: usize,
     output: String,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
-    detached(py, || {
+    detached_with_progress(py, progress, |progress| {
         let w = open(&work_dir)?;
-        let s = sharded::apply_to(&w, shard, &output, &ProgressFactory::hidden()).map_err(err)?;
+        let s = sharded::apply_to(&w, shard, &output, progress).map_err(err)?;
         Ok(json(&s))
     })
 }

@@ -78,7 +78,7 @@ def test_the_defaults_are_the_command_lines(cli):
             checked += 1
     assert checked >= 15, shown
     # The wrappers' keyword defaults are the same values.
-    for fn in (neardup.dedup, neardup.signatures, stages.init, stages.sign):
+    for fn in (neardup.dedup, neardup.signatures, stages.init, stages.sign, stages.rank):
         for name, p in inspect.signature(fn).parameters.items():
             if name in d and p.default is not inspect.Parameter.empty:
                 assert p.default == d[name], (fn.__name__, name)
@@ -109,6 +109,33 @@ def test_a_progress_callback_sees_every_stage_and_changes_nothing(example):
 
     with pytest.raises(KeyError, match="from the callback"):
         neardup.dedup(ids, texts, engine="cpu", progress=broken)
+
+
+def test_the_stages_report_progress(example, tmp_path):
+    work = tmp_path / "work"
+    stages.init(work, [str(example)], partitions=2)
+    calls = []
+    progress = lambda *a: calls.append(a)
+    stages.sign(work, 0, engine="cpu", progress=progress)
+    size = example.stat().st_size
+    signing = [c for c in calls if c[1] == size]
+    assert signing and signing[-1][2] == size and signing[-1][3] == 483, calls
+    stages.rank(work, progress=progress)
+    stages.bands(work, 0)
+    stages.confirm(work, [0, 1], progress=progress)
+    stages.cluster(work, progress=progress)
+    before = len(calls)
+    stages.apply(work, 0, tmp_path / "out.jsonl", progress=progress)
+    assert len(calls) > before, "apply reports"
+    assert all(isinstance(c[0], str) and c[1] >= 0 for c in calls)
+
+    def broken(*_):
+        raise KeyError("from the callback")
+
+    other = tmp_path / "other"
+    stages.init(other, [str(example)], partitions=2)
+    with pytest.raises(KeyError, match="from the callback"):
+        stages.sign(other, 0, engine="cpu", progress=broken)
 
 
 def test_keep_by_value_and_groups():
