@@ -6,6 +6,35 @@
 
 use crate::text::{shingle_layout, TextRule};
 
+/// Raw bytes per chunk handed to the parser (the CPU engine's; a GPU engine asks for larger
+/// ones). Large enough to amortise the hand-offs, small enough that the chunks in flight (two
+/// per worker thread, plus the reader's) stay a few tens of MiB.
+pub const DEFAULT_CHUNK_BYTES: usize = 2 << 20;
+
+/// How many pieces a chunk is cut into for tokenizing (fewer for a chunk of fewer records):
+/// one batch each.
+pub fn pieces_per_chunk() -> usize {
+    rayon::current_num_threads() * 4
+}
+
+thread_local! {
+    /// Per-thread tokenizer batch and shingle-hash buffer, reused from piece to piece.
+    static SCRATCH: std::cell::RefCell<(PackedBatch, Vec<u32>)> =
+        std::cell::RefCell::new((PackedBatch::new(), Vec::new()));
+}
+
+/// Run `f` with this thread's reusable batch and shingle-hash buffer: fresh multi-megabyte
+/// buffers per piece cost page faults (and, freed, TLB shootdowns across cores) that outweigh
+/// the hashing. The scratch is taken out of its cell for the call, not borrowed in place: a
+/// long document's parts run on the pool, and while this thread waits for them it may run
+/// another piece, which takes the scratch in turn (finding it empty).
+pub fn with_scratch<R>(f: impl FnOnce(&mut PackedBatch, &mut Vec<u32>) -> R) -> R {
+    let (mut batch, mut xs) = SCRATCH.take();
+    let r = f(&mut batch, &mut xs);
+    SCRATCH.set((batch, xs));
+    r
+}
+
 /// A batch of tokenized documents.
 ///
 /// Invariants: `word_start.len() == words + 1` and its last entry is `bytes.len()` (the

@@ -13,10 +13,7 @@ use crate::io::Chunk;
 use crate::jsonl::{parse_record, Fields, Record};
 use crate::text::TextRule;
 
-/// Raw bytes per chunk handed to the parser (the CPU engine's; a GPU engine asks for larger
-/// ones). Large enough to amortise the hand-offs, small enough that the chunks in flight (two
-/// per worker thread, plus the reader's) stay a few tens of MiB.
-pub const DEFAULT_CHUNK_BYTES: usize = 2 << 20;
+pub use crate::batch::{pieces_per_chunk, DEFAULT_CHUNK_BYTES};
 
 /// Record `i` of `chunk` (read from `file_name`): a JSONL line parsed, or a Parquet row's id
 /// and text columns.
@@ -157,12 +154,6 @@ pub fn parse_chunk(
     rule: TextRule,
 ) -> Result<ParsedChunk, Error> {
     parse_chunk_into(chunk, fields, file_name, &|| PackedBatch::with_rule(rule))
-}
-
-/// How many pieces [`parse_chunk_into`] cuts a chunk into (fewer for a chunk of fewer
-/// records): one batch each.
-pub fn pieces_per_chunk() -> usize {
-    rayon::current_num_threads() * 4
 }
 
 /// [`parse_chunk`] into batches `new_part` hands out (empty, under the rule wanted): a caller

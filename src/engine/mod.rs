@@ -48,14 +48,14 @@ pub trait Engine: Send {
 
     /// Raw JSONL bytes per chunk this engine likes to receive (a GPU wants bigger batches).
     fn preferred_chunk_bytes(&self) -> usize {
-        crate::corpus::DEFAULT_CHUNK_BYTES
+        crate::batch::DEFAULT_CHUNK_BYTES
     }
 
-    /// An engine that can parse, tokenize and sign whole chunks of records, several at once
-    /// from different threads, returns itself here. The CPU engine does: the text stays in
-    /// cache, no batch is copied, and workers never wait between chunks. Others (the GPU) get
-    /// batches parsed ahead on another thread and sign them one at a time.
-    fn record_signer(&self) -> Option<&dyn RecordSigner> {
+    /// An engine that can sign pieces of batches from many threads at once returns itself
+    /// here. The CPU engine does: the pipeline then tokenizes a piece of a chunk on a worker
+    /// and signs it there while the text is in cache, and workers never wait between chunks.
+    /// Others (the GPU) get whole chunks' batches, tokenized ahead, one job at a time.
+    fn piece_signer(&self) -> Option<&dyn PieceSigner> {
         None
     }
 
@@ -132,16 +132,23 @@ pub trait StreamSigner {
     }
 }
 
-/// Parses, tokenizes and signs chunks of JSONL records; callable from many threads at once.
-pub trait RecordSigner: Sync {
-    /// One chunk's documents, signed, in line order.
-    fn sign_chunk(
+/// Signs documents of tokenized batches, callable from many threads at once. It knows
+/// batches only: records, fields and what a dedup keeps are the pipeline's.
+pub trait PieceSigner: Sync {
+    /// Run `f` on the engine's threads (where [`sign_piece`](PieceSigner::sign_piece) is meant
+    /// to be called).
+    fn run(&self, f: &mut (dyn FnMut() + Send));
+
+    /// Signatures of documents `docs` of `batch` into `out` (`num_perm` u32 a document), with
+    /// `xs` as the caller's reusable shingle-hash scratch. A long document may be signed in
+    /// parts on the engine's other threads meanwhile.
+    fn sign_piece(
         &self,
-        chunk: &crate::io::Chunk,
-        fields: &crate::jsonl::Fields,
-        name: &str,
-        want_exact_keys: bool,
-    ) -> Result<crate::corpus::ScannedChunk, crate::error::Error>;
+        batch: &PackedBatch,
+        docs: std::ops::Range<usize>,
+        xs: &mut Vec<u32>,
+        out: &mut [u32],
+    );
 }
 
 /// Check `out` has room for exactly the batch's signatures.

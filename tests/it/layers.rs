@@ -200,6 +200,24 @@ fn the_detector_sees_paths_groups_and_cycles() {
     assert_eq!(find_cycle(&g).unwrap(), ["a", "b", "c", "a"]);
 }
 
+/// The engines sign batches: records, fields and dedup policy (the JSONL and Parquet readers,
+/// ids, exact keys, keep and group values) reach them only as tokenized batches, so nothing in
+/// `engine/` names the modules that hold those.
+#[test]
+fn the_engine_sees_batches_not_records() {
+    let g = module_graph();
+    let engine = &g["engine"];
+    for above in [
+        "io", "jsonl", "corpus", "ids", "pipeline", "stages", "report", "ops",
+    ] {
+        assert!(
+            !engine.contains(above),
+            "engine/ imports crate::{above}: {engine:?}"
+        );
+    }
+    assert!(engine.contains("batch"), "the graph was read: {engine:?}");
+}
+
 #[test]
 fn the_top_level_modules_have_no_import_cycle() {
     let g = module_graph();

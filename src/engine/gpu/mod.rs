@@ -513,7 +513,7 @@ impl GpuEngine {
         queue.write_buffer(
             &perms_buf,
             0,
-            bytemuck::cast_slice(&ports::interleave(&ref_perms)),
+            bytemuck::cast_slice(&plan::interleave(&ref_perms)),
         );
         let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("neardup"),
@@ -569,7 +569,7 @@ impl GpuEngine {
             broken: None,
             host_docs: 0,
             spare_parts: std::sync::Arc::new(crate::batch::SpareParts::new(
-                crate::corpus::pieces_per_chunk() * (ring::RING + 3),
+                crate::batch::pieces_per_chunk() * (ring::RING + 3),
             )),
             int64: opts.int64,
         })
@@ -639,7 +639,7 @@ impl GpuEngine {
         let np = self.params.num_perm;
         let t = std::time::Instant::now();
         let p = plan::plan(parts, self.params.k, &self.limits);
-        ports::init_fragment_rows(&p.subs, np, out);
+        plan::init_fragment_rows(&p.subs, np, out);
         self.ring.host.plan += t.elapsed().as_secs_f64();
         p
     }
@@ -649,7 +649,7 @@ impl GpuEngine {
             return;
         }
         let t = std::time::Instant::now();
-        ports::sign_on_host(parts, &p.host_docs, self.params.k, &self.ref_perms, out);
+        plan::sign_on_host(parts, &p.host_docs, self.params.k, &self.ref_perms, out);
         self.host_docs += p.host_docs.len() as u64;
         self.ring.host.host_docs += t.elapsed().as_secs_f64();
     }
@@ -839,7 +839,7 @@ impl Engine for GpuEngine {
         let tokenize = |(start, end): (usize, usize)| -> Vec<PackedBatch> {
             use rayon::prelude::*;
             let texts = &texts[start..end];
-            super::split_lens(texts, crate::corpus::pieces_per_chunk())
+            super::split_lens(texts, crate::batch::pieces_per_chunk())
                 .into_par_iter()
                 .map(|(a, b)| {
                     let mut part = spare.take(rule);

@@ -17,6 +17,7 @@
 //! [`MAX_SHINGLE_BYTES`], is left to the host's CPU routine.
 
 use crate::batch::PackedBatch;
+use crate::hash::{PermParams, P};
 use crate::text::shingle_layout;
 
 /// Shingles per chunk of the min-reduction stage (mirrors `CHUNK` in `shaders/minhash.wgsl`).
@@ -581,6 +582,42 @@ impl SubBatch {
             targets: (sub.first_target..sub.first_target + sub.size.docs).collect(),
             fragment: sub.fragment,
         }
+    }
+}
+
+/// Interleave `a` and `b` as the shaders read them.
+pub fn interleave(perms: &PermParams) -> Vec<[u32; 2]> {
+    perms
+        .a
+        .iter()
+        .zip(&perms.b)
+        .map(|(&a, &b)| [a, b])
+        .collect()
+}
+
+/// Set the rows of fragmented documents to `P` before their fragments are min-merged in.
+pub fn init_fragment_rows(subs: &[SubPlan], num_perm: usize, out: &mut [u32]) {
+    for sub in subs.iter().filter(|s| s.fragment) {
+        let t = sub.first_target as usize;
+        out[t * num_perm..(t + 1) * num_perm].fill(P);
+    }
+}
+
+/// Documents no sub-batch can hold are signed by the CPU engine's routine, into their rows of
+/// `out` (the job's documents over all `parts`).
+pub fn sign_on_host(
+    parts: &[PackedBatch],
+    docs: &[HostDoc],
+    k: usize,
+    perms: &PermParams,
+    out: &mut [u32],
+) {
+    let np = perms.len();
+    let mut xs = Vec::new();
+    for h in docs {
+        let (d, t) = (h.doc as usize, h.target as usize);
+        let row = &mut out[t * np..(t + 1) * np];
+        crate::sign::docs::sign_docs(&parts[h.part as usize], d..d + 1, k, perms, &mut xs, row);
     }
 }
 

@@ -3,7 +3,9 @@
 //! edges, and [`PortsEngine`] runs the GPU's exact plan and stages on the CPU, so when the GPU
 //! and CPU engines disagree, the ports say which stage is wrong.
 
-use super::plan::{plan, HostDoc, SubBatch, SubBatchLimits, SubPlan, CHUNK};
+use super::plan::{
+    init_fragment_rows, interleave, plan, sign_on_host, SubBatch, SubBatchLimits, CHUNK,
+};
 use super::{GpuConfig, Kernels};
 use crate::batch::PackedBatch;
 use crate::engine::{check_output, Engine, EngineError, EngineInfo};
@@ -266,16 +268,6 @@ pub fn merge_rows(sb: &SubBatch, rows: &[u32], num_perm: usize, out: &mut [u32])
     }
 }
 
-/// Interleave `a` and `b` as the shaders read them.
-pub fn interleave(perms: &PermParams) -> Vec<[u32; 2]> {
-    perms
-        .a
-        .iter()
-        .zip(&perms.b)
-        .map(|(&a, &b)| [a, b])
-        .collect()
-}
-
 /// The GPU engine's plan and stages, run on the CPU with the ports. Slow; for tests.
 pub struct PortsEngine {
     params: MinHashParams,
@@ -344,31 +336,5 @@ impl Engine for PortsEngine {
         }
         sign_on_host(parts, &p.host_docs, k, &self.ref_perms, out);
         Ok(())
-    }
-}
-
-/// Set the rows of fragmented documents to `P` before their fragments are min-merged in.
-pub fn init_fragment_rows(subs: &[SubPlan], num_perm: usize, out: &mut [u32]) {
-    for sub in subs.iter().filter(|s| s.fragment) {
-        let t = sub.first_target as usize;
-        out[t * num_perm..(t + 1) * num_perm].fill(P);
-    }
-}
-
-/// Documents no sub-batch can hold are signed by the CPU engine's routine, into their rows of
-/// `out` (the job's documents over all `parts`).
-pub fn sign_on_host(
-    parts: &[PackedBatch],
-    docs: &[HostDoc],
-    k: usize,
-    perms: &PermParams,
-    out: &mut [u32],
-) {
-    let np = perms.len();
-    let mut xs = Vec::new();
-    for h in docs {
-        let (d, t) = (h.doc as usize, h.target as usize);
-        let row = &mut out[t * np..(t + 1) * np];
-        crate::sign::docs::sign_docs(&parts[h.part as usize], d..d + 1, k, perms, &mut xs, row);
     }
 }

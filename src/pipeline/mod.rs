@@ -2,6 +2,8 @@
 //! parallel on another, and consumed (signed, written) on the caller's, so reading, tokenizing
 //! and hashing overlap. Order is kept: chunk after chunk, line after line.
 
+pub mod fused;
+
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::{Duration, Instant};
 
@@ -264,7 +266,8 @@ pub fn scan(
         SPARE_SIGS.give(sc.sigs);
         r
     };
-    let waited = if let Some(signer) = engine.record_signer() {
+    let params = *engine.params();
+    let waited = if let Some(signer) = engine.piece_signer() {
         let in_flight = rayon::current_num_threads() * 2;
         let sign_total = std::sync::Mutex::new(0f64);
         let w = pipelined_n(
@@ -275,7 +278,8 @@ pub fn scan(
             in_flight,
             |chunk, name| {
                 let t = Instant::now();
-                let sc = signer.sign_chunk(&chunk, fields, name, want_exact_keys)?;
+                let sc =
+                    fused::sign_records(signer, &params, &chunk, fields, name, want_exact_keys)?;
                 *sign_total.lock().expect("not poisoned") += t.elapsed().as_secs_f64();
                 Ok(sc)
             },
@@ -294,7 +298,7 @@ pub fn scan(
             .streamer()
             .and_then(|s| s.spare_parts())
             .unwrap_or_else(|| {
-                std::sync::Arc::new(SpareParts::new(crate::corpus::pieces_per_chunk() * 2))
+                std::sync::Arc::new(SpareParts::new(crate::batch::pieces_per_chunk() * 2))
             });
         let new_part = || spare_parts.take(rule);
         let mut waiting: std::collections::VecDeque<ScannedChunk> = Default::default();
