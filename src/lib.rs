@@ -14,9 +14,10 @@
 //! binary, tests and benchmarks, and their paths may change between versions.
 //!
 //! The modules form layers, each importing only those below it (a test guards it):
-//! [`options`] (defaults and option names), [`simd`], [`text`], [`hash`], [`batch`], [`sign`], [`io`], [`jsonl`], [`ids`], [`corpus`],
-//! [`engine`], [`index`], [`sys`], [`progress`], [`pipeline`], [`stages`], [`report`], [`ops`],
-//! with
+//! [`options`] (defaults and option names), [`simd`], [`sys`], [`text`], [`hash`], [`batch`],
+//! [`sign`], [`engine`] (batches in, signatures out: no records), [`io`], [`jsonl`], [`ids`],
+//! [`corpus`], [`index`], [`progress`], [`pipeline`], [`stages`], [`report`], [`ops`] (the
+//! options layer both front ends share), with
 //! [`synth`] (seeded corpora for tests and benchmarks, which the library itself never uses)
 //! beside them.
 //!

@@ -21,11 +21,12 @@ use pyo3::types::{PyByteArray, PyCapsule, PyDict, PyString};
 use neardup::engine::gpu::Kernels;
 use neardup::engine::{build_engine, Engine, EngineChoice, GpuOptions};
 use neardup::io::Fields;
+use neardup::ops::DedupOptions;
 use neardup::options::Named;
 use neardup::progress::ProgressFactory;
-use neardup::stages::dedup::{Confirm, DedupConfig, GroupMissing, Keep, MemoryDocs};
-use neardup::stages::sharded::{self, Manifest, WorkDir};
-use neardup::{LshParams, MinHashParams};
+use neardup::stages::dedup::{DedupConfig, Keep, KeepChoice, MemoryDocs};
+use neardup::stages::sharded::{self, WorkDir};
+use neardup::MinHashParams;
 
 pyo3::create_exception!(
     _neardup,
@@ -352,34 +353,16 @@ fn text_rule(shingle: &str, normalize: &str) -> PyResult<neardup::text::TextRule
     })
 }
 
-/// The dedup options the Python side passes as a dict (its keyword arguments, defaults
-/// filled in): the configuration and the fields records are read by.
+/// The dedup options the Python side passes as a dict (its keyword arguments; a missing or
+/// `None` value takes the library's default), resolved: the configuration and the fields
+/// records are read by.
 fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
-    const KNOWN: &[&str] = &[
-        "k",
-        "num_perm",
-        "seed",
-        "shingle",
-        "normalize",
-        "bands",
-        "rows",
-        "threshold",
-        "confirm",
-        "exact",
-        "tag_only",
-        "keep",
-        "group_field",
-        "group_missing",
-        "id_field",
-        "text_field",
-        "numeric_ids",
-    ];
     for key in o.keys() {
         let key: String = key.extract()?;
-        if !KNOWN.contains(&key.as_str()) {
+        if !DedupOptions::NAMES.contains(&key.as_str()) {
             return Err(PyTypeError::new_err(format!(
                 "unknown option {key:?} (options: {})",
-                KNOWN.join(", ")
+                DedupOptions::NAMES.join(", ")
             )));
         }
     }
@@ -395,56 +378,48 @@ fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
             _ => Ok(default),
         }
     }
-    let d = DedupConfig::default();
-    let params = MinHashParams::new(
-        get(o, "k", d.params.k)?,
-        get(o, "num_perm", d.params.num_perm)?,
-        get(o, "seed", d.params.seed)?,
-    )
-    .map_err(err)?
-    .with_rule(text_rule(
-        &get(o, "shingle", d.params.shingle.to_string())?,
-        &get(o, "normalize", d.params.normalize.to_string())?,
-    )?);
-    let lsh =
-        LshParams::new(get(o, "bands", d.lsh.bands)?, get(o, "rows", d.lsh.rows)?).map_err(err)?;
-    let confirm: Confirm = named(&get(o, "confirm", d.confirm.to_string())?)?;
-    let keep_s = get(o, "keep", neardup::options::defaults::KEEP.to_string())?;
-    let (keep, keep_field) = match keep_s.as_str() {
+    fn get_named<T: Named + Copy>(o: &Bound<'_, PyDict>, key: &str, default: T) -> PyResult<T> {
+        match o.get_item(key)? {
+            Some(v) if !v.is_none() => named(&v.extract::<String>().map_err(|e| {
+                PyTypeError::new_err(format!("option {key}: {}", Into::<PyErr>::into(e)))
+            })?),
+            _ => Ok(default),
+        }
+    }
+    let d = DedupOptions::default();
+    let keep = match get(o, "keep", None::<String>)?.as_deref() {
+        None => d.keep.clone(),
         // In memory, a policy by value reads `keep_values`, not a field.
-        "max" => (Keep::FieldMax, None),
-        "min" => (Keep::FieldMin, None),
-        s => Keep::parse(s).map_err(PyValueError::new_err)?,
+        Some("max") => KeepChoice {
+            policy: Keep::FieldMax,
+            field: None,
+        },
+        Some("min") => KeepChoice {
+            policy: Keep::FieldMin,
+            field: None,
+        },
+        Some(s) => s.parse().map_err(PyValueError::new_err)?,
     };
-    let group_missing: GroupMissing =
-        named(&get(o, "group_missing", d.group_missing.to_string())?)?;
-    let cfg = DedupConfig {
-        params,
-        lsh,
+    let options = DedupOptions {
+        k: get(o, "k", d.k)?,
+        num_perm: get(o, "num_perm", d.num_perm)?,
+        seed: get(o, "seed", d.seed)?,
+        shingle: get_named(o, "shingle", d.shingle)?,
+        normalize: get_named(o, "normalize", d.normalize)?,
+        bands: get(o, "bands", d.bands)?,
+        rows: get(o, "rows", d.rows)?,
         threshold: get(o, "threshold", d.threshold)?,
-        confirm,
+        confirm: get_named(o, "confirm", d.confirm)?,
         exact: get(o, "exact", d.exact)?,
-        drop: !get(o, "tag_only", !d.drop)?,
+        tag_only: get(o, "tag_only", d.tag_only)?,
         keep,
-        group_missing,
+        group_field: get(o, "group_field", d.group_field.clone())?,
+        group_missing: get_named(o, "group_missing", d.group_missing)?,
+        id_field: get(o, "id_field", d.id_field.clone())?,
+        text_field: get(o, "text_field", d.text_field.clone())?,
+        numeric_ids: get(o, "numeric_ids", d.numeric_ids)?,
     };
-    cfg.validate().map_err(err)?;
-    let fields = Fields {
-        id: get(
-            o,
-            "id_field",
-            neardup::options::defaults::ID_FIELD.to_string(),
-        )?,
-        text: get(
-            o,
-            "text_field",
-            neardup::options::defaults::TEXT_FIELD.to_string(),
-        )?,
-        numeric_ids: get(o, "numeric_ids", false)?,
-        keep: keep_field,
-        group: get(o, "group_field", None::<String>)?,
-    };
-    Ok((cfg, fields))
+    options.resolve().map_err(err)
 }
 
 // ---- Signatures and in-memory dedup ----
@@ -682,10 +657,8 @@ fn stage_init(
 ) -> PyResult<(usize, usize)> {
     let (cfg, fields) = parse_options(options)?;
     detached(py, || {
-        let m = Manifest::new(&inputs, cfg, fields, partitions)
-            .and_then(|m| m.with_against(&against))
-            .map_err(err)?;
-        let w = WorkDir::init(&work_dir, m).map_err(err)?;
+        let w =
+            sharded::init(&work_dir, &inputs, cfg, fields, partitions, &against).map_err(err)?;
         Ok((w.shards(), w.partitions()))
     })
 }

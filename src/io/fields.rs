@@ -18,6 +18,29 @@ pub struct Fields {
     pub group: Option<String>,
 }
 
+impl Fields {
+    /// Records read by the `id` and `text` fields: two different, non-empty names.
+    pub fn new(id: &str, text: &str, numeric_ids: bool) -> Result<Fields, crate::error::Error> {
+        if id.is_empty() || text.is_empty() {
+            return Err(crate::error::Error::Param(
+                "the id field and the text field must not be empty".into(),
+            ));
+        }
+        if id == text {
+            return Err(crate::error::Error::Param(format!(
+                "the id field and the text field are both {id:?}"
+            )));
+        }
+        Ok(Fields {
+            id: id.into(),
+            text: text.into(),
+            numeric_ids,
+            keep: None,
+            group: None,
+        })
+    }
+}
+
 impl Default for Fields {
     fn default() -> Self {
         Fields {

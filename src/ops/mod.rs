@@ -1,38 +1,33 @@
 //! The front ends' entry points: what the command line and the Python package both call
 //! beyond the stages themselves. Above every other module.
 
+mod dedup;
+
+pub use dedup::DedupOptions;
+
 /// Every shared option's default, by the name Python spells it with (the command line's flag
 /// with `_` for `-`): what `neardup.defaults()` returns.
 pub fn defaults() -> serde_json::Map<String, serde_json::Value> {
     use crate::engine::gpu::Kernels;
     use crate::engine::EngineChoice;
     use crate::options::defaults::*;
-    use crate::stages::dedup::{Confirm, GroupMissing};
-    use crate::text::{Normalize, ShingleUnit};
     use serde_json::json;
-    let table = [
-        ("k", json!(K)),
-        ("num_perm", json!(NUM_PERM)),
-        ("seed", json!(SEED)),
-        ("shingle", json!(ShingleUnit::default().to_string())),
-        ("normalize", json!(Normalize::default().to_string())),
-        ("bands", json!(BANDS)),
-        ("rows", json!(ROWS)),
-        ("threshold", json!(THRESHOLD)),
-        ("confirm", json!(Confirm::default().to_string())),
-        ("exact", json!(false)),
-        ("keep", json!(KEEP)),
-        ("group_missing", json!(GroupMissing::default().to_string())),
-        ("id_field", json!(ID_FIELD)),
-        ("text_field", json!(TEXT_FIELD)),
-        ("engine", json!(EngineChoice::default().to_string())),
-        ("threads", json!(THREADS)),
-        ("gpu_kernels", json!(Kernels::default().to_string())),
-        ("gpu_int64", json!(false)),
-        ("partitions", json!(PARTITIONS)),
-        ("sort_memory", json!(SORT_MEMORY_MIB)),
-    ];
-    table.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    let mut table = DedupOptions::default().to_map();
+    table.extend([
+        (
+            "engine".to_string(),
+            json!(EngineChoice::default().to_string()),
+        ),
+        ("threads".to_string(), json!(THREADS)),
+        (
+            "gpu_kernels".to_string(),
+            json!(Kernels::default().to_string()),
+        ),
+        ("gpu_int64".to_string(), json!(false)),
+        ("partitions".to_string(), json!(PARTITIONS)),
+        ("sort_memory".to_string(), json!(SORT_MEMORY_MIB)),
+    ]);
+    table
 }
 
 #[cfg(test)]

@@ -86,6 +86,40 @@ impl Keep {
     }
 }
 
+/// A survivor policy as the front ends take it: the policy, and the field it reads (for
+/// `field:NAME:max|min`; `None` with a policy by value, where the values come with the
+/// documents, as in Python's `keep_values`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KeepChoice {
+    pub policy: Keep,
+    pub field: Option<String>,
+}
+
+impl std::str::FromStr for KeepChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (policy, field) = Keep::parse(s)?;
+        Ok(KeepChoice { policy, field })
+    }
+}
+
+impl std::fmt::Display for KeepChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dir = match self.policy {
+            Keep::SmallestId => return f.write_str("smallest-id"),
+            Keep::First => return f.write_str("first"),
+            Keep::Longest => return f.write_str("longest"),
+            Keep::FieldMax => "max",
+            Keep::FieldMin => "min",
+        };
+        match &self.field {
+            Some(name) => write!(f, "field:{name}:{dir}"),
+            None => f.write_str(dir),
+        }
+    }
+}
+
 /// What a document without the group field ([`Fields::group`](crate::io::Fields::group)) is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -86,6 +86,23 @@ pub fn apply_to(
     Ok(s)
 }
 
+/// The `init` stage: make the work directory for a run over `inputs` (each a shard) in
+/// `partitions` partitions, checked against the indexes of `against`; or reopen it when it was
+/// made for the same run.
+pub fn init(
+    dir: &Path,
+    inputs: &[String],
+    cfg: DedupConfig,
+    fields: Fields,
+    partitions: usize,
+    against: &[std::path::PathBuf],
+) -> Result<WorkDir, Error> {
+    WorkDir::init(
+        dir,
+        Manifest::new(inputs, cfg, fields, partitions)?.with_against(against)?,
+    )
+}
+
 /// Run `dedup` over `inputs` (the shards, one per file) through the work directory `dir`
 /// with `partitions` partitions, `rank` sorting `sort_budget` bytes of id records at once.
 /// Outputs appear only when the run succeeds.
@@ -109,9 +126,7 @@ pub fn run_sharded(
                 .into(),
         ));
     }
-    let manifest =
-        Manifest::new(inputs, *cfg, fields.clone(), partitions)?.with_against(&outs.against)?;
-    let work = WorkDir::init(dir, manifest)?;
+    let work = init(dir, inputs, *cfg, fields.clone(), partitions, &outs.against)?;
     // Every output first, so a bad path fails before the work.
     let all = work.inputs(&(0..work.shards()).collect::<Vec<_>>())?;
     let tags = record_tags(cfg, !work.manifest.against.is_empty());

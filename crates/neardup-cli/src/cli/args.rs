@@ -15,10 +15,11 @@ use neardup::index::lsh::LshParams;
 pub use neardup::io::sigfile::SigFormat;
 use neardup::io::{check_output_paths, check_outputs, InputSpec, Inputs, NamedPath, OwnedDir};
 use neardup::jsonl::Fields;
+use neardup::ops::DedupOptions;
 use neardup::options::{defaults, Named};
 use neardup::sign::minhash::MinHashParams;
-use neardup::stages::dedup::DedupConfig;
 pub use neardup::stages::dedup::{Confirm, GroupMissing};
+use neardup::stages::dedup::{DedupConfig, KeepChoice};
 pub use neardup::text::{Normalize, ShingleUnit};
 use neardup::Error;
 
@@ -46,15 +47,8 @@ pub enum DecontamMode {
 }
 
 /// A `--keep` policy, and the field it reads.
-#[derive(Debug, Clone)]
-pub struct KeepArg {
-    pub policy: neardup::stages::dedup::Keep,
-    pub field: Option<String>,
-}
-
-fn parse_keep(s: &str) -> Result<KeepArg, String> {
-    let (policy, field) = neardup::stages::dedup::Keep::parse(s)?;
-    Ok(KeepArg { policy, field })
+fn parse_keep(s: &str) -> Result<KeepChoice, String> {
+    s.parse()
 }
 
 // Every numeric option has a range, checked by [`Cli::check`] before any work starts: a value
@@ -480,23 +474,7 @@ impl InputArgs {
     }
 
     pub fn fields(&self) -> Result<Fields, Error> {
-        if self.id_field.is_empty() || self.text_field.is_empty() {
-            return Err(Error::Param(
-                "--id-field and --text-field must not be empty".into(),
-            ));
-        }
-        if self.id_field == self.text_field {
-            return Err(Error::Param(format!(
-                "--id-field and --text-field are both {:?}",
-                self.id_field
-            )));
-        }
-        Ok(Fields {
-            id: self.id_field.clone(),
-            text: self.text_field.clone(),
-            numeric_ids: self.numeric_ids,
-            ..Default::default()
-        })
+        Fields::new(&self.id_field, &self.text_field, self.numeric_ids)
     }
 }
 
@@ -618,7 +596,7 @@ pub struct ClusterArgs {
     /// words), field:NAME:max or field:NAME:min (a numeric field or column). Ties go to the
     /// smallest id; the cluster tag stays the smallest id whichever survives.
     #[arg(long, value_name = "POLICY", default_value = defaults::KEEP, value_parser = parse_keep)]
-    pub keep: KeepArg,
+    pub keep: KeepChoice,
     /// Deduplicate within groups: documents with different values of this field (e.g. `dump`)
     /// are never duplicates of each other.
     #[arg(long, value_name = "FIELD")]
@@ -630,27 +608,28 @@ pub struct ClusterArgs {
 }
 
 impl ClusterArgs {
-    pub fn config(&self) -> Result<DedupConfig, Error> {
-        let cfg = DedupConfig {
-            params: self.hash.params()?,
-            lsh: self.lsh.params()?,
+    /// The options as the library takes them (with the input's fields); `resolve()` checks
+    /// them.
+    pub fn options(&self, input: &InputArgs) -> DedupOptions {
+        DedupOptions {
+            k: self.hash.k,
+            num_perm: self.hash.num_perm,
+            seed: self.hash.seed,
+            shingle: self.hash.shingle,
+            normalize: self.hash.normalize,
+            bands: self.lsh.bands,
+            rows: self.lsh.rows,
             threshold: self.threshold,
             confirm: self.confirm,
             exact: self.exact,
-            drop: !self.tag_only,
-            keep: self.keep.policy,
+            tag_only: self.tag_only,
+            keep: self.keep.clone(),
+            group_field: self.group_field.clone(),
             group_missing: self.group_missing,
-        };
-        cfg.validate()?;
-        Ok(cfg)
-    }
-
-    /// The fields records are read by, with the policies' fields.
-    pub fn fields(&self, input: &InputArgs) -> Result<Fields, Error> {
-        let mut fields = input.fields()?;
-        fields.keep = self.keep.field.clone();
-        fields.group = self.group_field.clone();
-        Ok(fields)
+            id_field: input.id_field.clone(),
+            text_field: input.text_field.clone(),
+            numeric_ids: input.numeric_ids,
+        }
     }
 }
 
@@ -904,8 +883,9 @@ impl DedupArgs {
         check_outputs(&self.input.named(), &owned, &outs)
     }
 
-    pub fn config(&self) -> Result<DedupConfig, Error> {
-        self.cluster.config()
+    /// The run's configuration and the fields records are read by.
+    pub fn resolve(&self) -> Result<(DedupConfig, Fields), Error> {
+        self.cluster.options(&self.input).resolve()
     }
 }
 

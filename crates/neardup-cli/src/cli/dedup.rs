@@ -3,13 +3,12 @@
 use super::*;
 
 pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
-    let cfg = a.config()?;
+    let (cfg, fields) = a.resolve()?;
     #[cfg(not(feature = "parquet"))]
     if a.work_dir.is_some() {
         return Err(sharded_missing("--work-dir").into());
     }
     a.check_paths()?;
-    let fields = a.cluster.fields(&a.input)?;
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
     let inputs = a.input.open(a.work_dir.is_none())?;

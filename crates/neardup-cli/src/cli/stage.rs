@@ -1,6 +1,6 @@
 //! `neardup stage`: one stage of the sharded dedup, over a work directory.
 
-use neardup::stages::sharded::{bands, confirm, rank, run, sign, Manifest, WorkDir};
+use neardup::stages::sharded::{bands, confirm, rank, run, sign, WorkDir};
 
 use super::*;
 
@@ -27,11 +27,8 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             partitions,
             against,
         } => {
-            let cfg = cluster.config()?;
-            let fields = cluster.fields(&input)?;
-            let m =
-                Manifest::new(&input.inputs, cfg, fields, partitions)?.with_against(&against)?;
-            let w = WorkDir::init(&dir, m)?;
+            let (cfg, fields) = cluster.options(&input).resolve()?;
+            let w = run::init(&dir, &input.inputs, cfg, fields, partitions, &against)?;
             done(format!(
                 "init: {} shards, {} partitions in {}",
                 w.shards(),
