@@ -31,7 +31,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import stages
 from .stages import _D  # every option's default, from the library
@@ -107,6 +107,7 @@ def dedup(
     pairs: Optional[str] = None,
     report: Optional[str] = "report.json",
     verbose: bool = True,
+    progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None,
     **options: Any,
 ) -> Dict[str, Any]:
     """Near-dedup ``inputs`` (JSONL or Parquet shards, one task each) on a Ray cluster.
@@ -126,7 +127,11 @@ def dedup(
     nodes as there are, so their reads and writes spread too).
 
     Stage progress goes to the ``neardup.ray`` logger (to stderr when ``verbose`` and logging
-    is not configured). Returns the run's counts, seconds per stage, and ``workers``: the
+    is not configured), and to ``progress`` when given: it is called on the driver as
+    ``progress(stage, done, total, docs)`` when a stage starts and each time one of its tasks
+    ends, with the stage's tasks done and their total, and the documents signed so far (as
+    :func:`neardup.dedup`'s callback, but counting tasks where that counts bytes). An
+    exception it raises is raised when the run is over. Returns the run's counts, seconds per stage, and ``workers``: the
     distinct ``node:pid`` of the worker processes that ran tasks.
     """
     import ray
@@ -162,6 +167,16 @@ def dedup(
     )
     workers: set = set()
     seconds: Dict[str, float] = {}
+    callback_error: List[BaseException] = []
+    signed_docs = [0]
+
+    def report_progress(name: str, done: int, total: int) -> None:
+        if progress is None or callback_error:
+            return
+        try:
+            progress(name, done, total, signed_docs[0])
+        except BaseException as e:  # raised when the run is over
+            callback_error.append(e)
 
     def stage(name: str, calls: List[Tuple[Optional[int], Tuple[Any, ...], Dict[str, Any]]]) -> List[Any]:
         t0 = time.time()
@@ -170,6 +185,7 @@ def dedup(
         index = {r: n for n, r in enumerate(refs)}
         pending = list(refs)
         done = 0
+        report_progress(name, 0, len(refs))
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for r in ready:
@@ -177,7 +193,10 @@ def dedup(
                 results[index[r]] = out["result"]
                 workers.add(out["worker"])
                 done += 1
+                if name == "sign" and out["result"] is not None:
+                    signed_docs[0] += out["result"]["documents"]
                 say.debug("%s: %d/%d done", name, done, len(refs))
+                report_progress(name, done, len(refs))
         seconds[name] = time.time() - t0
         return results
 
@@ -230,4 +249,6 @@ def dedup(
         "%.2f s, %d worker processes",
         written, summary["near_duplicates"], summary["clusters"], total, len(workers),
     )
+    if callback_error:
+        raise callback_error[0]
     return summary

@@ -119,9 +119,26 @@ def test_the_driver_logs_each_stage_and_a_summary(ray_cluster, example, tmp_path
 
     caplog.set_level(logging.INFO, logger="neardup.ray")
     paths = split_lines(example, tmp_path / "in", 2)
-    nray.dedup(paths, tmp_path / "out", work_dir=tmp_path / "work", partitions=2, engine="cpu")
+    calls = []
+    nray.dedup(paths, tmp_path / "out", work_dir=tmp_path / "work", partitions=2, engine="cpu",
+               progress=lambda *a: calls.append(a))
     lines = [r.getMessage() for r in caplog.records if r.name == "neardup.ray"]
     for stage in ("sign:", "rank:", "bands:", "confirm:", "cluster:", "apply:"):
         assert any(line.startswith(stage) for line in lines), f"no {stage} line in {lines}"
     assert "483 documents signed now" in "\n".join(lines)
     assert lines[-1].startswith("neardup.ray.dedup: 391 documents written, 92 near duplicates")
+    # The callback sees each stage start and each of its tasks end, in stage order.
+    assert [c[0] for c in calls if c[1] == 0] == ["sign", "rank", "bands", "confirm", "cluster",
+                                                  "apply"]
+    sign = [c for c in calls if c[0] == "sign"]
+    assert [c[:3] for c in sign] == [("sign", 0, 2), ("sign", 1, 2), ("sign", 2, 2)]
+    assert sign[0][3] == 0 and 0 < sign[1][3] < 483 and sign[2][3] == 483
+    assert all(c[3] == 483 for c in calls if c[0] == "apply")
+
+    def broken(*_):
+        raise KeyError("from the callback")
+
+    with pytest.raises(KeyError, match="from the callback"):
+        nray.dedup(paths, tmp_path / "out2", work_dir=tmp_path / "work2", partitions=2,
+                   engine="cpu", verbose=False, progress=broken)
+    assert (tmp_path / "out2" / "report.json").exists(), "the run finished before the raise"
