@@ -200,6 +200,49 @@ fn the_detector_sees_paths_groups_and_cycles() {
     assert_eq!(find_cycle(&g).unwrap(), ["a", "b", "c", "a"]);
 }
 
+/// The layer order docs/ARCHITECTURE.md states: the words of the code block after "From the
+/// bottom up:", up to a parenthesised remark on each line.
+fn stated_order() -> Vec<String> {
+    let doc = std::fs::read_to_string(crate::common::root().join("docs/ARCHITECTURE.md")).unwrap();
+    let at = doc.find("From the bottom up:").expect("the layers' paragraph");
+    let block = doc[at..].split("```").nth(1).expect("the layers' code block");
+    block
+        .lines()
+        .flat_map(|l| l.split('(').next().unwrap().split_whitespace())
+        .map(String::from)
+        .collect()
+}
+
+/// Every import points down the stated order; each module is in it (`synth` beside the
+/// layers: it imports lower ones, and no module imports it).
+#[test]
+fn imports_point_down_the_order_the_architecture_states() {
+    let order = stated_order();
+    let pos = |m: &str| order.iter().position(|o| o == m);
+    let g = module_graph();
+    for (m, deps) in &g {
+        if m == "guarded" {
+            continue; // test-only
+        }
+        for d in deps {
+            // `crate::named!` is the options module's macro.
+            let d = if d == "named" { "options" } else { d.as_str() };
+            assert_ne!(d, "synth", "{m} imports synth, which only tests and tools may");
+            let (pm, pd) = (pos(m), pos(d));
+            assert!(pd.is_some(), "{d} is not in the stated order {order:?}");
+            if m == "synth" {
+                continue;
+            }
+            assert!(pm.is_some(), "{m} is not in the stated order {order:?}");
+            assert!(
+                pd < pm,
+                "{m} imports {d}, which docs/ARCHITECTURE.md puts above it: {order:?}"
+            );
+        }
+    }
+    assert!(order.len() > 10 && pos("ops") > pos("engine"), "{order:?}");
+}
+
 /// The engines sign batches: records, fields and dedup policy (the JSONL and Parquet readers,
 /// ids, exact keys, keep and group values) reach them only as tokenized batches, so nothing in
 /// `engine/` names the modules that hold those.
