@@ -628,6 +628,25 @@ fn each_summary_says_only_what_applies_to_its_command() {
     }
 }
 
+#[test]
+fn synth_prints_a_summary_unless_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.jsonl");
+    let out = out.to_str().unwrap();
+    let o = neardup(&["synth", "25", "-o", out, "--words", "8"]);
+    ok(&o);
+    assert!(
+        summary_of(&o, "synth")
+            .starts_with(&format!("neardup synth: 25 documents written to {out}; ")),
+        "{}",
+        stderr(&o)
+    );
+    let o = neardup(&["synth", "25", "-o", out, "--words", "8", "-q"]);
+    ok(&o);
+    assert_eq!(stderr(&o), "");
+    assert_eq!(lines_of(Path::new(out)).len(), 25);
+}
+
 /// `decontam IN --protected PROT -o OUT --report REP EXTRA...`, which must succeed.
 fn decontam_with_report(
     inp: &Path,

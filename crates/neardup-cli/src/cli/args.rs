@@ -1187,4 +1187,7 @@ pub struct SynthArgs {
     /// templated web pages; `--words` then counts each document's own words after it.
     #[arg(long, default_value_t = 0, value_name = "WORDS")]
     pub template: usize,
+    /// Print nothing but errors (no summary).
+    #[arg(long, short)]
+    pub quiet: bool,
 }

@@ -3,6 +3,7 @@
 use super::*;
 
 pub(super) fn run(a: SynthArgs) -> Result<ExitCode> {
+    let t0 = Instant::now();
     let mut out = neardup::io::Output::create(&a.output)?;
     let mut buf = Vec::with_capacity(1 << 20);
     for (id, text) in
@@ -17,5 +18,13 @@ pub(super) fn run(a: SynthArgs) -> Result<ExitCode> {
     }
     out.write_all(&buf)?;
     out.finish()?;
+    if !a.quiet {
+        eprintln!(
+            "neardup synth: {} documents written to {}; {:.2} s",
+            a.docs,
+            a.output,
+            t0.elapsed().as_secs_f64()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
