@@ -99,8 +99,8 @@ def signatures(
 class DedupResult:
     """What :func:`dedup` found, one entry per document in input order."""
 
-    #: The index of each document's cluster root (the cluster's smallest id; a document in no
-    #: cluster is its own root).
+    #: The index of each document's cluster root (the cluster's smallest id; under
+    #: ``cluster="greedy"`` its surviving document; a document in no cluster is its own root).
     root: np.ndarray
     #: The root's id, per document (``meta.minhash_cluster`` of the command line's output).
     root_id: list
@@ -154,6 +154,7 @@ def dedup(
     keep_values: Optional[Sequence[Optional[float]]] = None,
     groups: Optional[Sequence[Optional[str]]] = None,
     group_missing: str = _D["group_missing"],
+    cluster: str = _D["cluster"],
     engine: str = _D["engine"],
     threads: int = _D["threads"],
     gpu_kernels: str = _D["gpu_kernels"],
@@ -168,7 +169,10 @@ def dedup(
     ``keep`` is ``"smallest-id"``, ``"first"``, ``"longest"``, or ``"max"``/``"min"`` of
     ``keep_values`` (one number per document); ``groups`` (one name, or ``None``, per
     document) keeps clusters within groups, and ``group_missing="own"`` puts documents without
-    one in a group of their own. ``engine``, ``threads``, ``gpu_kernels`` and
+    one in a group of their own. ``cluster="greedy"`` drops a document only when an already
+    kept document (in ``keep`` order) is its confirmed near duplicate, and makes that document
+    its root (``"components"``, the default: connected components, one survivor each).
+    ``engine``, ``threads``, ``gpu_kernels`` and
     ``gpu_int64`` are :func:`signatures`'s.
 
     ``progress``, when given, is called as ``progress(stage, done, total, docs)`` while the
@@ -190,6 +194,7 @@ def dedup(
         exact=exact,
         keep=keep,
         group_missing=group_missing,
+        cluster=cluster,
     )
     root, survives, exact_dup, stats, info = _neardup.dedup(
         _arrow_or_list(ids),

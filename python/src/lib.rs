@@ -418,6 +418,7 @@ fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
         id_field: get(o, "id_field", d.id_field.clone())?,
         text_field: get(o, "text_field", d.text_field.clone())?,
         numeric_ids: get(o, "numeric_ids", d.numeric_ids)?,
+        cluster: get_named(o, "cluster", d.cluster)?,
     };
     options.resolve().map_err(err)
 }

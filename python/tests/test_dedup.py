@@ -33,6 +33,9 @@ def cli_tags(cli, path, tmp_path, *flags):
         (("--keep", "first", "--threshold", "0.6"), {"keep": "first", "threshold": 0.6}),
         (("--confirm", "estimate"), {"confirm": "estimate"}),
         (("--num-perm", "64", "--bands", "16", "--rows", "4"), {"num_perm": 64, "bands": 16, "rows": 4}),
+        (("--cluster", "greedy"), {"cluster": "greedy"}),
+        (("--cluster", "greedy", "--keep", "longest", "--exact"),
+         {"cluster": "greedy", "keep": "longest", "exact": True}),
     ],
 )
 def test_in_memory_dedup_equals_the_command_line(cli, example, tmp_path, flags, kw):

@@ -5,7 +5,7 @@ use crate::index::lsh::LshParams;
 use crate::io::Fields;
 use crate::options::defaults;
 use crate::sign::minhash::MinHashParams;
-use crate::stages::dedup::{Confirm, DedupConfig, GroupMissing, KeepChoice};
+use crate::stages::dedup::{ClusterRule, Confirm, DedupConfig, GroupMissing, KeepChoice};
 use crate::text::{Normalize, ShingleUnit, TextRule};
 
 /// The options of a dedup run, each with its one default: what the command line's `dedup` and
@@ -31,6 +31,7 @@ pub struct DedupOptions {
     pub id_field: String,
     pub text_field: String,
     pub numeric_ids: bool,
+    pub cluster: ClusterRule,
 }
 
 impl Default for DedupOptions {
@@ -53,13 +54,14 @@ impl Default for DedupOptions {
             id_field: defaults::ID_FIELD.into(),
             text_field: defaults::TEXT_FIELD.into(),
             numeric_ids: false,
+            cluster: ClusterRule::default(),
         }
     }
 }
 
 impl DedupOptions {
     /// The names of the options, as Python spells them (and `neardup.defaults()` lists them).
-    pub const NAMES: [&'static str; 17] = [
+    pub const NAMES: [&'static str; 18] = [
         "k",
         "num_perm",
         "seed",
@@ -77,6 +79,7 @@ impl DedupOptions {
         "id_field",
         "text_field",
         "numeric_ids",
+        "cluster",
     ];
 
     /// Each option's value by its name, in [`NAMES`](DedupOptions::NAMES) order; enums and
@@ -101,6 +104,7 @@ impl DedupOptions {
             json!(self.id_field),
             json!(self.text_field),
             json!(self.numeric_ids),
+            json!(self.cluster.to_string()),
         ];
         Self::NAMES
             .iter()
@@ -125,6 +129,7 @@ impl DedupOptions {
             drop: !self.tag_only,
             keep: self.keep.policy,
             group_missing: self.group_missing,
+            cluster: self.cluster,
         };
         cfg.validate()?;
         let mut fields = Fields::new(&self.id_field, &self.text_field, self.numeric_ids)?;
@@ -166,6 +171,7 @@ mod tests {
             id_field: "doc".into(),
             text_field: "body".into(),
             numeric_ids: true,
+            cluster: ClusterRule::Greedy,
         };
         let (cfg, fields) = o.resolve().unwrap();
         assert_eq!(
@@ -186,6 +192,7 @@ mod tests {
         assert_eq!(fields.group.as_deref(), Some("dump"));
         assert_eq!((fields.id.as_str(), fields.text.as_str()), ("doc", "body"));
         assert!(fields.numeric_ids);
+        assert_eq!(cfg.cluster, ClusterRule::Greedy);
         // Every option is in the map, under its name.
         let m = o.to_map();
         assert_eq!(m.len(), DedupOptions::NAMES.len());

@@ -204,8 +204,13 @@ fn the_detector_sees_paths_groups_and_cycles() {
 /// bottom up:", up to a parenthesised remark on each line.
 fn stated_order() -> Vec<String> {
     let doc = std::fs::read_to_string(crate::common::root().join("docs/ARCHITECTURE.md")).unwrap();
-    let at = doc.find("From the bottom up:").expect("the layers' paragraph");
-    let block = doc[at..].split("```").nth(1).expect("the layers' code block");
+    let at = doc
+        .find("From the bottom up:")
+        .expect("the layers' paragraph");
+    let block = doc[at..]
+        .split("```")
+        .nth(1)
+        .expect("the layers' code block");
     block
         .lines()
         .flat_map(|l| l.split('(').next().unwrap().split_whitespace())
@@ -227,7 +232,10 @@ fn imports_point_down_the_order_the_architecture_states() {
         for d in deps {
             // `crate::named!` is the options module's macro.
             let d = if d == "named" { "options" } else { d.as_str() };
-            assert_ne!(d, "synth", "{m} imports synth, which only tests and tools may");
+            assert_ne!(
+                d, "synth",
+                "{m} imports synth, which only tests and tools may"
+            );
             let (pm, pd) = (pos(m), pos(d));
             assert!(pd.is_some(), "{d} is not in the stated order {order:?}");
             if m == "synth" {

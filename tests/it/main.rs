@@ -10,6 +10,7 @@ mod decontam;
 mod dedup;
 mod fixtures;
 mod gpu_host;
+mod greedy;
 mod index;
 mod kernels;
 mod layers;

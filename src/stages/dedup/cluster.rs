@@ -184,6 +184,34 @@ pub(crate) fn survivors(
     Ok(best_of_clusters(root, key, |d| rank[d] as u64))
 }
 
+/// Every document in survivor-policy order: best by `keep` first, ties (and `smallest-id`) in
+/// id order (`order`: the documents in id order, `rank` each one's place there).
+pub(crate) fn policy_order(
+    corpus: &SignedCorpus,
+    order: &[u32],
+    rank: &[u32],
+    keep: Keep,
+) -> Result<Vec<u32>, Error> {
+    if keep == Keep::SmallestId {
+        return Ok(order.to_vec());
+    }
+    let n = order.len();
+    if matches!(keep, Keep::FieldMax | Keep::FieldMin) && corpus.keep_values.len() != n {
+        return Err(Error::Param(
+            "--keep field:NAME needs each document's value of the field".into(),
+        ));
+    }
+    let value = |d: usize| corpus.keep_values.get(d).copied().unwrap_or(0.0);
+    let key = |d: usize| keep_key(keep, corpus.words[d], value(d), d as u64);
+    let mut out = order.to_vec();
+    out.par_sort_by(|&a, &b| {
+        key(b as usize)
+            .total_cmp(&key(a as usize))
+            .then(rank[a as usize].cmp(&rank[b as usize]))
+    });
+    Ok(out)
+}
+
 /// How `keep` values a document (larger is better) from its words, its value of the keep
 /// field and its position in input order.
 pub(crate) fn keep_key(keep: Keep, words: u32, value: f64, position: u64) -> f64 {
@@ -320,7 +348,6 @@ pub fn cluster_corpus(
     };
 
     step.set_message("confirming pairs");
-    // Each bucket on its own (see `confirm`), in parallel; then the union of their pairs.
     let tables = BucketTables {
         num_perm: corpus.num_perm,
         sigs: &corpus.sigs,
@@ -328,41 +355,60 @@ pub fn cluster_corpus(
         cache: &JaccardCache::default(),
         groups: &corpus.groups,
     };
-    let (mut pairs, counts) = (0..buckets.len())
-        .into_par_iter()
-        .fold(
-            || (Vec::new(), BucketCounts::default(), Vec::new()),
-            |(mut pairs, mut counts, mut members), i| {
-                members.clear();
-                members.extend_from_slice(buckets.get(i));
-                members.sort_unstable_by_key(|&d: &u32| rank[d as usize]);
-                confirm_bucket(
-                    &members,
-                    &tables,
-                    cfg.confirm,
-                    cfg.threshold,
-                    &mut pairs,
-                    &mut counts,
-                );
-                (pairs, counts, members)
-            },
-        )
-        .map(|(pairs, counts, _)| (pairs, counts))
-        .reduce(
-            || (Vec::new(), BucketCounts::default()),
-            |(mut pa, mut ca), (pb, cb)| {
-                pa.extend(pb);
-                ca += cb;
-                (pa, ca)
-            },
+    let (mut pairs, counts, greedy_root) = if cfg.cluster == ClusterRule::Greedy {
+        let policy = policy_order(corpus, &order, &rank, cfg.keep)?;
+        let rep = |d: u32| if cfg.exact { exact_rep[d as usize] } else { d };
+        let g = greedy::greedy(
+            n,
+            &policy,
+            rep,
+            &buckets,
+            &tables,
+            cfg.confirm,
+            cfg.threshold,
         );
+        let mut pairs = g.pairs;
+        for p in &mut pairs {
+            if rank[p.a as usize] > rank[p.b as usize] {
+                std::mem::swap(&mut p.a, &mut p.b);
+            }
+        }
+        (pairs, g.counts, Some(g.root))
+    } else {
+        // Each bucket on its own (see `confirm`), in parallel; then the union of their pairs.
+        let (pairs, counts) = (0..buckets.len())
+            .into_par_iter()
+            .fold(
+                || (Vec::new(), BucketCounts::default(), Vec::new()),
+                |(mut pairs, mut counts, mut members), i| {
+                    members.clear();
+                    members.extend_from_slice(buckets.get(i));
+                    members.sort_unstable_by_key(|&d: &u32| rank[d as usize]);
+                    confirm_bucket(
+                        &members,
+                        &tables,
+                        cfg.confirm,
+                        cfg.threshold,
+                        &mut pairs,
+                        &mut counts,
+                    );
+                    (pairs, counts, members)
+                },
+            )
+            .map(|(pairs, counts, _)| (pairs, counts))
+            .reduce(
+                || (Vec::new(), BucketCounts::default()),
+                |(mut pa, mut ca), (pb, cb)| {
+                    pa.extend(pb);
+                    ca += cb;
+                    (pa, ca)
+                },
+            );
+        (pairs, counts, None)
+    };
     pairs.par_sort_unstable_by_key(|p| (rank[p.a as usize], rank[p.b as usize]));
     pairs.dedup_by_key(|p| (p.a, p.b));
     fill_estimates(&mut pairs, &corpus.sigs, corpus.num_perm);
-    let mut uf = UnionFind::new(n);
-    for p in &pairs {
-        uf.union(rank[p.a as usize], rank[p.b as usize]);
-    }
     stats.pairs_checked = counts.checked;
     stats.pairs_confirmed = pairs.len() as u64;
     stats.pairs_rejected = counts.rejected;
@@ -379,16 +425,29 @@ pub fn cluster_corpus(
 
     let t_cluster = Instant::now();
     step.set_message("clusters");
-    if cfg.exact {
-        for d in 0..n {
-            if exact_duplicate[d] {
-                uf.union(rank[d], rank[exact_rep[d] as usize]);
-            }
+    let (root, survives) = match greedy_root {
+        Some(root) => {
+            let survives = (0..n).map(|d| root[d] as usize == d).collect();
+            (root, survives)
         }
-    }
-    let root: Vec<u32> = (0..n).map(|d| order[uf.find(rank[d]) as usize]).collect();
+        None => {
+            let mut uf = UnionFind::new(n);
+            for p in &pairs {
+                uf.union(rank[p.a as usize], rank[p.b as usize]);
+            }
+            if cfg.exact {
+                for d in 0..n {
+                    if exact_duplicate[d] {
+                        uf.union(rank[d], rank[exact_rep[d] as usize]);
+                    }
+                }
+            }
+            let root: Vec<u32> = (0..n).map(|d| order[uf.find(rank[d]) as usize]).collect();
+            let survives = survivors(corpus, &root, &rank, cfg.keep)?;
+            (root, survives)
+        }
+    };
     count_clusters(&root, &mut stats);
-    let survives = survivors(corpus, &root, &rank, cfg.keep)?;
     stats.cluster_seconds = t_cluster.elapsed().as_secs_f64();
     Ok(Clustering {
         survives,

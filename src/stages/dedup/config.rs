@@ -140,6 +140,41 @@ crate::named!(
     ]
 );
 
+/// How confirmed pairs become clusters and survivors (SPEC §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClusterRule {
+    /// Connected components (union-find, the root the smallest id); each keeps one document.
+    #[default]
+    Components,
+    /// In survivor-policy order, a document survives unless an already surviving document is
+    /// its confirmed near duplicate; a dropped one joins the first such survivor.
+    Greedy,
+}
+
+crate::named!(
+    ClusterRule,
+    "cluster",
+    [
+        (
+            "components",
+            ClusterRule::Components,
+            "Connected components of the confirmed pairs, one survivor each (chains join)"
+        ),
+        (
+            "greedy",
+            ClusterRule::Greedy,
+            "Drop only documents with a surviving confirmed near duplicate, in --keep order"
+        ),
+    ]
+);
+
+impl ClusterRule {
+    fn is_default(&self) -> bool {
+        *self == ClusterRule::Components
+    }
+}
+
 /// Everything that decides which documents are near duplicates.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DedupConfig {
@@ -155,6 +190,10 @@ pub struct DedupConfig {
     pub keep: Keep,
     /// With a group field: what a document without it is.
     pub group_missing: GroupMissing,
+    /// Components or greedy survivors. Left out of the serialized form when it is the default,
+    /// so the files of a default run keep their bytes.
+    #[serde(default, skip_serializing_if = "ClusterRule::is_default")]
+    pub cluster: ClusterRule,
 }
 
 impl Default for DedupConfig {
@@ -168,6 +207,7 @@ impl Default for DedupConfig {
             drop: true,
             keep: Keep::SmallestId,
             group_missing: GroupMissing::Error,
+            cluster: ClusterRule::Components,
         }
     }
 }
@@ -176,8 +216,9 @@ impl DedupConfig {
     /// Does a run write [`SURVIVOR_TAG`](super::SURVIVOR_TAG)? In a `--tag-only` run whose keep
     /// policy may choose another document than the root: there the cluster tag alone does not
     /// say which record a dropping run would keep.
+    /// Under `greedy` the root is the survivor, so the tag says it already.
     pub fn tags_survivor(&self) -> bool {
-        !self.drop && self.keep != Keep::SmallestId
+        !self.drop && self.keep != Keep::SmallestId && self.cluster == ClusterRule::Components
     }
 
     pub fn validate(&self) -> Result<(), Error> {

@@ -127,6 +127,33 @@ pub fn fill_estimates(pairs: &mut [ConfirmedPair], sigs: &[u32], num_perm: usize
     });
 }
 
+/// The confirmation's test of documents `a` and `b` (groups aside): whether they are near
+/// duplicates, the estimate (NaN unless confirmation is by estimate: it is written for the
+/// distinct pairs alone, afterwards, by [`fill_estimates`]) and the Jaccard when computed.
+pub(crate) fn test_pair(
+    tables: &BucketTables,
+    confirm: Confirm,
+    threshold: f64,
+    a: u32,
+    b: u32,
+) -> (bool, f64, Option<f64>) {
+    let p = tables.num_perm;
+    let sig = |d: u32| &tables.sigs[d as usize * p..(d as usize + 1) * p];
+    match confirm {
+        Confirm::None => (true, f64::NAN, None),
+        Confirm::Estimate => {
+            let est = estimate(sig(a), sig(b), p);
+            (est >= threshold, est, None)
+        }
+        Confirm::Jaccard => {
+            let j = tables
+                .cache
+                .get(a, b, || jaccard_sorted(&tables.sets[&a], &tables.sets[&b]));
+            (j >= threshold, f64::NAN, Some(j))
+        }
+    }
+}
+
 /// Confirm one bucket: `members` are document indices in id order. Its spanning pairs are
 /// appended to `out` (`a` the earlier in id order; the estimate NaN unless confirmation is by
 /// estimate, see [`fill_estimates`]), its work added to `counts`.
@@ -196,10 +223,6 @@ impl Run<'_> {
         if m < 2 {
             return;
         }
-        let sig = |d: u32| {
-            let p = tables.num_perm;
-            &tables.sigs[d as usize * p..(d as usize + 1) * p]
-        };
         let mut uf = UnionFind::new(m);
         // Check the pair of members at positions `a < b`; join them when confirmed.
         let mut check = |a: usize, b: usize, uf: &mut UnionFind, counts: &mut BucketCounts| {
@@ -209,22 +232,7 @@ impl Run<'_> {
             }
             counts.checked += 1;
             let (da, db) = (members[a], members[b]);
-            // The estimate decides only under `estimate`; otherwise it is written for the
-            // distinct pairs alone, after the buckets ([`fill_estimates`]).
-            let mut est = f64::NAN;
-            let (ok, jaccard) = match confirm {
-                Confirm::None => (true, None),
-                Confirm::Estimate => {
-                    est = estimate(sig(da), sig(db), tables.num_perm);
-                    (est >= threshold, None)
-                }
-                Confirm::Jaccard => {
-                    let j = tables.cache.get(da, db, || {
-                        jaccard_sorted(&tables.sets[&da], &tables.sets[&db])
-                    });
-                    (j >= threshold, Some(j))
-                }
-            };
+            let (ok, est, jaccard) = test_pair(tables, confirm, threshold, da, db);
             if ok {
                 uf.union(a as u32, b as u32);
                 counts.confirmed += 1;

@@ -12,6 +12,7 @@ mod api;
 mod cluster;
 mod config;
 mod confirm;
+mod greedy;
 mod inspect;
 mod run;
 mod sample;

@@ -113,6 +113,13 @@ impl Manifest {
         partitions: usize,
     ) -> Result<Self, Error> {
         config.validate()?;
+        if config.cluster != crate::stages::dedup::ClusterRule::Components {
+            return Err(Error::Param(format!(
+                "--cluster {} runs in memory only: not with --work-dir, `neardup stage` or \
+                 neardup.ray (their cluster stage joins components)",
+                config.cluster
+            )));
+        }
         if partitions == 0 {
             return Err(Error::Param("--partitions must be at least 1".into()));
         }

@@ -18,7 +18,7 @@ use neardup::jsonl::Fields;
 use neardup::ops::DedupOptions;
 use neardup::options::{defaults, Named};
 use neardup::sign::minhash::MinHashParams;
-pub use neardup::stages::dedup::{Confirm, GroupMissing};
+pub use neardup::stages::dedup::{ClusterRule, Confirm, GroupMissing};
 use neardup::stages::dedup::{DedupConfig, KeepChoice};
 pub use neardup::text::{Normalize, ShingleUnit};
 use neardup::Error;
@@ -605,6 +605,12 @@ pub struct ClusterArgs {
     /// group of its own with every other such document.
     #[arg(long, value_parser = named::<GroupMissing>(), default_value_t = GroupMissing::default(), requires = "group_field")]
     pub group_missing: GroupMissing,
+    /// How confirmed pairs become clusters: components (chains of near duplicates join, one
+    /// survivor each) or greedy (in --keep order, a document is dropped only when an already
+    /// kept document is its confirmed near duplicate, and joins the first such one). In memory
+    /// only: not with --work-dir or `neardup stage`.
+    #[arg(long, value_parser = named::<ClusterRule>(), default_value_t = ClusterRule::default())]
+    pub cluster: ClusterRule,
 }
 
 impl ClusterArgs {
@@ -626,6 +632,7 @@ impl ClusterArgs {
             keep: self.keep.clone(),
             group_field: self.group_field.clone(),
             group_missing: self.group_missing,
+            cluster: self.cluster,
             id_field: input.id_field.clone(),
             text_field: input.text_field.clone(),
             numeric_ids: input.numeric_ids,

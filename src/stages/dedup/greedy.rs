@@ -1,0 +1,130 @@
+//! The greedy survivor rule (SPEC §3): documents in survivor-policy order; each survives unless
+//! an already surviving document is its confirmed near duplicate, and a dropped one joins the
+//! first such survivor (in policy order), the root and tag of its cluster.
+//!
+//! Pairs are confirmed lazily: a document is tested only against the survivors ranked before
+//! it that share an LSH bucket with it, in policy order, until one is confirmed. So a bucket of
+//! near-identical documents costs about one test a member, not one a pair.
+//!
+//! Exact copies (`--exact`) stand in for each other: only the smallest id of each set of
+//! identical documents (its representative) is in the buckets, a copy has its representative's
+//! candidates and tests, and copies are confirmed near duplicates of each other.
+
+use super::confirm::{test_pair, BucketCounts, BucketTables};
+use super::{Confirm, ConfirmedPair};
+use crate::index::lsh::Buckets;
+
+/// What the rule decided: each document's root (itself when it survives) and the pair that
+/// joined each dropped document to its root.
+pub(crate) struct Greedy {
+    pub root: Vec<u32>,
+    pub pairs: Vec<ConfirmedPair>,
+    pub counts: BucketCounts,
+}
+
+/// Run the rule over `n` documents visited in `policy_order`. `rep[d]` is the representative
+/// of `d`'s exact copies (`d` itself without `--exact`); only representatives are bucket
+/// members.
+pub(crate) fn greedy(
+    n: usize,
+    policy_order: &[u32],
+    rep: impl Fn(u32) -> u32,
+    buckets: &Buckets,
+    tables: &BucketTables,
+    confirm: Confirm,
+    threshold: f64,
+) -> Greedy {
+    // Each representative's buckets.
+    let mut starts = vec![0usize; n + 1];
+    for &d in &buckets.members {
+        starts[d as usize + 1] += 1;
+    }
+    for i in 0..n {
+        starts[i + 1] += starts[i];
+    }
+    let mut fill = starts.clone();
+    let mut of_doc = vec![0u32; buckets.members.len()];
+    for b in 0..buckets.len() {
+        for &d in buckets.get(b) {
+            of_doc[fill[d as usize]] = b as u32;
+            fill[d as usize] += 1;
+        }
+    }
+    let buckets_of = |g: u32| &of_doc[starts[g as usize]..starts[g as usize + 1]];
+
+    let mut place = vec![0u32; n];
+    for (i, &d) in policy_order.iter().enumerate() {
+        place[d as usize] = i as u32;
+    }
+    const NONE: u32 = u32::MAX;
+    let mut root = vec![NONE; n];
+    // Each bucket's survivors, in policy order (appended as they are decided).
+    let mut survivors: Vec<Vec<u32>> = vec![Vec::new(); buckets.len()];
+    // The surviving copy of each representative, if one survives.
+    let mut kept_copy = vec![NONE; n];
+    let mut pairs = Vec::new();
+    let mut counts = BucketCounts::default();
+    let same_group = |a: u32, b: u32| {
+        tables.groups.is_empty() || tables.groups[a as usize] == tables.groups[b as usize]
+    };
+    let mut cands: Vec<u32> = Vec::new();
+    for &d in policy_order {
+        let g = rep(d);
+        cands.clear();
+        if kept_copy[g as usize] != NONE {
+            cands.push(kept_copy[g as usize]);
+        }
+        for &b in buckets_of(g) {
+            cands.extend_from_slice(&survivors[b as usize]);
+        }
+        cands.sort_unstable_by_key(|&s| place[s as usize]);
+        cands.dedup();
+        let mut joined = None;
+        for &s in &cands {
+            let h = rep(s);
+            if h == g {
+                // An identical copy.
+                let jaccard = (confirm == Confirm::Jaccard).then_some(1.0);
+                joined = Some((s, f64::NAN, jaccard));
+                break;
+            }
+            if !same_group(g, h) {
+                counts.other_group += 1;
+                continue;
+            }
+            counts.checked += 1;
+            let (a, b) = (g.min(h), g.max(h));
+            let (ok, est, jaccard) = test_pair(tables, confirm, threshold, a, b);
+            if ok {
+                counts.confirmed += 1;
+                joined = Some((s, est, jaccard));
+                break;
+            }
+            counts.rejected += 1;
+        }
+        match joined {
+            Some((s, estimate, jaccard)) => {
+                root[d as usize] = s;
+                pairs.push(ConfirmedPair {
+                    a: s,
+                    b: d,
+                    estimate,
+                    jaccard,
+                });
+            }
+            None => {
+                root[d as usize] = d;
+                kept_copy[g as usize] = d;
+                for &b in buckets_of(g) {
+                    survivors[b as usize].push(d);
+                }
+            }
+        }
+    }
+    debug_assert!(root.iter().all(|&r| r != NONE), "every document decided");
+    Greedy {
+        root,
+        pairs,
+        counts,
+    }
+}

@@ -1,0 +1,368 @@
+//! `--cluster greedy` against an independent oracle: signatures and banding by hand, every pair
+//! tested by brute force, and the rule of SPEC §3 applied by hand in policy order. Generated
+//! corpora with chains, stars, cliques, exact copies, wordless documents, ties in the keep
+//! value and groups; the in-memory API and the command line.
+
+use std::collections::HashSet;
+
+use neardup::engine::CpuEngine;
+use neardup::stages::dedup::{cluster_docs, ClusterRule, Confirm, DedupConfig, Keep, MemoryDocs};
+use neardup::{LshParams, MinHashParams, Pcg32};
+
+use crate::common::*;
+
+/// A generated corpus: ids (not in input order), texts, keep values (with ties), groups.
+struct Corpus {
+    ids: Vec<String>,
+    texts: Vec<String>,
+    values: Vec<Option<f64>>,
+    groups: Vec<Option<String>>,
+}
+
+fn corpus(seed: u64, grouped: bool) -> Corpus {
+    let mut rng = Pcg32::new(seed * 7 + 1);
+    let mut pick = |n: u32| rng.next_u32() % n;
+    let word = |i: u32| format!("w{i}");
+    let mut texts: Vec<String> = Vec::new();
+    let mutate = |t: &str, changes: u32, pick: &mut dyn FnMut(u32) -> u32| -> String {
+        let mut w: Vec<String> = t.split(' ').map(String::from).collect();
+        for _ in 0..changes {
+            let at = pick(w.len() as u32) as usize;
+            w[at] = format!("w{}", 40 + pick(200));
+        }
+        w.join(" ")
+    };
+    for _family in 0..(6 + pick(5)) {
+        let len = 12 + pick(10);
+        let base: Vec<String> = (0..len).map(|_| word(pick(40))).collect();
+        let base = base.join(" ");
+        match pick(4) {
+            // A chain: each a small edit of the one before.
+            0 => {
+                let mut t = base;
+                for _ in 0..(3 + pick(5)) {
+                    texts.push(t.clone());
+                    t = mutate(&t, 1 + pick(2), &mut pick);
+                }
+            }
+            // A star: edits of one centre.
+            1 => {
+                texts.push(base.clone());
+                for _ in 0..(2 + pick(5)) {
+                    texts.push(mutate(&base, 1 + pick(3), &mut pick));
+                }
+            }
+            // A clique: one-word edits.
+            2 => {
+                for _ in 0..(2 + pick(4)) {
+                    texts.push(mutate(&base, 1, &mut pick));
+                }
+            }
+            // Exact copies, and one edit.
+            _ => {
+                for _ in 0..(2 + pick(3)) {
+                    texts.push(base.clone());
+                }
+                texts.push(mutate(&base, 1, &mut pick));
+            }
+        }
+    }
+    texts.push(String::new());
+    texts.push("   ".into());
+    // Shuffled, so input order is not id order.
+    for i in (1..texts.len()).rev() {
+        texts.swap(i, pick(i as u32 + 1) as usize);
+    }
+    let n = texts.len();
+    let mut ids: Vec<String> = (0..n)
+        .map(|i| format!("d{:03}", (i * 37 + 11) % 1000))
+        .collect();
+    let mut seen = HashSet::new();
+    ids.retain(|i| seen.insert(i.clone()));
+    assert_eq!(ids.len(), n);
+    let values = (0..n).map(|_| Some(f64::from(pick(3)))).collect();
+    let groups = (0..n)
+        .map(|_| grouped.then(|| ["a", "b"][pick(2) as usize].to_string()))
+        .collect();
+    Corpus {
+        ids,
+        texts,
+        values,
+        groups,
+    }
+}
+
+/// The rule by hand: each document's root (an index; itself when it survives).
+fn oracle(c: &Corpus, cfg: &DedupConfig) -> Vec<usize> {
+    let n = c.texts.len();
+    let k = cfg.params.k;
+    let perms = neardup::perm_params(cfg.params.num_perm, cfg.params.seed);
+    let sets: Vec<HashSet<String>> = c.texts.iter().map(|t| neardup::shingles(t, k)).collect();
+    let sigs: Vec<Vec<u32>> = sets.iter().map(|s| neardup::minhash(s, &perms)).collect();
+    let wordless = |d: usize| neardup::words(&c.texts[d]).is_empty();
+    let rows = cfg.lsh.rows;
+    let candidates = |a: usize, b: usize| {
+        !wordless(a)
+            && !wordless(b)
+            && (0..cfg.lsh.bands)
+                .any(|j| sigs[a][j * rows..(j + 1) * rows] == sigs[b][j * rows..(j + 1) * rows])
+    };
+    let confirmed = |a: usize, b: usize| {
+        if !candidates(a, b) || c.groups[a] != c.groups[b] {
+            return false;
+        }
+        match cfg.confirm {
+            Confirm::Jaccard => neardup::jaccard(&sets[a], &sets[b]) >= cfg.threshold,
+            Confirm::Estimate => neardup::estimate(&sigs[a], &sigs[b]).unwrap() >= cfg.threshold,
+            Confirm::None => true,
+        }
+    };
+    let value = |d: usize| c.values[d].unwrap();
+    let words = |d: usize| neardup::words(&c.texts[d]).len() as f64;
+    let key = |d: usize| match cfg.keep {
+        Keep::SmallestId => 0.0,
+        Keep::First => -(d as f64),
+        Keep::Longest => words(d),
+        Keep::FieldMax => value(d),
+        Keep::FieldMin => -value(d),
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| key(b).total_cmp(&key(a)).then(c.ids[a].cmp(&c.ids[b])));
+    let mut survivors: Vec<usize> = Vec::new();
+    let mut root = vec![usize::MAX; n];
+    for &d in &order {
+        match survivors.iter().find(|&&s| confirmed(s, d)) {
+            Some(&s) => root[d] = s,
+            None => {
+                root[d] = d;
+                survivors.push(d);
+            }
+        }
+    }
+    root
+}
+
+fn config(keep: Keep, confirm: Confirm, exact: bool) -> DedupConfig {
+    DedupConfig {
+        params: MinHashParams::new(2, 64, 5).unwrap(),
+        lsh: LshParams::new(16, 4).unwrap(),
+        threshold: 0.6,
+        confirm,
+        exact,
+        keep,
+        cluster: ClusterRule::Greedy,
+        ..Default::default()
+    }
+}
+
+fn greedy_roots(c: &Corpus, cfg: &DedupConfig) -> Vec<usize> {
+    let ids: Vec<&str> = c.ids.iter().map(String::as_str).collect();
+    let texts: Vec<&str> = c.texts.iter().map(String::as_str).collect();
+    let groups: Vec<Option<&str>> = c.groups.iter().map(|g| g.as_deref()).collect();
+    let docs = MemoryDocs {
+        ids: &ids,
+        texts: &texts,
+        keep_values: matches!(cfg.keep, Keep::FieldMax | Keep::FieldMin).then_some(&c.values[..]),
+        groups: c.groups[0].is_some().then_some(&groups[..]),
+    };
+    let mut engine = CpuEngine::new(cfg.params, 1).unwrap();
+    let got = cluster_docs(&docs, cfg, &mut engine).unwrap();
+    for d in 0..ids.len() {
+        assert_eq!(
+            got.survives[d],
+            got.root[d] as usize == d,
+            "the root survives"
+        );
+    }
+    got.root.iter().map(|&r| r as usize).collect()
+}
+
+#[test]
+fn greedy_equals_the_rule_by_hand() {
+    let mut dropped = 0;
+    let mut chained = 0;
+    for seed in 0..24u64 {
+        let c = corpus(seed, seed % 3 == 2);
+        let keep = [
+            Keep::SmallestId,
+            Keep::FieldMax,
+            Keep::Longest,
+            Keep::First,
+            Keep::FieldMin,
+        ][seed as usize % 5];
+        let confirm = [
+            Confirm::Jaccard,
+            Confirm::Jaccard,
+            Confirm::Estimate,
+            Confirm::None,
+        ][seed as usize % 4];
+        let want = oracle(&c, &config(keep, confirm, false));
+        for exact in [false, true] {
+            let cfg = config(keep, confirm, exact);
+            let got = greedy_roots(&c, &cfg);
+            let name = |d: usize| c.ids[d].as_str();
+            for d in 0..want.len() {
+                assert_eq!(
+                    name(got[d]),
+                    name(want[d]),
+                    "seed {seed}, {keep:?}, {confirm:?}, exact {exact}: the root of {} ({:?})",
+                    name(d),
+                    c.texts[d]
+                );
+            }
+        }
+        dropped += (0..want.len()).filter(|&d| want[d] != d).count();
+        // Components would also drop documents whose only near duplicates are dropped.
+        let comp = DedupConfig {
+            cluster: ClusterRule::Components,
+            ..config(keep, confirm, false)
+        };
+        let comp_survivors = {
+            let ids: Vec<&str> = c.ids.iter().map(String::as_str).collect();
+            let texts: Vec<&str> = c.texts.iter().map(String::as_str).collect();
+            let groups: Vec<Option<&str>> = c.groups.iter().map(|g| g.as_deref()).collect();
+            let docs = MemoryDocs {
+                ids: &ids,
+                texts: &texts,
+                keep_values: Some(&c.values[..]),
+                groups: c.groups[0].is_some().then_some(&groups[..]),
+            };
+            let mut engine = CpuEngine::new(comp.params, 1).unwrap();
+            cluster_docs(&docs, &comp, &mut engine).unwrap().survives
+        };
+        chained += comp_survivors.iter().filter(|&&s| !s).count();
+    }
+    // The corpora exercise the rule: many dropped, and components drops more (chains).
+    assert!(dropped > 100, "{dropped} dropped");
+    assert!(
+        chained > dropped,
+        "components dropped {chained}, greedy {dropped}"
+    );
+}
+
+/// A chain A ~ B ~ C with A !~ C: components drops B and C, greedy only B.
+#[test]
+fn a_chain_keeps_its_far_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = "one two three four five six seven eight nine ten";
+    let b = "one two three four five six seven eight xx yy";
+    let c = "one two three four five six zz qq xx yy";
+    let (ja, jc) = (
+        neardup::jaccard(&neardup::shingles(a, 1), &neardup::shingles(b, 1)),
+        neardup::jaccard(&neardup::shingles(a, 1), &neardup::shingles(c, 1)),
+    );
+    assert!(ja >= 0.6 && jc < 0.6, "{ja} {jc}");
+    let input = dir.path().join("in.jsonl");
+    write_jsonl(
+        &input,
+        &[
+            ("a".into(), a.into()),
+            ("b".into(), b.into()),
+            ("c".into(), c.into()),
+        ],
+    );
+    let run = |rule: &str| {
+        let out = dir.path().join(format!("{rule}.jsonl"));
+        let clusters = dir.path().join(format!("{rule}.clusters.jsonl"));
+        ok(&neardup(&[
+            "dedup",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--clusters",
+            clusters.to_str().unwrap(),
+            "--k",
+            "1",
+            "--threshold",
+            "0.6",
+            "--bands",
+            "64",
+            "--rows",
+            "2",
+            "--cluster",
+            rule,
+            "-q",
+        ]));
+        let kept: Vec<String> = read_jsonl(&out)
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect();
+        (kept, lines_of(&clusters))
+    };
+    let (kept, clusters) = run("components");
+    assert_eq!(kept, ["a"]);
+    assert_eq!(
+        clusters,
+        [r#"{"root":"a","members":["a","b","c"],"size":3}"#]
+    );
+    let (kept, clusters) = run("greedy");
+    assert_eq!(kept, ["a", "c"]);
+    assert_eq!(clusters, [r#"{"root":"a","members":["a","b"],"size":2}"#]);
+}
+
+#[test]
+fn greedy_is_refused_out_of_core_and_the_default_is_components() {
+    let dir = tempfile::tempdir().unwrap();
+    let wd = dir.path().join("work");
+    refused_with(
+        &[
+            "dedup",
+            fixture("example.jsonl").to_str().unwrap(),
+            "-o",
+            dir.path().join("o.jsonl").to_str().unwrap(),
+            "--work-dir",
+            wd.to_str().unwrap(),
+            "--cluster",
+            "greedy",
+        ],
+        &["--cluster greedy", "in memory"],
+    );
+    assert!(!dir.path().join("o.jsonl").exists());
+    assert_eq!(DedupConfig::default().cluster, ClusterRule::Components);
+}
+
+/// The result depends on the documents and the flags only: input order and threads change
+/// no byte of the clusters and pairs files, nor the set of records kept.
+#[test]
+fn greedy_ignores_input_order_and_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = lines_of(&fixture("example.jsonl"));
+    let mut shuffled = lines.clone();
+    let mut rng = Pcg32::new(3);
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, rng.next_u32() as usize % (i + 1));
+    }
+    let moved = dir.path().join("shuffled.jsonl");
+    std::fs::write(&moved, shuffled.join("\n") + "\n").unwrap();
+    let run = |input: &std::path::Path, threads: &str, name: &str| {
+        let p = |s: &str| dir.path().join(format!("{name}.{s}"));
+        ok(&neardup(&[
+            "dedup",
+            input.to_str().unwrap(),
+            "-o",
+            p("out.jsonl").to_str().unwrap(),
+            "--clusters",
+            p("clusters.jsonl").to_str().unwrap(),
+            "--pairs",
+            p("pairs.jsonl").to_str().unwrap(),
+            "--cluster",
+            "greedy",
+            "--keep",
+            "longest",
+            "--threads",
+            threads,
+            "-q",
+        ]));
+        let mut kept = lines_of(&p("out.jsonl"));
+        kept.sort();
+        (
+            kept,
+            lines_of(&p("clusters.jsonl")),
+            lines_of(&p("pairs.jsonl")),
+        )
+    };
+    let base = run(&fixture("example.jsonl"), "1", "base");
+    assert!(!base.1.is_empty() && !base.2.is_empty());
+    assert_eq!(run(&fixture("example.jsonl"), "2", "two"), base);
+    assert_eq!(run(&moved, "2", "moved"), base);
+}
