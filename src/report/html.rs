@@ -223,6 +223,18 @@ pub fn dedup_page(s: &DedupSummary, cfg: &DedupConfig, inputs: &[String], engine
     row(&mut b, "exact duplicates", s.cluster.exact_duplicates);
     row(&mut b, "near duplicates", s.cluster.near_duplicates);
     row(&mut b, "clusters (2+ documents)", s.cluster.clusters);
+    if let Some(c) = &s.cluster.chaining {
+        row(
+            &mut b,
+            "dropped with no kept near duplicate (chaining)",
+            c.dropped_without_kept_duplicate,
+        );
+        row(
+            &mut b,
+            "largest cluster: documents, diameter in hops",
+            format!("{}, {}", c.largest_cluster, c.largest_cluster_diameter),
+        );
+    }
     row(&mut b, "wordless documents", s.cluster.wordless);
     row(&mut b, "candidate pairs checked", s.cluster.pairs_checked);
     row(
@@ -249,8 +261,8 @@ pub fn dedup_page(s: &DedupSummary, cfg: &DedupConfig, inputs: &[String], engine
     b.push_str("</table>");
     let _ = write!(
         b,
-        "<h2>LSH S-curve</h2><p>k = {}, {} permutations, {} bands x {} rows, confirmation <b>{:?}</b> at threshold {}.</p>",
-        cfg.params.k, cfg.params.num_perm, cfg.lsh.bands, cfg.lsh.rows, cfg.confirm, cfg.threshold
+        "<h2>LSH S-curve</h2><p>k = {}, {} permutations, {} bands x {} rows, confirmation <b>{:?}</b> at threshold {}, clusters by <b>{}</b>.</p>",
+        cfg.params.k, cfg.params.num_perm, cfg.lsh.bands, cfg.lsh.rows, cfg.confirm, cfg.threshold, cfg.cluster
     );
     let measured: Vec<Measured> = s
         .similarity_buckets

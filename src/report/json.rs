@@ -7,8 +7,8 @@ use crate::engine::EngineInfo;
 use crate::jsonl::Fields;
 use crate::stages::decontam::{DecontamSummary, FileHits, TaskHits};
 use crate::stages::dedup::{
-    AgainstSummary, ClusterExample, Confirm, DedupConfig, DedupSummary, GroupCounts, GroupMissing,
-    Keep, SimilarityBucket,
+    AgainstSummary, Chaining, ClusterExample, ClusterRule, Confirm, DedupConfig, DedupSummary,
+    GroupCounts, GroupMissing, Keep, SimilarityBucket,
 };
 use crate::sys::peak_rss_bytes;
 use crate::text::{Normalize, ShingleUnit};
@@ -34,6 +34,10 @@ pub struct DedupReport<'a> {
     pub table_bytes: u64,
     pub similarity_buckets: &'a [SimilarityBucket],
     pub largest_clusters: &'a [ClusterExample],
+    /// What chaining did: documents dropped with no surviving near duplicate, the largest
+    /// cluster's size and diameter (in memory; absent from the sharded stages' reports).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chaining: Option<&'a Chaining>,
     /// With `--group-field`: each group's counts, in order of first appearance.
     pub groups: &'a [GroupCounts],
     /// With `--against`: the indexes, and what they matched (absent otherwise).
@@ -64,6 +68,8 @@ pub struct DedupParameters<'a> {
     /// `--group-field`, and what a document without it is.
     pub group_field: Option<&'a str>,
     pub group_missing: GroupMissing,
+    /// Components or greedy survivors.
+    pub cluster: ClusterRule,
     pub id_field: &'a str,
     pub text_field: &'a str,
 }
@@ -168,6 +174,7 @@ impl<'a> DedupReport<'a> {
                 keep_field: fields.keep.as_deref(),
                 group_field: fields.group.as_deref(),
                 group_missing: cfg.group_missing,
+                cluster: cfg.cluster,
                 id_field: &fields.id,
                 text_field: &fields.text,
             },
@@ -225,6 +232,7 @@ impl<'a> DedupReport<'a> {
             table_bytes: s.table_bytes,
             similarity_buckets: &s.similarity_buckets,
             largest_clusters: &s.examples,
+            chaining: s.cluster.chaining.as_ref(),
             groups: &s.groups,
             against: s.against.as_ref(),
         }

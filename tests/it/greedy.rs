@@ -92,31 +92,41 @@ fn corpus(seed: u64, grouped: bool) -> Corpus {
     }
 }
 
-/// The rule by hand: each document's root (an index; itself when it survives).
-fn oracle(c: &Corpus, cfg: &DedupConfig) -> Vec<usize> {
-    let n = c.texts.len();
+/// The confirmed relation by brute force: LSH candidates by hand (some band equal), then the
+/// confirmation's test, within a group.
+fn confirmed_relation(c: &Corpus, cfg: &DedupConfig) -> impl Fn(usize, usize) -> bool {
     let k = cfg.params.k;
     let perms = neardup::perm_params(cfg.params.num_perm, cfg.params.seed);
     let sets: Vec<HashSet<String>> = c.texts.iter().map(|t| neardup::shingles(t, k)).collect();
     let sigs: Vec<Vec<u32>> = sets.iter().map(|s| neardup::minhash(s, &perms)).collect();
-    let wordless = |d: usize| neardup::words(&c.texts[d]).is_empty();
-    let rows = cfg.lsh.rows;
-    let candidates = |a: usize, b: usize| {
-        !wordless(a)
-            && !wordless(b)
-            && (0..cfg.lsh.bands)
-                .any(|j| sigs[a][j * rows..(j + 1) * rows] == sigs[b][j * rows..(j + 1) * rows])
-    };
-    let confirmed = |a: usize, b: usize| {
-        if !candidates(a, b) || c.groups[a] != c.groups[b] {
+    let wordless: Vec<bool> = c
+        .texts
+        .iter()
+        .map(|t| neardup::words(t).is_empty())
+        .collect();
+    let groups = c.groups.clone();
+    let (bands, rows) = (cfg.lsh.bands, cfg.lsh.rows);
+    let (confirm, threshold) = (cfg.confirm, cfg.threshold);
+    move |a: usize, b: usize| {
+        let candidates = !wordless[a]
+            && !wordless[b]
+            && (0..bands)
+                .any(|j| sigs[a][j * rows..(j + 1) * rows] == sigs[b][j * rows..(j + 1) * rows]);
+        if !candidates || groups[a] != groups[b] {
             return false;
         }
-        match cfg.confirm {
-            Confirm::Jaccard => neardup::jaccard(&sets[a], &sets[b]) >= cfg.threshold,
-            Confirm::Estimate => neardup::estimate(&sigs[a], &sigs[b]).unwrap() >= cfg.threshold,
+        match confirm {
+            Confirm::Jaccard => neardup::jaccard(&sets[a], &sets[b]) >= threshold,
+            Confirm::Estimate => neardup::estimate(&sigs[a], &sigs[b]).unwrap() >= threshold,
             Confirm::None => true,
         }
-    };
+    }
+}
+
+/// The rule by hand: each document's root (an index; itself when it survives).
+fn oracle(c: &Corpus, cfg: &DedupConfig) -> Vec<usize> {
+    let n = c.texts.len();
+    let confirmed = confirmed_relation(c, cfg);
     let value = |d: usize| c.values[d].unwrap();
     let words = |d: usize| neardup::words(&c.texts[d]).len() as f64;
     let key = |d: usize| match cfg.keep {
@@ -264,8 +274,11 @@ fn a_chain_keeps_its_far_end() {
     let run = |rule: &str| {
         let out = dir.path().join(format!("{rule}.jsonl"));
         let clusters = dir.path().join(format!("{rule}.clusters.jsonl"));
+        let report = dir.path().join(format!("{rule}.report.json"));
         ok(&neardup(&[
             "dedup",
+            "--report",
+            report.to_str().unwrap(),
             input.to_str().unwrap(),
             "-o",
             out.to_str().unwrap(),
@@ -365,4 +378,84 @@ fn greedy_ignores_input_order_and_threads() {
     assert!(!base.1.is_empty() && !base.2.is_empty());
     assert_eq!(run(&fixture("example.jsonl"), "2", "two"), base);
     assert_eq!(run(&moved, "2", "moved"), base);
+}
+
+/// The report's chaining figures: under `components`, the dropped documents that their
+/// cluster's survivor is not a confirmed near duplicate of, as the brute-force relation says;
+/// none under `greedy`.
+#[test]
+fn the_report_counts_what_chaining_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut chained = 0;
+    for seed in 0..6u64 {
+        let c = corpus(100 + seed, false);
+        let cfg = config(Keep::SmallestId, Confirm::Jaccard, false);
+        let confirmed = confirmed_relation(&c, &cfg);
+        let input = dir.path().join(format!("{seed}.jsonl"));
+        let docs: Vec<(String, String)> =
+            c.ids.iter().cloned().zip(c.texts.iter().cloned()).collect();
+        write_jsonl(&input, &docs);
+        let run = |rule: &str| {
+            let tagged = dir.path().join(format!("{seed}.{rule}.jsonl"));
+            let report = dir.path().join(format!("{seed}.{rule}.report.json"));
+            ok(&neardup(&[
+                "dedup",
+                input.to_str().unwrap(),
+                "-o",
+                tagged.to_str().unwrap(),
+                "--tag-only",
+                "--report",
+                report.to_str().unwrap(),
+                "--k",
+                "2",
+                "--num-perm",
+                "64",
+                "--seed",
+                "5",
+                "--bands",
+                "16",
+                "--rows",
+                "4",
+                "--threshold",
+                "0.6",
+                "--cluster",
+                rule,
+                "-q",
+            ]));
+            let tags: Vec<String> = read_jsonl(&tagged)
+                .iter()
+                .map(|r| r["meta"]["minhash_cluster"].as_str().unwrap().to_string())
+                .collect();
+            let r: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+            (tags, r["chaining"].clone())
+        };
+        let index = |id: &str| c.ids.iter().position(|i| i == id).unwrap();
+        let (tags, chaining) = run("components");
+        let want = (0..c.ids.len())
+            .filter(|&d| tags[d] != c.ids[d] && !confirmed(d, index(&tags[d])))
+            .count() as u64;
+        assert_eq!(
+            chaining["dropped_without_kept_duplicate"], want,
+            "seed {seed}"
+        );
+        chained += want;
+        let mut sizes = std::collections::HashMap::<&str, u64>::new();
+        for t in &tags {
+            *sizes.entry(t.as_str()).or_default() += 1;
+        }
+        assert_eq!(chaining["largest_cluster"], *sizes.values().max().unwrap());
+        let (tags, chaining) = run("greedy");
+        assert_eq!(chaining["dropped_without_kept_duplicate"], 0, "seed {seed}");
+        for (d, t) in tags.iter().enumerate() {
+            assert!(
+                t == &c.ids[d] || confirmed(d, index(t)),
+                "seed {seed}: {} joined {t}",
+                c.ids[d]
+            );
+        }
+        // A greedy cluster is a star around its survivor.
+        assert!(chaining["largest_cluster_diameter"].as_u64().unwrap() <= 2);
+    }
+    assert!(chained > 0, "the corpora have chains");
 }

@@ -354,7 +354,7 @@ fn groups_dedup_as_if_run_alone() {
         let keys = |v: &serde_json::Value| v.as_object().unwrap().len();
         assert_eq!(
             (keys(&r), keys(&r["parameters"]), keys(&r["counts"])),
-            (16, 18, 21)
+            (17, 19, 21)
         );
     }
 }

@@ -97,6 +97,9 @@ pub struct ClusterStats {
     pub documents_in_clusters: u64,
     /// Cluster size -> how many clusters have it (sizes 2 and up).
     pub cluster_sizes: std::collections::BTreeMap<u64, u64>,
+    /// What chaining did (measured for reports, in memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chaining: Option<Chaining>,
     /// Ranking the documents by id, and the exact-duplicate pre-pass (`--exact`).
     pub order_seconds: f64,
     /// LSH banding alone.
@@ -106,6 +109,22 @@ pub struct ClusterStats {
     /// Of that, loading the shingle sets (`jaccard`: re-reading the input).
     pub sets_seconds: f64,
     pub cluster_seconds: f64,
+}
+
+/// What chaining does to a run's clusters: documents dropped with no surviving near duplicate
+/// (under `components`, dropped by a chain alone; none under `greedy`), and the largest
+/// cluster's size and length in hops.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Chaining {
+    /// Dropped (or, with `--tag-only`, not the survivor) documents of which no surviving
+    /// document is a confirmed near duplicate.
+    pub dropped_without_kept_duplicate: u64,
+    pub largest_cluster: u64,
+    /// The largest cluster's diameter in hops over the pairs the run confirmed (its `--pairs`)
+    /// and its exact copies. Exact up to [`EXACT_DIAMETER_MEMBERS`] members; past that a double
+    /// sweep of breadth-first searches (exact when those pairs form a tree, a lower bound
+    /// otherwise). Of two largest clusters, the one whose root has the smaller id.
+    pub largest_cluster_diameter: u64,
 }
 
 /// The outcome of clustering a corpus.
@@ -420,7 +439,6 @@ pub fn cluster_corpus(
     } else {
         similarity_sample(corpus, cfg.lsh, &sets)
     };
-    drop(sets);
     stats.confirm_seconds = t_confirm.elapsed().as_secs_f64();
 
     let t_cluster = Instant::now();
@@ -448,6 +466,13 @@ pub fn cluster_corpus(
         }
     };
     count_clusters(&root, &mut stats);
+    if measure {
+        let rep = |d: u32| if cfg.exact { exact_rep[d as usize] } else { d };
+        stats.chaining = Some(chaining(
+            corpus, cfg, &tables, &root, &survives, &pairs, &rank, rep,
+        ));
+    }
+    drop(sets);
     stats.cluster_seconds = t_cluster.elapsed().as_secs_f64();
     Ok(Clustering {
         survives,
@@ -457,4 +482,114 @@ pub fn cluster_corpus(
         stats,
         similarity_buckets,
     })
+}
+
+/// The largest cluster size whose diameter [`Chaining`] computes exactly.
+pub const EXACT_DIAMETER_MEMBERS: u64 = 1024;
+
+/// [`Chaining`] of a clustering (`rep`: each document's exact-copy representative).
+#[allow(clippy::too_many_arguments)]
+fn chaining(
+    corpus: &SignedCorpus,
+    cfg: &DedupConfig,
+    tables: &BucketTables,
+    root: &[u32],
+    survives: &[bool],
+    pairs: &[ConfirmedPair],
+    rank: &[u32],
+    rep: impl Fn(u32) -> u32 + Sync,
+) -> Chaining {
+    let n = root.len();
+    let mut survivor: HashMap<u32, u32> = HashMap::new();
+    for d in 0..n {
+        if survives[d] {
+            survivor.insert(root[d], d as u32);
+        }
+    }
+    let rows = cfg.lsh.rows;
+    let candidates = |a: u32, b: u32| {
+        let (sa, sb) = (corpus.sig(a as usize), corpus.sig(b as usize));
+        (0..cfg.lsh.bands).any(|j| sa[j * rows..(j + 1) * rows] == sb[j * rows..(j + 1) * rows])
+    };
+    let has_set = |d: u32| cfg.confirm != Confirm::Jaccard || tables.sets.contains_key(&d);
+    // A confirmed pair is never of two clusters, so only a document's own survivor can be its
+    // surviving near duplicate.
+    let dropped_without_kept_duplicate = (0..n)
+        .into_par_iter()
+        .filter(|&d| !survives[d])
+        .filter(|&d| {
+            let Some(&s) = survivor.get(&root[d]) else {
+                return true;
+            };
+            let (g, h) = (rep(d as u32), rep(s));
+            if g == h {
+                return false;
+            }
+            if !candidates(g, h) || !has_set(g) || !has_set(h) {
+                return true;
+            }
+            let same_group =
+                corpus.groups.is_empty() || corpus.groups[g as usize] == corpus.groups[h as usize];
+            !(same_group && test_pair(tables, cfg.confirm, cfg.threshold, g.min(h), g.max(h)).0)
+        })
+        .count() as u64;
+    // The largest cluster: most members, then the root with the smallest id.
+    let mut size: HashMap<u32, u64> = HashMap::new();
+    for (d, &r) in root.iter().enumerate() {
+        if r as usize != d {
+            *size.entry(r).or_insert(1) += 1;
+        }
+    }
+    let Some((&big, &largest_cluster)) = size.iter().max_by(|a, b| {
+        a.1.cmp(b.1)
+            .then(rank[*b.0 as usize].cmp(&rank[*a.0 as usize]))
+    }) else {
+        return Chaining {
+            dropped_without_kept_duplicate,
+            ..Default::default()
+        };
+    };
+    let mut adj: HashMap<u32, Vec<u32>> = HashMap::new();
+    let mut edge = |a: u32, b: u32| {
+        adj.entry(a).or_default().push(b);
+        adj.entry(b).or_default().push(a);
+    };
+    for p in pairs.iter().filter(|p| root[p.a as usize] == big) {
+        edge(p.a, p.b);
+    }
+    for d in 0..n as u32 {
+        if root[d as usize] == big && rep(d) != d {
+            edge(d, rep(d));
+        }
+    }
+    let farthest = |from: u32| -> (u32, u64) {
+        let mut dist: HashMap<u32, u64> = HashMap::from([(from, 0)]);
+        let mut queue = std::collections::VecDeque::from([from]);
+        let mut far = (from, 0);
+        while let Some(x) = queue.pop_front() {
+            let dx = dist[&x];
+            if dx > far.1 || (dx == far.1 && rank[x as usize] < rank[far.0 as usize]) {
+                far = (x, dx);
+            }
+            for &y in adj.get(&x).map(Vec::as_slice).unwrap_or(&[]) {
+                if let std::collections::hash_map::Entry::Vacant(e) = dist.entry(y) {
+                    e.insert(dx + 1);
+                    queue.push_back(y);
+                }
+            }
+        }
+        far
+    };
+    // Exact (a search from every member) up to `EXACT_DIAMETER_MEMBERS`; past it a double
+    // sweep, which is exact on a tree and a lower bound otherwise.
+    let largest_cluster_diameter = if largest_cluster <= EXACT_DIAMETER_MEMBERS {
+        adj.keys().map(|&x| farthest(x).1).max().unwrap_or(0)
+    } else {
+        farthest(farthest(big).0).1
+    };
+    Chaining {
+        dropped_without_kept_duplicate,
+        largest_cluster,
+        largest_cluster_diameter,
+    }
 }
