@@ -258,6 +258,7 @@ impl Inputs {
             line_no: 0,
             pos: 0,
             faulted: 0,
+            released: 0,
         }))
     }
 
@@ -436,6 +437,8 @@ pub(crate) struct LineCursor {
     pos: usize,
     /// Bytes prefaulted so far.
     faulted: usize,
+    /// Bytes whose pages are unmapped again (see [`LineCursor::release_behind`]).
+    released: usize,
 }
 
 #[cfg_attr(not(feature = "parquet"), allow(dead_code))] // used by the sharded stages
@@ -447,6 +450,7 @@ impl LineCursor {
             self.pos = self.next_newline()? + 1;
             self.line_no += 1;
         }
+        self.release_behind();
         if self.line_no + 1 != line || self.pos >= self.map.len() {
             return Err(Error::io(
                 &self.name,
@@ -456,6 +460,26 @@ impl LineCursor {
             ));
         }
         Ok(self.pos as u64)
+    }
+
+    /// Unmap the pages wholly behind `pos`, a block at a time: the cursor reads each once, and
+    /// mapped they would stay in the process's resident memory for the rest of the pass (a
+    /// 2 GB shard as 2 GB). The page cache keeps them.
+    fn release_behind(&mut self) {
+        let to = self.pos / super::chunk::page_size() * super::chunk::page_size();
+        if to >= self.released + super::chunk::READ_BLOCK {
+            // SAFETY: a shared read-only file map: a dropped page faults back in from the file,
+            // unchanged, if it is read again (the cursor only moves forward).
+            #[cfg(unix)]
+            let _ = unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    self.released,
+                    to - self.released,
+                )
+            };
+            self.released = to;
+        }
     }
 
     /// The next newline at or after `pos`, prefaulting a block at a time (so that a file

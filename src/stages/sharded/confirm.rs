@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::bands::{band_and_row, BAND_ROW_BYTES};
-use super::gather::Gatherer;
+use super::gather::{Gathered, Gatherer};
 use super::raw::le_u64s;
 use super::table::{col, u32s, u64s};
 use super::WorkDir;
@@ -171,9 +171,9 @@ fn partition_rows(work: &WorkDir, partition: usize) -> Result<Vec<BandRow>, Erro
 }
 
 /// Documents that [`confirm_together`] gathers for a group of partitions, for the drivers that
-/// confirm several in one job: their signatures and sets, about 1 to 2 KB a document of a few
-/// hundred words, are what a group holds.
-pub const GROUP_DOCS: usize = 256 << 10;
+/// confirm several in one job: their signatures and sets, about 3 KB a document of 300 words,
+/// are what a group holds (a partition that needs more is a group of its own).
+pub const GROUP_DOCS: usize = 128 << 10;
 
 /// The most partitions confirmed in one group: each holds its unit lock, an open file, until
 /// it is written.
@@ -237,6 +237,19 @@ pub fn confirm_together(
             continue;
         }
         let loaded = load(work, p, progress)?;
+        // A group holds at most `max_docs` documents unless one partition alone needs more:
+        // a partition that would take it past them starts the next group.
+        if !group.is_empty() {
+            let joined: usize = union
+                .iter()
+                .zip(&loaded.needed)
+                .map(|(u, v)| merged_len(u, v))
+                .sum();
+            if joined > max_docs {
+                finish_group(&mut group, &mut union, &mut out)?;
+                locks.clear();
+            }
+        }
         for (u, v) in union.iter_mut().zip(&loaded.needed) {
             u.extend_from_slice(v);
             u.sort_unstable();
@@ -254,6 +267,23 @@ pub fn confirm_together(
         finish_group(&mut group, &mut union, &mut out)?;
     }
     Ok(out)
+}
+
+/// The length of the union of two ascending lists without repeats.
+fn merged_len(a: &[u64], b: &[u64]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                i += 1;
+                j += 1;
+            }
+        }
+        n += 1;
+    }
+    n + (a.len() - i) + (b.len() - j)
 }
 
 /// A partition's buckets, before their documents are gathered.
@@ -369,8 +399,14 @@ impl Docs {
                     docs.groups.extend_from_slice(u32s(&batch, "group"));
                 }
             }
-            let got = gather.shard(work, s, rows, progress)?;
-            docs.sigs.extend_from_slice(&got.sigs);
+            // Signatures straight into the reserved table, not copied from a shard's.
+            let mut got = Gathered {
+                sigs: std::mem::take(&mut docs.sigs),
+                sets: Vec::new(),
+            };
+            let r = gather.shard_into(work, s, rows, progress, &mut got);
+            docs.sigs = got.sigs;
+            r?;
             for (at, set) in got.sets.into_iter().enumerate() {
                 docs.sets.insert(docs.base[s] + at as u32, set);
             }
@@ -577,6 +613,22 @@ pub fn summary(work: &WorkDir, partition: usize) -> Result<ConfirmSummary, Error
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_len_is_the_size_of_the_union() {
+        let mut rng = crate::hash::Pcg32::new(11);
+        for n in [0u32, 1, 2, 5, 40, 300] {
+            let pick = |rng: &mut crate::hash::Pcg32| {
+                let mut v: Vec<u64> = (0..n).map(|_| rng.below(2 * n.max(1)) as u64).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            };
+            let (a, b) = (pick(&mut rng), pick(&mut rng));
+            let union: std::collections::BTreeSet<u64> = a.iter().chain(&b).copied().collect();
+            assert_eq!(merged_len(&a, &b), union.len(), "{a:?} {b:?}");
+        }
+    }
 
     /// The rows kept are exactly those whose band and digest some other row has, for digests
     /// that share their low bits (as a partition's do) and for sizes around the bitmaps' steps.

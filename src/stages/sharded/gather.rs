@@ -51,16 +51,36 @@ impl Gatherer {
         progress: &ProgressFactory,
     ) -> Result<Gathered, Error> {
         let mut out = Gathered::default();
+        self.shard_into(work, shard, rows, progress, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Gatherer::shard`], appended to `out` (whose signatures may have room reserved for
+    /// them: they are written in place, not copied).
+    pub fn shard_into(
+        &mut self,
+        work: &WorkDir,
+        shard: usize,
+        rows: &[u64],
+        progress: &ProgressFactory,
+        out: &mut Gathered,
+    ) -> Result<(), Error> {
+        let before = out.sigs.len();
         if rows.is_empty() {
-            return Ok(out);
+            return Ok(());
         }
         let fields = work.fields();
         let inputs = work.inputs(&[shard])?;
         let name = inputs.name(0).to_string();
-        if let Some(chunk) = lines_of(work, shard, rows, &inputs)? {
-            let all: Vec<usize> = (0..chunk.len()).collect();
-            self.add(work, &chunk, &all, &name, &mut out)?;
-            return Ok(out);
+        if let Some(spans) = spans_of(work, shard, rows)? {
+            // A slice of lines at a time: all of them at once would hold every gathered
+            // document's text beside the sets and signatures made of it.
+            for slice in slices(&spans, SLICE_BYTES) {
+                let chunk = inputs.read_spans(0, &spans[slice])?;
+                let all: Vec<usize> = (0..chunk.len()).collect();
+                self.add(work, &chunk, &all, &name, out)?;
+            }
+            return Ok(());
         }
         let mut wanted = vec![false; rows.last().map_or(0, |&r| r as usize + 1)];
         for &r in rows {
@@ -80,10 +100,10 @@ impl Gatherer {
                     .filter(|&i| wanted.get(next + i).copied().unwrap_or(false))
                     .collect();
                 next += chunk.len();
-                self.add(work, &chunk, &at, &name, &mut out)
+                self.add(work, &chunk, &at, &name, out)
             },
         )?;
-        let got = out.sigs.len() / work.config().params.num_perm;
+        let got = (out.sigs.len() - before) / work.config().params.num_perm;
         if got != rows.len() {
             return Err(Error::Work {
                 path: name,
@@ -94,7 +114,7 @@ impl Gatherer {
                 ),
             });
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Records `at` of `chunk`, appended to `out`.
@@ -133,14 +153,33 @@ impl Gatherer {
     }
 }
 
-/// Of a plain JSONL shard, its rows `rows` read as one chunk in that order; `None` for any
-/// other shard.
-fn lines_of(
-    work: &WorkDir,
-    shard: usize,
-    rows: &[u64],
-    inputs: &crate::io::Inputs,
-) -> Result<Option<Chunk>, Error> {
+/// Text bytes of the lines [`Gatherer::shard`] reads and signs at once.
+const SLICE_BYTES: u64 = 16 << 20;
+
+/// Where a line lies in its shard: `(start, end, line)`.
+type Span = (u64, u64, u64);
+
+/// Consecutive ranges of `spans` (`(start, end, line)`) of about `max` bytes each: a range
+/// ends with the span that takes it to `max` or past it, so each holds at least one span.
+fn slices(spans: &[Span], max: u64) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, &(s, e, _)) in spans.iter().enumerate() {
+        bytes += e - s;
+        if bytes >= max {
+            out.push(start..i + 1);
+            (start, bytes) = (i + 1, 0);
+        }
+    }
+    if start < spans.len() {
+        out.push(start..spans.len());
+    }
+    out
+}
+
+/// Of a plain JSONL shard, where its rows `rows` lie: `(start, end, line)`, in that order;
+/// `None` for any other shard.
+fn spans_of(work: &WorkDir, shard: usize, rows: &[u64]) -> Result<Option<Vec<Span>>, Error> {
     let Some(mut lines) = RawRows::lines(work, shard)? else {
         return Ok(None);
     };
@@ -166,5 +205,40 @@ fn lines_of(
                 .into(),
         });
     }
-    inputs.read_spans(0, &spans).map(Some)
+    Ok(Some(spans))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slices;
+
+    #[test]
+    fn slices_cover_every_span_once_and_stay_near_the_budget() {
+        let spans = |lens: &[u64]| -> Vec<(u64, u64, u64)> {
+            let mut at = 0;
+            lens.iter()
+                .enumerate()
+                .map(|(i, &l)| {
+                    at += l;
+                    (at - l, at, i as u64 + 1)
+                })
+                .collect()
+        };
+        assert!(slices(&[], 10).is_empty());
+        assert_eq!(slices(&spans(&[3]), 10), vec![0..1]);
+        assert_eq!(slices(&spans(&[25]), 10), vec![0..1]);
+        assert_eq!(slices(&spans(&[5, 5, 5]), 10), [0..2, 2..3]);
+        assert_eq!(slices(&spans(&[9, 1, 1, 30, 2]), 10), [0..2, 2..4, 4..5]);
+        for max in [1u64, 2, 7, 64, 1 << 20] {
+            let lens: Vec<u64> = (0..200).map(|i| (i * 37 % 23) + 1).collect();
+            let got = slices(&spans(&lens), max);
+            let flat: Vec<usize> = got.iter().flat_map(|r| r.clone()).collect();
+            assert_eq!(flat, (0..lens.len()).collect::<Vec<_>>(), "max {max}");
+            for r in &got[..got.len() - 1] {
+                let b: u64 = lens[r.clone()].iter().sum();
+                let before_last: u64 = lens[r.start..r.end - 1].iter().sum();
+                assert!(b >= max && before_last < max, "max {max}: {r:?}");
+            }
+        }
+    }
 }
