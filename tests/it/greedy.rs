@@ -165,7 +165,8 @@ fn config(keep: Keep, confirm: Confirm, exact: bool) -> DedupConfig {
     }
 }
 
-fn greedy_roots(c: &Corpus, cfg: &DedupConfig) -> Vec<usize> {
+/// The corpus clustered in memory, through the library's API.
+fn clustered(c: &Corpus, cfg: &DedupConfig) -> neardup::Clustering {
     let ids: Vec<&str> = c.ids.iter().map(String::as_str).collect();
     let texts: Vec<&str> = c.texts.iter().map(String::as_str).collect();
     let groups: Vec<Option<&str>> = c.groups.iter().map(|g| g.as_deref()).collect();
@@ -176,7 +177,12 @@ fn greedy_roots(c: &Corpus, cfg: &DedupConfig) -> Vec<usize> {
         groups: c.groups[0].is_some().then_some(&groups[..]),
     };
     let mut engine = CpuEngine::new(cfg.params, 1).unwrap();
-    let got = cluster_docs(&docs, cfg, &mut engine).unwrap();
+    cluster_docs(&docs, cfg, &mut engine).unwrap()
+}
+
+fn greedy_roots(c: &Corpus, cfg: &DedupConfig) -> Vec<usize> {
+    let ids = &c.ids;
+    let got = clustered(c, cfg);
     for d in 0..ids.len() {
         assert_eq!(
             got.survives[d],
@@ -227,19 +233,7 @@ fn greedy_equals_the_rule_by_hand() {
             cluster: ClusterRule::Components,
             ..config(keep, confirm, false)
         };
-        let comp_survivors = {
-            let ids: Vec<&str> = c.ids.iter().map(String::as_str).collect();
-            let texts: Vec<&str> = c.texts.iter().map(String::as_str).collect();
-            let groups: Vec<Option<&str>> = c.groups.iter().map(|g| g.as_deref()).collect();
-            let docs = MemoryDocs {
-                ids: &ids,
-                texts: &texts,
-                keep_values: Some(&c.values[..]),
-                groups: c.groups[0].is_some().then_some(&groups[..]),
-            };
-            let mut engine = CpuEngine::new(comp.params, 1).unwrap();
-            cluster_docs(&docs, &comp, &mut engine).unwrap().survives
-        };
+        let comp_survivors = clustered(&c, &comp).survives;
         chained += comp_survivors.iter().filter(|&&s| !s).count();
     }
     // The corpora exercise the rule: many dropped, and components drops more (chains).
