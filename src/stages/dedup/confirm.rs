@@ -47,24 +47,38 @@ pub struct BucketTables<'a> {
 /// Shards of [`JaccardCache`]: enough that two threads seldom wait for one.
 const CACHE_SHARDS: usize = 64;
 
+/// The most Jaccards one shard of [`JaccardCache`] keeps: 8.4 million in all, about 200 MB. A
+/// bucket of thousands of templated pages checks millions of pairs once each, and keeping them
+/// all would grow with the square of the bucket.
+const CACHE_SHARD_ENTRIES: usize = 1 << 17;
+
 /// The exact Jaccards computed so far, shared by the buckets being confirmed: a pair of near
 /// duplicates sits in the buckets of most bands, and each bucket checks it on its own, so a
-/// pair's shingle sets are merged once and looked up after. It changes the work, never a
-/// result.
+/// pair's shingle sets are merged once and looked up after. Bounded: once a shard is full, a
+/// pair it lacks is computed each time it is asked for. It changes the work, never a result.
 pub struct JaccardCache {
     shards: Vec<std::sync::Mutex<HashMap<u64, f64, BuildHasherDefault<HashIsKey>>>>,
+    /// Entries a shard keeps at the most.
+    shard_entries: usize,
 }
 
 impl Default for JaccardCache {
     fn default() -> Self {
-        JaccardCache {
-            shards: (0..CACHE_SHARDS).map(|_| Default::default()).collect(),
-        }
+        JaccardCache::bounded(CACHE_SHARD_ENTRIES)
     }
 }
 
 impl JaccardCache {
-    /// The Jaccard of documents `a` and `b`, computed by `compute` the first time.
+    /// A cache whose shards keep at most `shard_entries` Jaccards each.
+    fn bounded(shard_entries: usize) -> Self {
+        JaccardCache {
+            shards: (0..CACHE_SHARDS).map(|_| Default::default()).collect(),
+            shard_entries,
+        }
+    }
+
+    /// The Jaccard of documents `a` and `b`, computed by `compute` the first time (and again
+    /// when the cache was full then).
     fn get(&self, a: u32, b: u32, compute: impl FnOnce() -> f64) -> f64 {
         // Mixed, so that both the shard (top bits) and the map (low bits) spread.
         let key = ((a as u64) << 32 | b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -73,8 +87,17 @@ impl JaccardCache {
             return j;
         }
         let j = compute();
-        shard.lock().expect("not poisoned").insert(key, j);
+        let mut map = shard.lock().expect("not poisoned");
+        if map.len() < self.shard_entries {
+            map.insert(key, j);
+        }
         j
+    }
+
+    /// Jaccards kept.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().unwrap().len()).sum()
     }
 }
 
@@ -271,6 +294,25 @@ impl Run<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A full cache keeps what it has, stops growing, and still answers every pair.
+    #[test]
+    fn a_full_cache_answers_and_stops_growing() {
+        let cache = JaccardCache::bounded(2);
+        let mut computed = 0;
+        for round in 0..2 {
+            for a in 0..100u32 {
+                let j = cache.get(a, a + 1, || {
+                    computed += 1;
+                    a as f64 / 100.0
+                });
+                assert_eq!(j, a as f64 / 100.0, "round {round}");
+            }
+        }
+        assert!(cache.len() <= 2 * CACHE_SHARDS, "{}", cache.len());
+        // The kept pairs were answered from the cache in the second round, the rest computed.
+        assert_eq!(computed, 200 - cache.len());
+    }
 
     /// Buckets of templated sets with planted near copies, and of random sets: the prefix
     /// filter's path yields the very pairs of checking every pair in order, with fewer checks.
