@@ -39,6 +39,43 @@ fn sizes_fit(t: f64, lx: usize, ly: usize) -> bool {
     small as f64 >= t * large as f64
 }
 
+/// For each of `sets` (each sorted ascending, without repeats), the most tokens it can share
+/// with any other of them: its size less its private tokens (those no other set holds). A
+/// bucket of templated pages shares the template and little else, so this bounds a pair
+/// without merging the two sets ([`may_reach`]).
+pub fn shareable(sets: &[&[u64]]) -> Vec<usize> {
+    let mut all: Vec<u64> = sets.iter().flat_map(|s| s.iter().copied()).collect();
+    all.sort_unstable();
+    let mut private: Vec<u64> = Vec::new();
+    let mut i = 0;
+    while i < all.len() {
+        let mut e = i + 1;
+        while e < all.len() && all[e] == all[i] {
+            e += 1;
+        }
+        if e - i == 1 {
+            private.push(all[i]);
+        }
+        i = e;
+    }
+    drop(all);
+    sets.iter()
+        .map(|s| {
+            s.len()
+                - s.iter()
+                    .filter(|v| private.binary_search(v).is_ok())
+                    .count()
+        })
+        .collect()
+}
+
+/// Can sets of `lx` and `ly` tokens that share at most `most` tokens reach Jaccard `threshold`?
+/// Exact: `false` only where the Jaccard is surely below it.
+pub fn may_reach(threshold: f64, lx: usize, ly: usize, most: usize) -> bool {
+    let t = shaded(threshold);
+    sizes_fit(t, lx, ly) && most >= pair_overlap(t, lx, ly)
+}
+
 /// Every pair of `sets` (each sorted ascending, without repeats) whose Jaccard may be at least
 /// `threshold` (in `(0, 1]`), as `(i, j)` with `i < j`, sorted. An empty set pairs with
 /// nothing.
@@ -145,6 +182,38 @@ pub fn candidate_pairs(
 mod tests {
     use super::*;
     use crate::text::jaccard_sorted;
+
+    /// The bound never rules out a pair at or above the threshold, and rules out the pairs of
+    /// a template with a few private tokens each.
+    #[test]
+    fn the_shareable_bound_is_exact() {
+        let mut rng = crate::hash::Pcg32::new(5);
+        for _ in 0..200 {
+            let m = 2 + rng.below(12) as usize;
+            let sets: Vec<Vec<u64>> = (0..m)
+                .map(|_| set((0..1 + rng.below(40)).map(|_| rng.below(60) as u64)))
+                .collect();
+            let refs: Vec<&[u64]> = sets.iter().map(|s| s.as_slice()).collect();
+            let most = shareable(&refs);
+            for t in [0.3, 0.5, 0.8, 1.0] {
+                for j in 0..m {
+                    for i in 0..j {
+                        if jaccard_sorted(&sets[i], &sets[j]) >= t {
+                            let bound = most[i].min(most[j]);
+                            assert!(may_reach(t, sets[i].len(), sets[j].len(), bound), "t {t}");
+                        }
+                    }
+                }
+            }
+        }
+        // 56 template tokens and 10 private ones each: Jaccard 56 / 76 < 0.8, ruled out.
+        let template = |d: u64| set((0..56).chain((0..10).map(|w| 1000 + d * 100 + w)));
+        let sets = [template(1), template(2), template(3)];
+        let refs: Vec<&[u64]> = sets.iter().map(|s| s.as_slice()).collect();
+        assert_eq!(shareable(&refs), [56, 56, 56]);
+        assert!(!may_reach(0.8, 66, 66, 56));
+        assert!(may_reach(0.7, 66, 66, 56));
+    }
 
     /// The oracle: every pair, compared.
     fn naive(sets: &[Vec<u64>], t: f64) -> Vec<(u32, u32)> {

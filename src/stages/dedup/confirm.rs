@@ -18,7 +18,7 @@ use std::hash::BuildHasherDefault;
 
 use super::{Confirm, ConfirmedPair, ShingleSets};
 use crate::ids::HashIsKey;
-use crate::index::simjoin::candidate_pairs;
+use crate::index::simjoin::{candidate_pairs, may_reach, shareable};
 use crate::index::unionfind::UnionFind;
 use crate::sign::minhash::agreement;
 use crate::text::jaccard_sorted;
@@ -193,6 +193,7 @@ pub fn confirm_bucket(
         confirm,
         threshold,
         filter_min: FILTER_MIN_MEMBERS,
+        max_pairs_per_member: FILTER_MAX_PAIRS_PER_MEMBER,
     };
     run.bucket(members, out, counts);
 }
@@ -204,6 +205,8 @@ struct Run<'a> {
     threshold: f64,
     /// Members from which the prefix filter lists the candidates.
     filter_min: usize,
+    /// Candidates a member the filter may list before the bucket is checked pair by pair.
+    max_pairs_per_member: usize,
 }
 
 impl Run<'_> {
@@ -241,6 +244,7 @@ impl Run<'_> {
             confirm,
             threshold,
             filter_min,
+            ..
         } = *self;
         let m = members.len();
         if m < 2 {
@@ -272,7 +276,7 @@ impl Run<'_> {
         if confirm == Confirm::Jaccard && m >= filter_min {
             let sets: Vec<&[u64]> = members.iter().map(|d| tables.sets[d].as_slice()).collect();
             if let Some(mut cands) =
-                candidate_pairs(&sets, threshold, m * FILTER_MAX_PAIRS_PER_MEMBER)
+                candidate_pairs(&sets, threshold, m * self.max_pairs_per_member)
             {
                 counts.filtered += pairs_of(m) - cands.len() as u64;
                 // By the later member, then the earlier: the order of the loop below.
@@ -282,6 +286,26 @@ impl Run<'_> {
                 }
                 return;
             }
+            // Too many candidates to list: every pair in order, but a pair whose sets cannot
+            // share enough tokens (their private ones aside) is ruled out without a merge.
+            let most = shareable(&sets);
+            for b in 1..m {
+                for a in 0..b {
+                    if !uf.connected(a as u32, b as u32)
+                        && !may_reach(
+                            threshold,
+                            sets[a].len(),
+                            sets[b].len(),
+                            most[a].min(most[b]),
+                        )
+                    {
+                        counts.filtered += 1;
+                        continue;
+                    }
+                    check(a, b, &mut uf, counts);
+                }
+            }
+            return;
         }
         for b in 1..m {
             for a in 0..b {
@@ -355,7 +379,7 @@ mod tests {
             };
             let members: Vec<u32> = (0..m as u32).collect();
             for threshold in [0.5, 0.8, 0.9] {
-                let run = |filter_min| {
+                let run = |filter_min, max_pairs_per_member| {
                     let mut pairs = Vec::new();
                     let mut counts = BucketCounts::default();
                     Run {
@@ -363,19 +387,24 @@ mod tests {
                         confirm: Confirm::Jaccard,
                         threshold,
                         filter_min,
+                        max_pairs_per_member,
                     }
                     .bucket(&members, &mut pairs, &mut counts);
                     let pairs: Vec<(u32, u32)> = pairs.iter().map(|p| (p.a, p.b)).collect();
                     (pairs, counts)
                 };
-                let (every, c_every) = run(usize::MAX);
-                let (filtered, c_filtered) = run(2);
-                assert_eq!(every, filtered, "round {round} t {threshold}");
-                let total = |c: BucketCounts| c.checked + c.already_joined + c.filtered;
-                assert_eq!(total(c_every), total(c_filtered));
-                assert_eq!(c_every.other_group, c_filtered.other_group);
+                let (every, c_every) = run(usize::MAX, FILTER_MAX_PAIRS_PER_MEMBER);
                 assert_eq!(c_every.filtered, 0);
-                assert!(c_filtered.checked <= c_every.checked);
+                let total = |c: BucketCounts| c.checked + c.already_joined + c.filtered;
+                // The prefix filter's candidates, and (none allowed) the pair-by-pair loop with
+                // the private-token bound.
+                for cap in [FILTER_MAX_PAIRS_PER_MEMBER, 0] {
+                    let (filtered, c_filtered) = run(2, cap);
+                    assert_eq!(every, filtered, "round {round} t {threshold} cap {cap}");
+                    assert_eq!(total(c_every), total(c_filtered));
+                    assert_eq!(c_every.other_group, c_filtered.other_group);
+                    assert!(c_filtered.checked <= c_every.checked);
+                }
             }
         }
     }
