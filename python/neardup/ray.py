@@ -132,7 +132,8 @@ def dedup(
     ends, with the stage's tasks done and their total, and the documents signed so far (as
     :func:`neardup.dedup`'s callback, but counting tasks where that counts bytes). An
     exception it raises is raised when the run is over. Returns the run's counts, seconds per stage, and ``workers``: the
-    distinct ``node:pid`` of the worker processes that ran tasks.
+    distinct ``node:pid`` of the worker processes that ran tasks, and ``tasks``: how many tasks each
+    stage ran.
     """
     import ray
 
@@ -167,6 +168,7 @@ def dedup(
     )
     workers: set = set()
     seconds: Dict[str, float] = {}
+    task_counts: Dict[str, int] = {}
     callback_error: List[BaseException] = []
     signed_docs = [0]
 
@@ -181,6 +183,7 @@ def dedup(
     def stage(name: str, calls: List[Tuple[Optional[int], Tuple[Any, ...], Dict[str, Any]]]) -> List[Any]:
         t0 = time.time()
         refs = [task.remote(name, i, a, kw, threads) for (i, a, kw) in calls]
+        task_counts[name] = len(refs)
         results: List[Any] = [None] * len(refs)
         index = {r: n for n, r in enumerate(refs)}
         pending = list(refs)
@@ -241,6 +244,7 @@ def dedup(
             "outputs": outputs,
             "seconds": total,
             "stage_seconds": seconds,
+            "tasks": task_counts,
             "workers": sorted(workers),
         }
     )

@@ -43,6 +43,9 @@ def test_ray_dedup_equals_the_command_line(ray_cluster, example, want, tmp_path,
     assert report["parameters"] == want["report"]["parameters"]
     assert s["documents_written"] == want["report"]["counts"]["documents_written"]
     assert len(s["workers"]) > 1, f"every task ran in one worker process: {s['workers']}"
+    assert s["tasks"]["sign"] == s["tasks"]["bands"] == s["tasks"]["apply"] == shards
+    assert s["tasks"]["rank"] == s["tasks"]["cluster"] == 1
+    assert 1 <= s["tasks"]["confirm"] <= partitions
     assert len({w.split(":")[0] for w in s["workers"]}) == 2, "tasks ran on both nodes"
 
 
