@@ -189,18 +189,28 @@ pub(crate) fn survivors(
     rank: &[u32],
     keep: Keep,
 ) -> Result<Vec<bool>, Error> {
-    let n = root.len();
     if keep == Keep::SmallestId {
-        return Ok((0..n).map(|d| root[d] as usize == d).collect());
+        return Ok((0..root.len()).map(|d| root[d] as usize == d).collect());
     }
-    if matches!(keep, Keep::FieldMax | Keep::FieldMin) && corpus.keep_values.len() != n {
+    let key = policy_key(corpus, keep)?;
+    Ok(best_of_clusters(root, key, |d| rank[d] as u64))
+}
+
+/// How `keep` values each document of `corpus` (larger is better); an error when a field
+/// policy lacks the field's values.
+fn policy_key(
+    corpus: &SignedCorpus,
+    keep: Keep,
+) -> Result<impl Fn(usize) -> f64 + Sync + '_, Error> {
+    if matches!(keep, Keep::FieldMax | Keep::FieldMin) && corpus.keep_values.len() != corpus.len() {
         return Err(Error::Param(
             "--keep field:NAME needs each document's value of the field".into(),
         ));
     }
-    let value = |d: usize| corpus.keep_values.get(d).copied().unwrap_or(0.0);
-    let key = |d: usize| keep_key(keep, corpus.words[d], value(d), d as u64);
-    Ok(best_of_clusters(root, key, |d| rank[d] as u64))
+    Ok(move |d: usize| {
+        let value = corpus.keep_values.get(d).copied().unwrap_or(0.0);
+        keep_key(keep, corpus.words[d], value, d as u64)
+    })
 }
 
 /// Every document in survivor-policy order: best by `keep` first, ties (and `smallest-id`) in
@@ -214,14 +224,7 @@ pub(crate) fn policy_order(
     if keep == Keep::SmallestId {
         return Ok(order.to_vec());
     }
-    let n = order.len();
-    if matches!(keep, Keep::FieldMax | Keep::FieldMin) && corpus.keep_values.len() != n {
-        return Err(Error::Param(
-            "--keep field:NAME needs each document's value of the field".into(),
-        ));
-    }
-    let value = |d: usize| corpus.keep_values.get(d).copied().unwrap_or(0.0);
-    let key = |d: usize| keep_key(keep, corpus.words[d], value(d), d as u64);
+    let key = policy_key(corpus, keep)?;
     let mut out = order.to_vec();
     out.par_sort_by(|&a, &b| {
         key(b as usize)
@@ -374,9 +377,10 @@ pub fn cluster_corpus(
         cache: &JaccardCache::default(),
         groups: &corpus.groups,
     };
+    // Each document's exact-copy representative (itself without `--exact`).
+    let rep = |d: u32| if cfg.exact { exact_rep[d as usize] } else { d };
     let (mut pairs, counts, greedy_root) = if cfg.cluster == ClusterRule::Greedy {
         let policy = policy_order(corpus, &order, &rank, cfg.keep)?;
-        let rep = |d: u32| if cfg.exact { exact_rep[d as usize] } else { d };
         let g = greedy::greedy(
             n,
             &policy,
@@ -467,7 +471,6 @@ pub fn cluster_corpus(
     };
     count_clusters(&root, &mut stats);
     if measure {
-        let rep = |d: u32| if cfg.exact { exact_rep[d as usize] } else { d };
         stats.chaining = Some(chaining(
             corpus, cfg, &tables, &root, &survives, &pairs, &rank, rep,
         ));
