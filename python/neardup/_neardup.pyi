@@ -65,6 +65,12 @@ def stage_confirm(
 def stage_confirm_group(
     work_dir: str, partitions: List[int], progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None
 ) -> List[Optional[str]]: ...
+def stage_greedy_round(
+    work_dir: str, round: int, partition: int, progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None
+) -> Optional[str]: ...
+def stage_greedy_settle(
+    work_dir: str, round: int, progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None
+) -> str: ...
 def stage_cluster(
     work_dir: str,
     clusters: Optional[str] = None,

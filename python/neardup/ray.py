@@ -2,8 +2,10 @@
 
 :func:`dedup` runs ``sign`` and ``bands`` per input shard, ``confirm`` per group of
 partitions (as many groups as the cluster runs tasks at once, so that a document in buckets of
-several partitions of a group is read and signed again once), ``rank`` and ``cluster`` once, and ``apply`` per shard, each stage's tasks in parallel on the
-cluster that ``ray.init()`` connects to (a local one when none is running). Its outputs are
+several partitions of a group is read and signed again once), ``rank`` and ``cluster`` once,
+under ``cluster="greedy"`` the rule's rounds (``greedy_round`` per partition, then
+``greedy_settle`` once, round after round), and ``apply`` per shard, each stage's tasks in
+parallel on the cluster that ``ray.init()`` connects to (a local one when none is running). Its outputs are
 byte-identical to ``neardup dedup`` over the same inputs in the same order, for any number of
 nodes, workers and partitions: the same functions run, on the same files.
 
@@ -183,7 +185,8 @@ def dedup(
     def stage(name: str, calls: List[Tuple[Optional[int], Tuple[Any, ...], Dict[str, Any]]]) -> List[Any]:
         t0 = time.time()
         refs = [task.remote(name, i, a, kw, threads) for (i, a, kw) in calls]
-        task_counts[name] = len(refs)
+        # A stage run more than once (the greedy rounds) adds up.
+        task_counts[name] = task_counts.get(name, 0) + len(refs)
         results: List[Any] = [None] * len(refs)
         index = {r: n for n, r in enumerate(refs)}
         pending = list(refs)
@@ -200,7 +203,7 @@ def dedup(
                     signed_docs[0] += out["result"]["documents"]
                 say.debug("%s: %d/%d done", name, done, len(refs))
                 report_progress(name, done, len(refs))
-        seconds[name] = time.time() - t0
+        seconds[name] = seconds.get(name, 0.0) + time.time() - t0
         return results
 
     sign_kw = {"engine": engine, "threads": threads, "gpu_kernels": gpu_kernels,
@@ -222,6 +225,19 @@ def dedup(
     confirmed = [x for group in done for x in group]
     checked = sum(x["counts"]["checked"] for x in confirmed if x is not None)
     say.info("confirm: %d partitions, %d pairs checked, %.2f s", parts, checked, seconds["confirm"])
+    if options.get("cluster", _D["cluster"]) == "greedy":
+        # Fixed-priority rounds: each partition's job of a round, then its settling, until
+        # every unit is decided (round 0's jobs were confirm's).
+        r = 0
+        while True:
+            if r > 0:
+                stage("greedy_round", [(p, (work_dir, r, p), {}) for p in range(parts)])
+            settled = stage("greedy_settle", [(r, (work_dir, r), {})])[0]
+            if settled["undecided"] == 0:
+                break
+            r += 1
+        say.info("greedy: %d rounds, %.2f s", r + 1,
+                 seconds.get("greedy_round", 0.0) + seconds["greedy_settle"])
     side_paths = {
         "clusters": None if clusters is None else os.path.join(output_dir, clusters),
         "pairs": None if pairs is None else os.path.join(output_dir, pairs),

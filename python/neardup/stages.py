@@ -2,7 +2,9 @@
 
 A run over shards (one input file each) is: :func:`init`; :func:`sign` for every shard;
 :func:`rank`; :func:`bands` for every shard; :func:`confirm` for every partition;
-:func:`cluster`; :func:`apply` for every shard; :func:`report`. Each step is an independent
+under ``cluster="greedy"``, the rounds (:func:`greedy_rounds`, or per round
+:func:`greedy_round` for every partition, then :func:`greedy_settle`); :func:`cluster`;
+:func:`apply` for every shard; :func:`report`. Each step is an independent
 job on files in the work directory (on shared storage when the jobs run on several machines),
 safe to run again after a crash: its outputs appear atomically, and a finished step is skipped.
 The shards' outputs in shard order are byte-identical to ``neardup dedup`` over the same
@@ -31,6 +33,9 @@ __all__ = [
     "bands",
     "cluster",
     "confirm",
+    "greedy_round",
+    "greedy_rounds",
+    "greedy_settle",
     "init",
     "rank",
     "report",
@@ -60,6 +65,7 @@ def init(
     exact: bool = _D["exact"],
     tag_only: bool = False,
     keep: str = _D["keep"],
+    cluster: str = _D["cluster"],
     group_field: Optional[str] = None,
     group_missing: str = _D["group_missing"],
     id_field: str = _D["id_field"],
@@ -86,6 +92,7 @@ def init(
         "exact": exact,
         "tag_only": tag_only,
         "keep": keep,
+        "cluster": cluster,
         "group_field": group_field,
         "group_missing": group_missing,
         "id_field": id_field,
@@ -163,6 +170,45 @@ def confirm(
         os.fspath(work_dir), [int(p) for p in partition], progress=progress
     )
     return [_json(d) for d in done]
+
+
+def greedy_round(
+    work_dir: "str | os.PathLike[str]",
+    round: int,
+    partition: int,
+    *,
+    progress: Progress = None,
+) -> Optional[Dict[str, Any]]:
+    """Stage 4b, under ``cluster="greedy"``: partition ``partition``'s job of round ``round``
+    (1 on; :func:`confirm` ran round 0's), once round ``round - 1`` is settled. Each partition's
+    job of a round is independent of the others'."""
+    return _json(
+        _neardup.stage_greedy_round(os.fspath(work_dir), round, partition, progress=progress)
+    )
+
+
+def greedy_settle(
+    work_dir: "str | os.PathLike[str]",
+    round: int,
+    *,
+    progress: Progress = None,
+) -> Dict[str, Any]:
+    """Settle round ``round`` once every partition's job of it ran. The summary's
+    ``undecided`` is 0 when the rounds are over; otherwise round ``round + 1`` comes next."""
+    return json.loads(_neardup.stage_greedy_settle(os.fspath(work_dir), round, progress=progress))
+
+
+def greedy_rounds(work_dir: "str | os.PathLike[str]", *, progress: Progress = None) -> int:
+    """Every greedy round still to run, in this process, one partition after the other.
+    Returns the number of the last round."""
+    r = 0
+    while True:
+        if r > 0:
+            for p in range(shape(work_dir)[1]):
+                greedy_round(work_dir, r, p, progress=progress)
+        if greedy_settle(work_dir, r, progress=progress)["undecided"] == 0:
+            return r
+        r += 1
 
 
 def cluster(

@@ -759,6 +759,42 @@ fn stage_confirm_group(
     })
 }
 
+/// Under `--cluster greedy`: partition `partition`'s job of round `round` (1 on). Returns its
+/// summary as JSON, or `None` when it ran already.
+#[pyfunction]
+#[pyo3(signature = (work_dir, round, partition, progress = None))]
+fn stage_greedy_round(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    round: u32,
+    partition: usize,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Option<String>> {
+    detached_with_progress(py, progress, |progress| {
+        let w = open(&work_dir)?;
+        let s = sharded::greedy::round(&w, round, partition, progress).map_err(err)?;
+        Ok(s.map(|s| json(&s)))
+    })
+}
+
+/// Under `--cluster greedy`: settle round `round` once its partitions' jobs ran. Returns its
+/// summary as JSON (whether settled now or before).
+#[pyfunction]
+#[pyo3(signature = (work_dir, round, progress = None))]
+fn stage_greedy_settle(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    round: u32,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    detached_with_progress(py, progress, |progress| {
+        let w = open(&work_dir)?;
+        sharded::greedy::settle(&w, round, progress).map_err(err)?;
+        let s = sharded::greedy::round_summary(&w, round).map_err(err)?;
+        Ok(json(&s.expect("settled")))
+    })
+}
+
 /// Cluster, then copy the clusters and pairs files where asked (whether or not the stage ran
 /// now). Returns the stage's summary as JSON.
 #[pyfunction]
@@ -839,6 +875,8 @@ fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_bands, m)?)?;
     m.add_function(wrap_pyfunction!(stage_confirm, m)?)?;
     m.add_function(wrap_pyfunction!(stage_confirm_group, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_greedy_round, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_greedy_settle, m)?)?;
     m.add_function(wrap_pyfunction!(stage_cluster, m)?)?;
     m.add_function(wrap_pyfunction!(stage_apply, m)?)?;
     m.add_function(wrap_pyfunction!(stage_report, m)?)?;

@@ -224,3 +224,49 @@ def test_stages_from_python_equal_the_command_line(cli, example, tmp_path, shard
         stages.init(work, paths, partitions=partitions + 1, exact=True)
     with pytest.raises(neardup.NeardupError, match="shard 99 does not exist"):
         stages.sign(work, 99)
+
+
+@pytest.mark.parametrize("shards,partitions", [(1, 1), (3, 4)])
+def test_greedy_stages_from_python_equal_the_command_line(cli, example, tmp_path, shards,
+                                                          partitions):
+    want = tmp_path / "want.jsonl"
+    want_pairs = tmp_path / "want-pairs.jsonl"
+    run(cli, "dedup", str(example), "-o", str(want), "--pairs", str(want_pairs), "--exact",
+        "--keep", "longest", "--cluster", "greedy")
+    paths = split_lines(example, tmp_path / "in", shards)
+    work = tmp_path / "work"
+    stages.init(work, paths, partitions=partitions, exact=True, keep="longest", cluster="greedy")
+    for s in range(shards):
+        stages.sign(work, s, engine="cpu")
+    stages.rank(work)
+    for s in range(shards):
+        stages.bands(work, s)
+    stages.confirm(work, list(range(partitions)))
+    with pytest.raises(neardup.NeardupError, match="stage greedy"):
+        stages.cluster(work)
+    # Round by round, the partitions' jobs in reverse order; then every round is done.
+    r = 0
+    while True:
+        if r > 0:
+            for p in reversed(range(partitions)):
+                assert stages.greedy_round(work, r, p) is not None
+                assert stages.greedy_round(work, r, p) is None, "a finished job is skipped"
+        settled = stages.greedy_settle(work, r)
+        assert settled["round"] == r and settled["dropped"] >= 0
+        if settled["undecided"] == 0:
+            break
+        r += 1
+    assert r >= 2, "the example needs several rounds"
+    assert stages.greedy_rounds(work) == r
+    with pytest.raises(neardup.NeardupError, match="no round"):
+        stages.greedy_round(work, r + 1, 0)
+    got_pairs = tmp_path / "pairs.jsonl"
+    summary = stages.cluster(work, pairs=got_pairs)
+    assert summary["rounds"] == r + 1
+    outs = []
+    for s in range(shards):
+        out = tmp_path / f"out-{s}.jsonl"
+        stages.apply(work, s, out)
+        outs.append(out.read_bytes())
+    assert b"".join(outs) == want.read_bytes()
+    assert got_pairs.read_bytes() == want_pairs.read_bytes()

@@ -65,6 +65,32 @@ def test_a_killed_worker_is_retried_and_the_bytes_are_the_same(ray_cluster, exam
     assert (out_dir / "clusters.jsonl").read_bytes() == want["clusters"]
 
 
+@pytest.mark.parametrize("partitions,kill", [(1, None), (3, "greedy_round"), (3, "greedy_settle")])
+def test_greedy_on_ray_equals_the_command_line(ray_cluster, cli, example, tmp_path, partitions,
+                                               kill):
+    nray = need("neardup.ray")
+    d = tmp_path / "cli"
+    d.mkdir()
+    run(cli, "dedup", str(example), "-o", str(d / "out.jsonl"), "--clusters",
+        str(d / "clusters.jsonl"), "--cluster", "greedy", "--keep", "longest")
+    marker = None
+    if kill is not None:
+        marker = ray_cluster["faults"] / f"kill-{kill}-1"
+        marker.write_text("after")
+    paths = split_lines(example, tmp_path / "in", 4)
+    out_dir = tmp_path / "out"
+    s = nray.dedup(paths, out_dir, work_dir=tmp_path / "work", partitions=partitions,
+                   engine="cpu", verbose=False, cluster="greedy", keep="longest")
+    if marker is not None:
+        assert not marker.exists() and marker.with_name(marker.name + ".done").exists(), \
+            "the worker was not killed"
+    assert outputs_of(paths, out_dir) == (d / "out.jsonl").read_bytes()
+    assert (out_dir / "clusters.jsonl").read_bytes() == (d / "clusters.jsonl").read_bytes()
+    # Round 0's jobs are confirm's; every later round runs a job per partition.
+    assert s["tasks"]["greedy_settle"] >= 3
+    assert s["tasks"]["greedy_round"] == (s["tasks"]["greedy_settle"] - 1) * partitions
+
+
 def test_parquet_shards(ray_cluster, cli, example, tmp_path):
     pa = need("pyarrow")
     pq = need("pyarrow.parquet")

@@ -307,24 +307,118 @@ fn a_chain_keeps_its_far_end() {
     assert_eq!(clusters, [r#"{"root":"a","members":["a","b"],"size":2}"#]);
 }
 
+/// The corpus as JSONL lines: `id`, `text`, the keep value `v` and, when grouped, `g`.
+fn jsonl_lines(c: &Corpus) -> Vec<String> {
+    (0..c.texts.len())
+        .map(|d| {
+            let mut v = serde_json::json!({
+                "id": c.ids[d],
+                "text": c.texts[d],
+                "v": c.values[d],
+            });
+            if let Some(g) = &c.groups[d] {
+                v["g"] = serde_json::json!(g);
+            }
+            v.to_string()
+        })
+        .collect()
+}
+
+/// The command line's flags for `config(keep, confirm, exact)` over `jsonl_lines`.
+fn flags(keep: Keep, confirm: Confirm, exact: bool, grouped: bool) -> Vec<&'static str> {
+    let mut f = vec![
+        "--cluster",
+        "greedy",
+        "--k",
+        "2",
+        "--num-perm",
+        "64",
+        "--seed",
+        "5",
+        "--bands",
+        "16",
+        "--rows",
+        "4",
+        "--threshold",
+        "0.6",
+        "--keep",
+        match keep {
+            Keep::SmallestId => "smallest-id",
+            Keep::First => "first",
+            Keep::Longest => "longest",
+            Keep::FieldMax => "field:v:max",
+            Keep::FieldMin => "field:v:min",
+        },
+        "--confirm",
+        match confirm {
+            Confirm::Jaccard => "jaccard",
+            Confirm::Estimate => "estimate",
+            Confirm::None => "none",
+        },
+    ];
+    if exact {
+        f.push("--exact");
+    }
+    if grouped {
+        f.extend(["--group-field", "g"]);
+    }
+    f
+}
+
+/// Out of core, in any number of shards and partitions, and stage by stage with the rounds'
+/// jobs in shuffled orders, greedy writes the bytes in-memory greedy writes; the corpora need
+/// several rounds.
 #[test]
-fn greedy_is_refused_out_of_core_and_the_default_is_components() {
+fn greedy_out_of_core_equals_greedy_in_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let wd = dir.path().join("work");
-    refused_with(
-        &[
-            "dedup",
-            fixture("example.jsonl").to_str().unwrap(),
-            "-o",
-            dir.path().join("o.jsonl").to_str().unwrap(),
-            "--work-dir",
-            wd.to_str().unwrap(),
-            "--cluster",
-            "greedy",
-        ],
-        &["--cluster greedy", "in memory"],
-    );
-    assert!(!dir.path().join("o.jsonl").exists());
+    let mut most_rounds = 0;
+    for seed in 0..12u64 {
+        let grouped = seed % 3 == 2;
+        let c = corpus(seed, grouped);
+        let keep = [
+            Keep::FieldMax,
+            Keep::SmallestId,
+            Keep::First,
+            Keep::Longest,
+            Keep::FieldMin,
+        ][seed as usize % 5];
+        let confirm = [Confirm::Jaccard, Confirm::Estimate, Confirm::None][seed as usize % 3];
+        let exact = seed % 2 == 0;
+        let f = flags(keep, confirm, exact, grouped);
+        let lines = jsonl_lines(&c);
+        let sub = dir.path().join(format!("seed-{seed}"));
+        std::fs::create_dir(&sub).unwrap();
+        let one = crate::sharded::shards(&sub, &lines, 1, None);
+        let seven = crate::sharded::shards(&sub, &lines, 7, Some(3));
+        let want = crate::sharded::dedup_hashes(&sub, "mem", &one, &f, None);
+        for (inputs, parts) in [(&one, 1), (&seven, 8), (&one, 64)] {
+            let work = sub.join(format!("work-{}-{parts}", inputs.len()));
+            let tag = format!("wd-{}-{parts}", inputs.len());
+            let got = crate::sharded::dedup_hashes(&sub, &tag, inputs, &f, Some((&work, parts)));
+            assert_eq!(
+                got,
+                want,
+                "seed {seed}, {f:?}, {} shards, {parts} partitions",
+                inputs.len()
+            );
+            let rounds = std::fs::read_dir(work.join("greedy"))
+                .unwrap()
+                .filter(|e| {
+                    let n = e.as_ref().unwrap().file_name();
+                    let n = n.to_string_lossy();
+                    n.len() == "00000.json".len() && n.ends_with(".json")
+                })
+                .count();
+            most_rounds = most_rounds.max(rounds);
+        }
+        let staged = crate::sharded::run_stages(&sub.join("stages"), &seven, 5, &f, seed);
+        assert_eq!(staged, want, "seed {seed}, {f:?}, stage by stage");
+    }
+    assert!(most_rounds >= 3, "{most_rounds} rounds at most");
+}
+
+#[test]
+fn the_default_is_components() {
     assert_eq!(DedupConfig::default().cluster, ClusterRule::Components);
 }
 

@@ -29,7 +29,7 @@ fn corpus_lines() -> Vec<String> {
 }
 
 /// Split `lines` into `n` shard files (shard `empty`, if any, has none), in order.
-fn shards(dir: &Path, lines: &[String], n: usize, empty: Option<usize>) -> Vec<PathBuf> {
+pub(crate) fn shards(dir: &Path, lines: &[String], n: usize, empty: Option<usize>) -> Vec<PathBuf> {
     let full: Vec<usize> = (0..n).filter(|&s| Some(s) != empty).collect();
     let per = lines.len().div_ceil(full.len());
     (0..n)
@@ -56,7 +56,7 @@ fn strs(paths: &[PathBuf]) -> Vec<String> {
 
 /// sha256 of the output, clusters and pairs of in-memory `dedup`, or of `--work-dir` with
 /// `partitions`.
-fn dedup_hashes(
+pub(crate) fn dedup_hashes(
     dir: &Path,
     tag: &str,
     inputs: &[PathBuf],
@@ -173,7 +173,13 @@ fn stage(args: &[&str]) {
 }
 
 /// The stages one by one, each kind in a shuffled order, as independent jobs would run them.
-fn run_stages(work: &Path, inputs: &[PathBuf], r: usize, flags: &[&str], seed: u64) -> [String; 3] {
+pub(crate) fn run_stages(
+    work: &Path,
+    inputs: &[PathBuf],
+    r: usize,
+    flags: &[&str],
+    seed: u64,
+) -> [String; 3] {
     let w = work.display().to_string();
     let mut rng = neardup::Pcg32::new(seed);
     let shuffled = |n: usize, rng: &mut neardup::Pcg32| {
@@ -217,6 +223,29 @@ fn run_stages(work: &Path, inputs: &[PathBuf], r: usize, flags: &[&str], seed: u
     } else {
         for p in parts {
             stage(&["confirm", &w, "--partition", &p]);
+        }
+    }
+    if flags.contains(&"greedy") {
+        // Round after round: each partition's job in a shuffled order, then the settling.
+        for round in 0.. {
+            if round > 0 {
+                for p in shuffled(r, &mut rng) {
+                    stage(&[
+                        "greedy",
+                        &w,
+                        "--round",
+                        &round.to_string(),
+                        "--partition",
+                        &p,
+                    ]);
+                }
+            }
+            let o = neardup(&["stage", "greedy", &w, "--round", &round.to_string()]);
+            ok(&o);
+            if stderr(&o).contains(", 0 undecided;") {
+                break;
+            }
+            assert!(round < 100, "{}", stderr(&o));
         }
     }
     let cl = work.with_extension("clusters.jsonl");

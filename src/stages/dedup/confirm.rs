@@ -133,7 +133,7 @@ fn pairs_of(n: usize) -> u64 {
 }
 
 /// The MinHash estimate of two signatures of `num_perm` entries.
-fn estimate(a: &[u32], b: &[u32], num_perm: usize) -> f64 {
+pub(crate) fn estimate(a: &[u32], b: &[u32], num_perm: usize) -> f64 {
     agreement(a, b) as f64 / num_perm as f64
 }
 

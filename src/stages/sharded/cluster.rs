@@ -30,8 +30,8 @@ use crate::index::unionfind::UnionFind;
 use crate::io::Output;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    best_of_clusters, cluster_line, count_clusters, keep_key, pair_line, ClusterStats, GroupCounts,
-    Keep, EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
+    best_of_clusters, cluster_line, count_clusters, keep_key, pair_line, ClusterRule, ClusterStats,
+    Confirm, GroupCounts, Keep, EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
 };
 
 /// One of the largest clusters, for the report: its members' places, so `apply` can take the
@@ -61,6 +61,71 @@ pub struct ClusterSummary {
     pub clusters_checksum: String,
     #[serde(default)]
     pub pairs_checksum: String,
+    /// Under the greedy rule, the rounds it took (0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rounds: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The greedy rule's clusters over the members (numbered in rank order; `rank_of` their
+/// ranks): each member's root and the pairs that join members to roots, by ranks, sorted.
+/// `exact` holds `(copy, representative)` by ranks, `dropped` each dropped unit's
+/// `(representative, root, estimate, Jaccard)`, and `place(i)` is member `i`'s place in the
+/// survivor policy's order. A unit's copies share its verdict: a dropped unit's all join its
+/// root; a surviving unit's lead (its best copy) is the root of the others, their pairs
+/// identical (estimate 1, and Jaccard 1 when `jaccard`).
+#[allow(clippy::type_complexity)]
+fn greedy_roots(
+    m: usize,
+    rank_of: &[u64],
+    exact: &[(u64, u64)],
+    dropped: &[(u64, u64, f64, Option<f64>)],
+    index: impl Fn(u64) -> u32,
+    place: impl Fn(usize) -> super::greedy::Place,
+    jaccard: bool,
+) -> (Vec<u32>, Vec<(u64, u64, f64, Option<f64>)>) {
+    // Each member's unit (its representative) and each unit's lead.
+    let mut unit: Vec<u32> = (0..m as u32).collect();
+    for &(r, e) in exact {
+        unit[index(r) as usize] = index(e);
+    }
+    let mut lead: Vec<u32> = (0..m as u32).collect();
+    for (i, &u) in unit.iter().enumerate() {
+        let u = u as usize;
+        if place(i) < place(lead[u] as usize) {
+            lead[u] = i as u32;
+        }
+    }
+    let mut verdict: HashMap<u32, (u64, f64, Option<f64>)> = HashMap::new();
+    for &(u, r, est, jac) in dropped {
+        verdict.insert(index(u), (r, est, jac));
+    }
+    let mut root = vec![0u32; m];
+    let mut pairs = Vec::new();
+    let ordered = |a: u64, b: u64| (a.min(b), a.max(b));
+    for i in 0..m {
+        let u = unit[i];
+        match verdict.get(&u) {
+            Some(&(r, est, jac)) => {
+                root[i] = index(r);
+                let (a, b) = ordered(r, rank_of[i]);
+                pairs.push((a, b, est, jac));
+            }
+            None => {
+                let l = lead[u as usize];
+                root[i] = l;
+                if l as usize != i {
+                    let (a, b) = ordered(rank_of[l as usize], rank_of[i]);
+                    pairs.push((a, b, 1.0, jaccard.then_some(1.0)));
+                }
+            }
+        }
+    }
+    pairs.sort_unstable_by_key(|p| (p.0, p.1));
+    (root, pairs)
 }
 
 impl WorkDir {
@@ -150,12 +215,42 @@ pub fn cluster(
     pairs.dedup_by_key(|p| (p.0, p.1));
     stats.pairs_confirmed = pairs.len() as u64;
 
-    // The members: documents in a pair or an exact-duplicate relation.
+    // The members: documents in a pair or an exact-duplicate relation; under the greedy rule,
+    // the dropped units and their roots.
     step.set_message("reading exact duplicates");
     let mut members = RankSet::new(n);
     for p in &pairs {
         members.insert(p.0);
         members.insert(p.1);
+    }
+    let greedy = cfg.cluster == ClusterRule::Greedy;
+    // `(unit, root, estimate, jaccard)` by ranks, of each dropped unit.
+    let mut dropped: Vec<(u64, u64, f64, Option<f64>)> = Vec::new();
+    let mut rounds = 0;
+    if greedy {
+        step.set_message("reading the greedy rounds' verdicts");
+        let (last, counts) = super::greedy::verdicts(work, |v| {
+            if v.dropped() {
+                if v.rank >= n || v.root >= n {
+                    return Err(Error::Work {
+                        path: work.root().display().to_string(),
+                        msg: format!(
+                            "a verdict of ranks {} and {} in a corpus of {n} documents: run the \
+                             greedy rounds again in an empty work directory",
+                            v.rank, v.root
+                        ),
+                    });
+                }
+                members.insert(v.rank);
+                members.insert(v.root);
+                dropped.push((v.rank, v.root, v.estimate, v.jaccard));
+            }
+            Ok(())
+        })?;
+        rounds = last + 1;
+        stats.pairs_checked += counts.checked;
+        stats.pairs_rejected += counts.rejected;
+        stats.pairs_other_group += counts.other_group;
     }
     let mut exact: Vec<(u64, u64)> = Vec::new();
     if cfg.exact {
@@ -235,19 +330,40 @@ pub fn cluster(
 
     step.set_message("clusters");
     let index = |r: u64| members.index(r).expect("a member") as u32;
-    let mut uf = UnionFind::new(m);
-    for p in &pairs {
-        uf.union(index(p.0), index(p.1));
-    }
-    for &(r, e) in &exact {
-        uf.union(index(r), index(e));
-    }
+    let root: Vec<u32> = if greedy {
+        let rank_of = members.ranks();
+        let (root, greedy_pairs) = greedy_roots(
+            m,
+            &rank_of,
+            &exact,
+            &dropped,
+            index,
+            |i| {
+                let v = value.get(i).copied().unwrap_or(0.0);
+                super::greedy::place(keep_key(cfg.keep, words[i], v, doc[i]), rank_of[i])
+            },
+            cfg.confirm == Confirm::Jaccard,
+        );
+        pairs = greedy_pairs;
+        stats.pairs_confirmed = pairs.len() as u64;
+        root
+    } else {
+        let mut uf = UnionFind::new(m);
+        for p in &pairs {
+            uf.union(index(p.0), index(p.1));
+        }
+        for &(r, e) in &exact {
+            uf.union(index(r), index(e));
+        }
+        // Members are numbered in rank order, so each root is its cluster's smallest id.
+        (0..m as u32).map(|i| uf.find(i)).collect()
+    };
     drop(exact);
-    // Members are numbered in rank order, so each root is its cluster's smallest id.
-    let root: Vec<u32> = (0..m as u32).map(|i| uf.find(i)).collect();
-    drop(uf);
+    drop(dropped);
     count_clusters(&root, &mut stats);
-    let survives = if cfg.keep == Keep::SmallestId {
+    let survives = if greedy {
+        (0..m).map(|i| root[i] as usize == i).collect()
+    } else if cfg.keep == Keep::SmallestId {
         (0..m).map(|i| root[i] as usize == i).collect()
     } else {
         let v = |i: usize| value.get(i).copied().unwrap_or(0.0);
@@ -267,9 +383,9 @@ pub fn cluster(
     let dir = dir.parent().expect("a file in the work directory");
     std::fs::create_dir_all(dir).map_err(|e| Error::io(&dir.display().to_string(), e))?;
     let mut out = Output::with_checksum(&work.clusters_jsonl().display().to_string())?;
-    for members in by_root.values() {
+    for (&r, members) in &by_root {
         let names: Vec<&str> = members.iter().map(|&i| id(i)).collect();
-        out.write_all(cluster_line(names[0], &names).as_bytes())?;
+        out.write_all(cluster_line(id(r), &names).as_bytes())?;
     }
     let (clusters_checksum, _) = out.checksum().expect("kept");
     out.finish()?;
@@ -282,13 +398,13 @@ pub fn cluster(
     out.finish()?;
 
     let shard_of = |d: u64| offsets.partition_point(|&o| o <= d) - 1;
-    let mut largest: Vec<&Vec<u32>> = by_root.values().collect();
-    largest.sort_by_key(|m| std::cmp::Reverse(m.len()));
+    let mut largest: Vec<(&u32, &Vec<u32>)> = by_root.iter().collect();
+    largest.sort_by_key(|(_, m)| std::cmp::Reverse(m.len()));
     largest.truncate(EXAMPLE_CLUSTERS);
     let largest = largest
         .into_iter()
-        .map(|ms| LargeCluster {
-            root: id(ms[0]).to_string(),
+        .map(|(&r, ms)| LargeCluster {
+            root: id(r).to_string(),
             size: ms.len(),
             members: ms
                 .iter()
@@ -378,6 +494,7 @@ pub fn cluster(
         table_bytes: members.heap_bytes() + m as u64 * 60 + ids.bytes_len() as u64,
         clusters_checksum,
         pairs_checksum,
+        rounds,
     };
     work.write_json(&work.cluster_summary(), &summary)?;
     Ok(Some(summary))
@@ -471,6 +588,19 @@ impl RankSet {
             .map(|x| x.count_ones() as u64)
             .sum();
         Some(self.before[block] + whole + (self.bits[w] & (bit - 1)).count_ones() as u64)
+    }
+
+    /// The members' ranks, in order (after `seal`).
+    fn ranks(&self) -> Vec<u64> {
+        let mut out = Vec::with_capacity(self.len() as usize);
+        for (w, &bits) in self.bits.iter().enumerate() {
+            let mut b = bits;
+            while b != 0 {
+                out.push(w as u64 * 64 + b.trailing_zeros() as u64);
+                b &= b - 1;
+            }
+        }
+        out
     }
 
     fn heap_bytes(&self) -> u64 {

@@ -20,11 +20,12 @@ use super::bands::{band_and_row, BAND_ROW_BYTES};
 use super::gather::{Gathered, Gatherer};
 use super::raw::le_u64s;
 use super::table::{col, u32s, u64s};
-use super::WorkDir;
+use super::{greedy, WorkDir};
 use crate::error::Error;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    confirm_bucket, fill_estimates, BucketCounts, BucketTables, Confirm, JaccardCache, ShingleSets,
+    confirm_bucket, fill_estimates, BucketCounts, BucketTables, ClusterRule, Confirm, JaccardCache,
+    ShingleSets,
 };
 
 /// The metadata key of a partition's counts (JSON).
@@ -221,10 +222,17 @@ pub fn confirm_together(
         let docs = Docs::gather(work, std::mem::take(union), progress)?;
         *union = vec![Vec::new(); work.shards()];
         let cache = JaccardCache::default();
+        let places = if work.config().cluster == ClusterRule::Greedy {
+            greedy::places(work, &docs.needed, &docs.rank)?
+        } else {
+            Vec::new()
+        };
         let total: usize = group.iter().map(|(_, l)| l.docs()).sum::<usize>().max(1);
         for (i, loaded) in group.drain(..) {
             let share = docs.seconds * loaded.docs() as f64 / total as f64;
-            out[i] = Some(finish(work, loaded, &docs, &cache, share, progress)?);
+            out[i] = Some(finish(
+                work, loaded, &docs, &places, &cache, share, progress,
+            )?);
         }
         Ok(())
     };
@@ -233,6 +241,8 @@ pub fn confirm_together(
         let lock = work.lock(&format!("confirm-{p:04}"))?;
         work.remove_partials("pairs", &format!("{p:04}."))?;
         work.remove_partials("pairs", &format!("{p:04}-docs."))?;
+        work.remove_partials("greedy", &format!("{p:04}."))?;
+        work.remove_partials("greedy", &format!("00000-{p:04}."))?;
         if work.table_done(&work.pairs_file(p))? {
             continue;
         }
@@ -345,21 +355,33 @@ fn load(work: &WorkDir, partition: usize, progress: &ProgressFactory) -> Result<
 
 /// The gathered documents of a group: each one's local number is its place among them, shard
 /// by shard, rows ascending.
-struct Docs {
-    needed: Vec<Vec<u64>>,
+pub(super) struct Docs {
+    pub needed: Vec<Vec<u64>>,
     /// Shard `s`'s first local number.
     base: Vec<u32>,
-    rank: Vec<u64>,
-    groups: Vec<u32>,
-    sigs: Vec<u32>,
-    sets: ShingleSets,
+    pub rank: Vec<u64>,
+    pub groups: Vec<u32>,
+    pub sigs: Vec<u32>,
+    pub sets: ShingleSets,
     seconds: f64,
 }
 
 impl Docs {
+    /// The local number of shard `shard`'s row `row`, if gathered.
+    pub fn local_at(&self, shard: usize, row: u64) -> Option<u32> {
+        let i = self.needed[shard].binary_search(&row).ok()?;
+        Some(self.base[shard] + i as u32)
+    }
+
+    /// The shard and row of local number `l`.
+    pub fn at(&self, l: u32) -> (usize, u64) {
+        let s = self.base.partition_point(|&b| b <= l) - 1;
+        (s, self.needed[s][(l - self.base[s]) as usize])
+    }
+
     /// The ranks (and groups) of the documents `needed`, their signatures and (for `jaccard`)
     /// shingle sets.
-    fn gather(
+    pub fn gather(
         work: &WorkDir,
         needed: Vec<Vec<u64>>,
         progress: &ProgressFactory,
@@ -437,6 +459,7 @@ fn finish(
     work: &WorkDir,
     loaded: Loaded,
     docs: &Docs,
+    places: &[greedy::Place],
     cache: &JaccardCache,
     gather_seconds: f64,
     progress: &ProgressFactory,
@@ -466,12 +489,14 @@ fn finish(
     let rows_of = cfg.lsh.rows;
     let local_rank = &docs.rank;
     let sigs = &docs.sigs;
-    // Each run, split by full-band equality: the buckets.
-    let (pairs, counts, buckets) = runs
+    let greedy = cfg.cluster == ClusterRule::Greedy;
+    // Each run, split by full-band equality: the buckets, confirmed here, or under the greedy
+    // rule kept for its rounds.
+    let (pairs, counts, buckets, kept) = runs
         .par_iter()
         .fold(
-            || (Vec::new(), BucketCounts::default(), 0u64),
-            |(mut pairs, mut counts, mut buckets), r| {
+            || (Vec::new(), BucketCounts::default(), 0u64, Vec::new()),
+            |(mut pairs, mut counts, mut buckets, mut kept), r| {
                 let j = rows[r.start].band as usize;
                 let band = |l: u32| {
                     let off = l as usize * num_perm + j * rows_of;
@@ -490,7 +515,10 @@ fn finish(
                     while t < members.len() && band(members[t]) == band(members[s]) {
                         t += 1;
                     }
-                    if t - s >= 2 {
+                    if t - s >= 2 && greedy {
+                        buckets += 1;
+                        kept.push(members[s..t].to_vec());
+                    } else if t - s >= 2 {
                         buckets += 1;
                         confirm_bucket(
                             &members[s..t],
@@ -503,18 +531,27 @@ fn finish(
                     }
                     s = t;
                 }
-                (pairs, counts, buckets)
+                (pairs, counts, buckets, kept)
             },
         )
         .reduce(
-            || (Vec::new(), BucketCounts::default(), 0),
-            |(mut pa, mut ca, ba), (pb, cb, bb)| {
+            || (Vec::new(), BucketCounts::default(), 0, Vec::new()),
+            |(mut pa, mut ca, ba, mut ka), (pb, cb, bb, kb)| {
                 pa.extend(pb);
                 ca += cb;
-                (pa, ca, ba + bb)
+                ka.extend(kb);
+                (pa, ca, ba + bb, ka)
             },
         );
     let mut pairs = pairs;
+    let mut counts = counts;
+    if greedy {
+        // Buckets in a fixed order: the files are the same whatever the threads.
+        let mut kept = kept;
+        kept.par_sort_unstable_by_key(|b| b.iter().map(|&l| local_rank[l as usize]).min());
+        counts +=
+            greedy::first_round(work, partition, docs, &kept, &|l| places[l as usize], cache)?;
+    }
     pairs.par_sort_unstable_by_key(|p| (p.a, p.b));
     pairs.dedup_by_key(|p| (p.a, p.b));
     fill_estimates(&mut pairs, sigs, num_perm);

@@ -11,7 +11,10 @@
 //!    ([`confirm_bucket`](crate::stages::dedup::confirm_bucket)); the signatures and shingle
 //!    sets of just the documents in some bucket are computed again from their text
 //!    (`gather.rs`).
-//! 5. [`cluster`]: union-find over every partition's pairs; each document's tag and verdict.
+//!    Under `--cluster greedy` it keeps the buckets instead, and answers the first of the
+//!    [`greedy`] rule's rounds; the others run per partition too, each settled in one pass.
+//! 5. [`cluster`]: union-find over every partition's pairs (or the greedy rounds' verdicts);
+//!    each document's tag and verdict.
 //! 6. [`apply`], per shard: the kept records, in input order.
 //!
 //! [`summary`] reads the run's counts back for its reports.
@@ -27,6 +30,7 @@ pub mod bands;
 pub mod cluster;
 pub mod confirm;
 mod gather;
+pub mod greedy;
 mod lock;
 pub mod rank;
 mod raw;
@@ -113,13 +117,6 @@ impl Manifest {
         partitions: usize,
     ) -> Result<Self, Error> {
         config.validate()?;
-        if config.cluster != crate::stages::dedup::ClusterRule::Components {
-            return Err(Error::Param(format!(
-                "--cluster {} runs in memory only: not with --work-dir, `neardup stage` or \
-                 neardup.ray (their cluster stage joins components)",
-                config.cluster
-            )));
-        }
         if partitions == 0 {
             return Err(Error::Param("--partitions must be at least 1".into()));
         }

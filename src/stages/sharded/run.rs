@@ -5,12 +5,12 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::{apply, bands, cluster, confirm, rank, sign, Manifest, WorkDir};
+use super::{apply, bands, cluster, confirm, greedy, rank, sign, Manifest, WorkDir};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::io::{Fields, Output};
 use crate::progress::ProgressFactory;
-use crate::stages::dedup::{record_tags, DedupConfig, DedupOutputs, DedupSummary};
+use crate::stages::dedup::{record_tags, ClusterRule, DedupConfig, DedupOutputs, DedupSummary};
 use crate::stages::sink::RecordSink;
 
 /// Copy a file the `cluster` stage wrote to where the user asked for it (which the caller
@@ -146,6 +146,9 @@ pub fn run_sharded(
     let bands_seconds = t_bands.elapsed().as_secs_f64();
     let parts: Vec<usize> = (0..work.partitions()).collect();
     confirm::confirm_together(&work, &parts, confirm::GROUP_DOCS, progress)?;
+    if work.config().cluster == ClusterRule::Greedy {
+        greedy::rounds(&work, progress)?;
+    }
     cluster::cluster(&work, progress)?;
     for s in 0..work.shards() {
         apply::apply(&work, s, &mut out, progress)?;

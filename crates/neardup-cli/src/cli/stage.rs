@@ -1,6 +1,7 @@
 //! `neardup stage`: one stage of the sharded dedup, over a work directory.
 
-use neardup::stages::sharded::{bands, confirm, rank, run, sign, WorkDir};
+use neardup::stages::dedup::ClusterRule;
+use neardup::stages::sharded::{bands, confirm, greedy, rank, run, sign, WorkDir};
 
 use super::*;
 
@@ -83,6 +84,56 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
                         s.buckets, s.counts.checked, s.counts.confirmed
                     )),
                     None => skipped(format!("confirm: partition {p}")),
+                }
+            }
+        }
+        Stage::Greedy {
+            dir,
+            round,
+            partition,
+        } => {
+            let w = WorkDir::open(&dir)?;
+            if w.config().cluster != ClusterRule::Greedy {
+                return Err(neardup::Error::Param(
+                    "this work directory's run joins components (`--cluster components`): it \
+                     has no greedy rounds; run `neardup stage cluster`"
+                        .into(),
+                )
+                .into());
+            }
+            match (round, partition.is_empty()) {
+                (None, _) => {
+                    let ran = greedy::rounds(&w, &progress)?;
+                    done(format!(
+                        "greedy: {ran} rounds settled now, every unit decided"
+                    ));
+                }
+                (Some(r), false) => {
+                    for p in partition {
+                        match greedy::round(&w, r, p, &progress)? {
+                            Some(s) => done(format!(
+                                "greedy: round {r}, partition {p}, {} undecided units, {} pairs \
+                                 checked",
+                                s.undecided, s.counts.checked
+                            )),
+                            None => skipped(format!("greedy: round {r}, partition {p}")),
+                        }
+                    }
+                }
+                (Some(r), true) => {
+                    let s = match greedy::settle(&w, r, &progress)? {
+                        Some(s) => s,
+                        None => greedy::round_summary(&w, r)?.expect("settled"),
+                    };
+                    let next = if s.undecided == 0 {
+                        "every unit decided: run `neardup stage cluster`".to_string()
+                    } else {
+                        format!("run round {} next", r + 1)
+                    };
+                    done(format!(
+                        "greedy: round {r} settled, {} undecided; {next}",
+                        s.undecided
+                    ));
                 }
             }
         }

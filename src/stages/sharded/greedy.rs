@@ -1,0 +1,1166 @@
+//! Stage 4b, with `--cluster greedy`: the greedy survivor rule (SPEC §3) in fixed-priority
+//! rounds, so that no job holds more than one partition's buckets.
+//!
+//! A unit is a bucketed document and its exact copies (`--exact`); its place in the survivor
+//! policy's order is that of its best copy, the unit's lead. The rule makes a unit survive
+//! unless a surviving unit placed before it is its confirmed near duplicate, and joins a
+//! dropped one to the first such unit. So a unit is decided as soon as every confirmed
+//! neighbour placed before it is: each round, each partition's job walks every undecided
+//! unit's earlier neighbours in its buckets in place order, skips the dropped ones, tests the
+//! others, and stops at the first confirmed one: `found` when it survives, `blocked` when it is
+//! undecided; it answers nothing when no neighbour is confirmed. A walk resumes where the round
+//! before left it, so no pair is tested twice in a partition. The round's settling then takes,
+//! for each undecided unit, the earliest of its partitions' answers: `found` drops it (that
+//! neighbour's lead is its root), `blocked` leaves it for the next round, and no answer keeps
+//! it.
+//! The earliest undecided unit is always decided, so the rounds end; the result is the
+//! sequential rule's whatever the partitions, since a unit's outcome depends only on its first
+//! confirmed neighbour that survives.
+//!
+//! Round 0's partition jobs are `confirm`'s (it has the documents gathered); the files:
+//! `greedy/P.members` and `P.buckets` (written by `confirm`), each round's `R-P.events` and
+//! `R-P.json`, and its settling's `R.state` (the units dropped or undecided so far, by rank:
+//! the others survive) and `R.json`. Every file is sorted by rank, so settling streams them;
+//! settling round R removes the answers and state of round R - 1, which no job reads again.
+
+use std::collections::BinaryHeap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::confirm::Docs;
+use super::rank::NO_REP;
+use super::raw::{le_u32s, le_u64s, RawRows};
+use super::table::{f64s, u32s, u64s};
+use super::WorkDir;
+use crate::error::Error;
+use crate::progress::ProgressFactory;
+use crate::stages::dedup::{
+    estimate, keep_key, test_pair, BucketCounts, BucketTables, Confirm, JaccardCache, Keep,
+};
+
+/// A unit's place in the survivor policy's order, ascending: the keep key's bits (best
+/// first), then its lead's rank. Leads' ranks are distinct, so places are.
+pub(super) type Place = (u64, u64);
+
+/// The place of a document valued `key` by the keep policy, whose rank is `rank`.
+pub(super) fn place(key: f64, rank: u64) -> Place {
+    // `total_cmp`'s order as unsigned bits, reversed: larger keys first.
+    let bits = key.to_bits();
+    let ordered = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    };
+    (!ordered, rank)
+}
+
+/// A bucketed unit, as a partition holds it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Member {
+    /// The rank of the unit's representative (its smallest id), the document in the buckets.
+    pub rank: u64,
+    pub shard: u32,
+    pub row: u64,
+    pub place: Place,
+    pub group: u32,
+}
+
+const MEMBER_BYTES: usize = 48;
+const EVENT_BYTES: usize = 56;
+const STATE_BYTES: usize = 40;
+
+/// What a unit is, as far as the rounds have gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Undecided = 0,
+    Survives = 1,
+    Dropped = 2,
+}
+
+impl Status {
+    fn of(v: u64) -> Option<Self> {
+        match v {
+            0 => Some(Status::Undecided),
+            1 => Some(Status::Survives),
+            2 => Some(Status::Dropped),
+            _ => None,
+        }
+    }
+}
+
+/// What a partition's job found for an undecided unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    None = 0,
+    Found = 1,
+    Blocked = 2,
+}
+
+/// A partition job's answer for one undecided unit.
+#[derive(Debug, Clone, Copy)]
+struct Event {
+    rank: u64,
+    kind: Kind,
+    /// The neighbour it stopped at: its place (whose second half is its lead's rank) and
+    /// its representative's rank.
+    at: Place,
+    target: u64,
+    estimate: f64,
+    jaccard: Option<f64>,
+}
+
+/// A unit's verdict after a round.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Verdict {
+    pub rank: u64,
+    status: Status,
+    /// For a dropped unit: the rank of its root (the surviving unit's lead), and the pair's
+    /// estimate and Jaccard.
+    pub root: u64,
+    pub estimate: f64,
+    pub jaccard: Option<f64>,
+}
+
+impl Verdict {
+    pub fn dropped(&self) -> bool {
+        self.status == Status::Dropped
+    }
+}
+
+fn jaccard_bits(j: Option<f64>) -> u64 {
+    j.map_or(f64::NAN.to_bits(), f64::to_bits)
+}
+
+fn jaccard_of(bits: u64) -> Option<f64> {
+    let j = f64::from_bits(bits);
+    (!j.is_nan()).then_some(j)
+}
+
+/// What one partition's job did in a round.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PartRound {
+    pub undecided: u64,
+    pub counts: BucketCounts,
+    /// Documents gathered from their text for the round's tests.
+    pub gathered: u64,
+    pub seconds: f64,
+}
+
+/// What a round decided, over all partitions.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RoundSummary {
+    pub round: u32,
+    /// Units still undecided: another round is needed unless 0.
+    pub undecided: u64,
+    /// Units dropped so far.
+    pub dropped: u64,
+    /// The tests of the round's partition jobs.
+    pub counts: BucketCounts,
+    pub seconds: f64,
+}
+
+impl WorkDir {
+    fn greedy_file(&self, name: String) -> PathBuf {
+        self.root().join("greedy").join(name)
+    }
+
+    fn members_file(&self, partition: usize) -> PathBuf {
+        self.greedy_file(format!("{partition:04}.members"))
+    }
+
+    fn buckets_file(&self, partition: usize) -> PathBuf {
+        self.greedy_file(format!("{partition:04}.buckets"))
+    }
+
+    fn events_file(&self, round: u32, partition: usize) -> PathBuf {
+        self.greedy_file(format!("{round:05}-{partition:04}.events"))
+    }
+
+    fn part_summary(&self, round: u32, partition: usize) -> PathBuf {
+        self.greedy_file(format!("{round:05}-{partition:04}.json"))
+    }
+
+    fn state_file(&self, round: u32) -> PathBuf {
+        self.greedy_file(format!("{round:05}.state"))
+    }
+
+    fn round_summary(&self, round: u32) -> PathBuf {
+        self.greedy_file(format!("{round:05}.json"))
+    }
+}
+
+/// A partition's buckets: its units sorted by rank, and each bucket's units (indices into
+/// them) in place order.
+pub(super) struct Part {
+    pub members: Vec<Member>,
+    starts: Vec<usize>,
+    list: Vec<u32>,
+}
+
+impl Part {
+    /// From buckets of local document numbers: `member_of(l)` names a document's member.
+    pub fn new(members: Vec<Member>, buckets: &[Vec<u32>]) -> Self {
+        let mut starts = vec![0];
+        let mut list = Vec::new();
+        for b in buckets {
+            let mut b = b.clone();
+            b.sort_unstable_by_key(|&i| members[i as usize].place);
+            list.extend_from_slice(&b);
+            starts.push(list.len());
+        }
+        Part {
+            members,
+            starts,
+            list,
+        }
+    }
+
+    fn bucket(&self, b: usize) -> &[u32] {
+        &self.list[self.starts[b]..self.starts[b + 1]]
+    }
+
+    fn buckets(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    fn write(&self, work: &WorkDir, partition: usize) -> Result<(), Error> {
+        let mut w = work.create_keyed(&work.buckets_file(partition))?;
+        for b in 0..self.buckets() {
+            let m = self.bucket(b);
+            w.values(&[m.len() as u32])?;
+            w.values(m)?;
+        }
+        w.finish()?;
+        let mut w = work.create_keyed(&work.members_file(partition))?;
+        for m in &self.members {
+            w.values(&[
+                m.rank,
+                m.shard as u64,
+                m.row,
+                m.place.0,
+                m.place.1,
+                m.group as u64,
+            ])?;
+        }
+        w.finish()
+    }
+
+    fn read(work: &WorkDir, partition: usize) -> Result<Self, Error> {
+        let mut f = work.open_keyed(&work.members_file(partition), "confirm", MEMBER_BYTES)?;
+        let n = f.rows as usize;
+        let members: Vec<Member> = le_u64s(f.read_next(n)?)
+            .collect::<Vec<u64>>()
+            .chunks_exact(6)
+            .map(|v| Member {
+                rank: v[0],
+                shard: v[1] as u32,
+                row: v[2],
+                place: (v[3], v[4]),
+                group: v[5] as u32,
+            })
+            .collect();
+        let mut f = work.open_keyed(&work.buckets_file(partition), "confirm", 4)?;
+        let n = f.rows as usize;
+        let values: Vec<u32> = le_u32s(f.read_next(n)?).collect();
+        let bad = || Error::Work {
+            path: work.buckets_file(partition).display().to_string(),
+            msg: "its buckets do not match its members: run `neardup stage confirm` again in an \
+                  empty work directory"
+                .into(),
+        };
+        let (mut starts, mut list) = (vec![0], Vec::with_capacity(values.len()));
+        let mut at = 0;
+        while at < values.len() {
+            let len = values[at] as usize;
+            let m = values.get(at + 1..at + 1 + len).ok_or_else(bad)?;
+            if m.iter().any(|&i| i as usize >= members.len()) {
+                return Err(bad());
+            }
+            list.extend_from_slice(m);
+            starts.push(list.len());
+            at += 1 + len;
+        }
+        Ok(Part {
+            members,
+            starts,
+            list,
+        })
+    }
+
+    /// Each member's buckets.
+    fn buckets_of(&self) -> (Vec<usize>, Vec<u32>) {
+        let n = self.members.len();
+        let mut at = vec![0usize; n + 1];
+        for &m in &self.list {
+            at[m as usize + 1] += 1;
+        }
+        for i in 0..n {
+            at[i + 1] += at[i];
+        }
+        let mut fill = at.clone();
+        let mut of = vec![0u32; self.list.len()];
+        for b in 0..self.buckets() {
+            for &m in self.bucket(b) {
+                of[fill[m as usize]] = b as u32;
+                fill[m as usize] += 1;
+            }
+        }
+        (at, of)
+    }
+}
+
+/// The places of the bucketed documents `ranks` (their ranks; `needed[s]`: their rows, shard
+/// by shard, in that order): each one's unit's, from its keep value and those of its exact
+/// copies.
+pub(super) fn places(
+    work: &WorkDir,
+    needed: &[Vec<u64>],
+    ranks: &[u64],
+) -> Result<Vec<Place>, Error> {
+    let cfg = work.config();
+    let keep = cfg.keep;
+    if keep == Keep::SmallestId {
+        return Ok(ranks.iter().map(|&r| place(0.0, r)).collect());
+    }
+    let rs = super::rank::summary(work)?;
+    let mut base = vec![0u64];
+    for &r in &rs.rows {
+        base.push(base.last().unwrap() + r);
+    }
+    let keep_field = work.fields().keep.is_some();
+    // The keep key of each document of shard `s` at `rows`.
+    let keys = |s: usize, rows: &[u64]| -> Result<Vec<f64>, Error> {
+        let mut cols = vec!["words"];
+        if keep_field {
+            cols.push("keep");
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        let mut k = 0;
+        for batch in work.open_rows(&work.sign_file(s), "sign", &cols, Some(rows))? {
+            let batch = batch?;
+            let w = u32s(&batch, "words");
+            let v = if keep_field {
+                f64s(&batch, "keep")
+            } else {
+                &[]
+            };
+            for (i, &words) in w.iter().enumerate() {
+                let value = v.get(i).copied().unwrap_or(0.0);
+                out.push(keep_key(keep, words, value, base[s] + rows[k]));
+                k += 1;
+            }
+        }
+        Ok(out)
+    };
+    let mut out = Vec::with_capacity(ranks.len());
+    for (s, rows) in needed.iter().enumerate() {
+        if !rows.is_empty() {
+            let at = out.len();
+            out.extend(
+                keys(s, rows)?
+                    .into_iter()
+                    .zip(&ranks[at..])
+                    .map(|(k, &r)| place(k, r)),
+            );
+        }
+    }
+    // Identical copies have identical words: only a policy by position or field value can
+    // prefer a copy to its representative.
+    if cfg.exact && matches!(keep, Keep::First | Keep::FieldMax | Keep::FieldMin) {
+        let mut by_rank: Vec<(u64, usize)> =
+            ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+        by_rank.sort_unstable();
+        for s in 0..work.shards() {
+            let (mut rows, mut reps) = (Vec::new(), Vec::new());
+            let mut row = 0u64;
+            for batch in work.open_table(&work.rank_file(s), "rank", &["rank", "exact_rep"])? {
+                let batch = batch?;
+                let (rank, rep) = (u64s(&batch, "rank"), u64s(&batch, "exact_rep"));
+                for (k, &e) in rep.iter().enumerate() {
+                    if e != NO_REP {
+                        if let Ok(i) = by_rank.binary_search_by_key(&e, |p| p.0) {
+                            rows.push(row + k as u64);
+                            reps.push((by_rank[i].1, rank[k]));
+                        }
+                    }
+                }
+                row += batch.num_rows() as u64;
+            }
+            if rows.is_empty() {
+                continue;
+            }
+            for (key, (i, r)) in keys(s, &rows)?.into_iter().zip(reps) {
+                out[i] = out[i].min(place(key, r));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The tests a round's partition job runs: over its group's gathered documents, `local(m)`
+/// being member `m`'s number among them.
+struct Tests<'a> {
+    tables: BucketTables<'a>,
+    grouped: bool,
+    local: Vec<u32>,
+    confirm: Confirm,
+    threshold: f64,
+}
+
+/// A bucket's members placed before the unit walking them, and the next one to visit.
+struct Head<'a> {
+    list: &'a [u32],
+    next: usize,
+    end: usize,
+}
+
+/// Where an undecided member's walk starts this round, from its answer of the round before in
+/// this partition: every neighbour before that answer's was dropped or not confirmed, and stays
+/// so, so no pair is tested twice.
+enum Start {
+    /// No neighbour before it in this partition is confirmed, and none will be.
+    Nothing,
+    /// The answer stands as it was, or becomes `found` now that its neighbour survives.
+    Answer(Event),
+    /// Walk the neighbours placed after this one (all of them when `None`).
+    After(Option<Place>),
+}
+
+/// `prior` is empty in round 0 (nothing was answered before); after it, a member without an
+/// answer had none to give.
+fn start(part: &Part, status: &[Status], prior: &[Option<Event>], d: usize) -> Start {
+    if prior.is_empty() {
+        return Start::After(None);
+    }
+    let Some(e) = prior[d] else {
+        return Start::Nothing;
+    };
+    if e.kind != Kind::Blocked {
+        return Start::Answer(e);
+    }
+    let m = &part.members;
+    let t = m.partition_point(|x| x.rank < e.target);
+    match status[t] {
+        Status::Survives => Start::Answer(Event {
+            kind: Kind::Found,
+            ..e
+        }),
+        Status::Undecided => Start::Answer(e),
+        Status::Dropped => Start::After(Some(e.at)),
+    }
+}
+
+/// Walk each undecided member's earlier neighbours in place order (see the module's docs),
+/// from where `prior` (each member's answer of the round before, if any) left it.
+fn decide(
+    part: &Part,
+    status: &[Status],
+    prior: &[Option<Event>],
+    tests: &Tests,
+) -> (Vec<Event>, BucketCounts) {
+    let (at, of) = part.buckets_of();
+    let m = &part.members;
+    let undecided: Vec<u32> = (0..m.len() as u32)
+        .filter(|&i| status[i as usize] == Status::Undecided)
+        .collect();
+    let grouped = tests.grouped;
+    let p = tests.tables.num_perm;
+    let sig = |l: u32| &tests.tables.sigs[l as usize * p..(l as usize + 1) * p];
+    let found = undecided
+        .par_iter()
+        .fold(
+            || (Vec::new(), BucketCounts::default(), Vec::new()),
+            |(mut events, mut counts, mut heads): (Vec<Event>, BucketCounts, Vec<Head>), &d| {
+                let after = match start(part, status, prior, d as usize) {
+                    Start::Nothing => return (events, counts, heads),
+                    Start::Answer(e) => {
+                        events.push(e);
+                        return (events, counts, heads);
+                    }
+                    Start::After(a) => a,
+                };
+                // Each bucket's members placed between `after` and `d`, walked together in
+                // place order.
+                heads.clear();
+                for &b in &of[at[d as usize]..at[d as usize + 1]] {
+                    let list = part.bucket(b as usize);
+                    let end = list.partition_point(|&x| m[x as usize].place < m[d as usize].place);
+                    let next =
+                        after.map_or(0, |a| list.partition_point(|&x| m[x as usize].place <= a));
+                    if next < end {
+                        heads.push(Head { list, next, end });
+                    }
+                }
+                let mut event = Event {
+                    rank: m[d as usize].rank,
+                    kind: Kind::None,
+                    at: (0, 0),
+                    target: 0,
+                    estimate: f64::NAN,
+                    jaccard: None,
+                };
+                let mut last = u32::MAX;
+                loop {
+                    // The earliest head.
+                    let mut best: Option<(usize, u32)> = None;
+                    for (h, head) in heads.iter().enumerate() {
+                        if head.next < head.end {
+                            let c = head.list[head.next];
+                            if best.is_none_or(|(_, x)| m[c as usize].place < m[x as usize].place) {
+                                best = Some((h, c));
+                            }
+                        }
+                    }
+                    let Some((h, c)) = best else { break };
+                    heads[h].next += 1;
+                    if c == last || status[c as usize] == Status::Dropped {
+                        last = c;
+                        continue;
+                    }
+                    last = c;
+                    if grouped && m[c as usize].group != m[d as usize].group {
+                        counts.other_group += 1;
+                        continue;
+                    }
+                    counts.checked += 1;
+                    let (ld, lc) = (tests.local[d as usize], tests.local[c as usize]);
+                    let (ok, _, jaccard) = test_pair(
+                        &tests.tables,
+                        tests.confirm,
+                        tests.threshold,
+                        ld.min(lc),
+                        ld.max(lc),
+                    );
+                    if !ok {
+                        counts.rejected += 1;
+                        continue;
+                    }
+                    counts.confirmed += 1;
+                    event.kind = if status[c as usize] == Status::Survives {
+                        Kind::Found
+                    } else {
+                        Kind::Blocked
+                    };
+                    event.at = m[c as usize].place;
+                    event.target = m[c as usize].rank;
+                    event.estimate = estimate(sig(ld), sig(lc), p);
+                    event.jaccard = jaccard;
+                    break;
+                }
+                if event.kind != Kind::None {
+                    events.push(event);
+                }
+                (events, counts, heads)
+            },
+        )
+        .map(|(e, c, _)| (e, c))
+        .reduce(
+            || (Vec::new(), BucketCounts::default()),
+            |(mut ea, mut ca), (eb, cb)| {
+                ea.extend(eb);
+                ca += cb;
+                (ea, ca)
+            },
+        );
+    let (mut events, counts) = found;
+    events.sort_unstable_by_key(|e| e.rank);
+    (events, counts)
+}
+
+/// Write a round's events of `partition` and its job's summary (the job's mark of done).
+fn write_events(
+    work: &WorkDir,
+    round: u32,
+    partition: usize,
+    events: &[Event],
+    summary: &PartRound,
+) -> Result<(), Error> {
+    let mut w = work.create_keyed(&work.events_file(round, partition))?;
+    for e in events {
+        w.values(&[
+            e.rank,
+            e.kind as u64,
+            e.at.0,
+            e.at.1,
+            e.target,
+            e.estimate.to_bits(),
+            jaccard_bits(e.jaccard),
+        ])?;
+    }
+    w.finish()?;
+    work.write_json(&work.part_summary(round, partition), summary)
+}
+
+/// Round 0 of partition `partition`, run by `confirm` over its group's gathered documents:
+/// write the partition's buckets (each a list of local document numbers) and every unit's
+/// first answer. Returns the round's tests.
+pub(super) fn first_round(
+    work: &WorkDir,
+    partition: usize,
+    docs: &Docs,
+    buckets: &[Vec<u32>],
+    places_of: &dyn Fn(u32) -> Place,
+    cache: &JaccardCache,
+) -> Result<BucketCounts, Error> {
+    let t0 = Instant::now();
+    // The partition's documents, by rank.
+    let mut locals: Vec<u32> = buckets.iter().flatten().copied().collect();
+    locals.sort_unstable_by_key(|&l| docs.rank[l as usize]);
+    locals.dedup();
+    let mut member_of = std::collections::HashMap::with_capacity(locals.len());
+    let members: Vec<Member> = locals
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| {
+            member_of.insert(l, i as u32);
+            let (shard, row) = docs.at(l);
+            Member {
+                rank: docs.rank[l as usize],
+                shard: shard as u32,
+                row,
+                place: places_of(l),
+                group: docs.groups.get(l as usize).copied().unwrap_or(0),
+            }
+        })
+        .collect();
+    let buckets: Vec<Vec<u32>> = buckets
+        .iter()
+        .map(|b| b.iter().map(|l| member_of[l]).collect())
+        .collect();
+    let part = Part::new(members, &buckets);
+    part.write(work, partition)?;
+    let cfg = work.config();
+    let tests = Tests {
+        tables: BucketTables {
+            num_perm: cfg.params.num_perm,
+            sigs: &docs.sigs,
+            sets: &docs.sets,
+            cache,
+            groups: &docs.groups,
+        },
+        grouped: work.fields().group.is_some(),
+        local: locals,
+        confirm: cfg.confirm,
+        threshold: cfg.threshold,
+    };
+    let status = vec![Status::Undecided; part.members.len()];
+    let (events, counts) = decide(&part, &status, &[], &tests);
+    let summary = PartRound {
+        undecided: status.len() as u64,
+        counts,
+        gathered: 0,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    write_events(work, 0, partition, &events, &summary)?;
+    Ok(counts)
+}
+
+/// Rows read from a round's files at a time.
+const READ_ROWS: usize = 16 * 1024;
+
+/// A round file's rows, read in order a block at a time.
+struct Cursor {
+    rows: RawRows,
+    left: u64,
+    block: Vec<u64>,
+    at: usize,
+    width: usize,
+}
+
+impl Cursor {
+    fn new(rows: RawRows, width: usize) -> Self {
+        Cursor {
+            left: rows.rows,
+            rows,
+            block: Vec::new(),
+            at: 0,
+            width: width / 8,
+        }
+    }
+
+    /// The next row (`width` u64 values), or `None` at the end.
+    fn peek(&mut self) -> Result<Option<&[u64]>, Error> {
+        if self.at * self.width >= self.block.len() {
+            if self.left == 0 {
+                return Ok(None);
+            }
+            let n = (self.left as usize).min(READ_ROWS);
+            self.block = le_u64s(self.rows.read_next(n)?).collect();
+            self.left -= n as u64;
+            self.at = 0;
+        }
+        let w = self.width;
+        Ok(Some(&self.block[self.at * w..(self.at + 1) * w]))
+    }
+
+    fn advance(&mut self) {
+        self.at += 1;
+    }
+}
+
+fn event_of(v: &[u64]) -> Option<Event> {
+    let kind = match v[1] {
+        0 => Kind::None,
+        1 => Kind::Found,
+        2 => Kind::Blocked,
+        _ => return None,
+    };
+    Some(Event {
+        rank: v[0],
+        kind,
+        at: (v[2], v[3]),
+        target: v[4],
+        estimate: f64::from_bits(v[5]),
+        jaccard: jaccard_of(v[6]),
+    })
+}
+
+fn verdict_of(v: &[u64]) -> Option<Verdict> {
+    Some(Verdict {
+        rank: v[0],
+        status: Status::of(v[1])?,
+        root: v[2],
+        estimate: f64::from_bits(v[3]),
+        jaccard: jaccard_of(v[4]),
+    })
+}
+
+/// The state after round `round`, in rank order, streamed to `f`.
+fn read_state(
+    work: &WorkDir,
+    round: u32,
+    mut f: impl FnMut(Verdict) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let path = work.state_file(round);
+    let rows = work.open_keyed(&path, "greedy", STATE_BYTES)?;
+    let mut c = Cursor::new(rows, STATE_BYTES);
+    while let Some(v) = c.peek()? {
+        let v = verdict_of(v).ok_or_else(|| Error::Work {
+            path: path.display().to_string(),
+            msg: "not a state of `neardup stage greedy`: run it again in an empty work directory"
+                .into(),
+        })?;
+        c.advance();
+        f(v)?;
+    }
+    Ok(())
+}
+
+/// A finished round's summary, if it is there.
+pub fn round_summary(work: &WorkDir, round: u32) -> Result<Option<RoundSummary>, Error> {
+    work.read_json(&work.round_summary(round))
+}
+
+/// The job of partition `partition` in round `round` (1 on; round 0's is `confirm`'s), once
+/// round `round - 1` is settled. Returns its summary, or `None` when it ran already.
+pub fn round(
+    work: &WorkDir,
+    round: u32,
+    partition: usize,
+    progress: &ProgressFactory,
+) -> Result<Option<PartRound>, Error> {
+    work.check_partition(partition)?;
+    if round == 0 {
+        return Err(Error::Param(
+            "round 0's partition jobs are `neardup stage confirm`".into(),
+        ));
+    }
+    let _lock = work.lock(&format!("greedy-{round:05}-{partition:04}"))?;
+    work.remove_partials("greedy", &format!("{round:05}-{partition:04}."))?;
+    if work
+        .read_json::<PartRound>(&work.part_summary(round, partition))?
+        .is_some()
+    {
+        return Ok(None);
+    }
+    let before = round_summary(work, round - 1)?.ok_or_else(|| Error::Work {
+        path: work.round_summary(round - 1).display().to_string(),
+        msg: format!(
+            "not there yet: settle round {} first (`neardup stage greedy DIR --round {}`)",
+            round - 1,
+            round - 1
+        ),
+    })?;
+    if before.undecided == 0 {
+        return Err(Error::Param(format!(
+            "round {} decided every unit: there is no round {round}",
+            round - 1
+        )));
+    }
+    let t0 = Instant::now();
+    let step = progress.step(&format!("greedy round {round}, partition {partition}"));
+    let part = Part::read(work, partition)?;
+    let m = &part.members;
+    // A unit the state does not hold survives.
+    let mut status = vec![Status::Survives; m.len()];
+    let mut i = 0;
+    read_state(work, round - 1, |v| {
+        while i < m.len() && m[i].rank < v.rank {
+            i += 1;
+        }
+        if i < m.len() && m[i].rank == v.rank {
+            status[i] = v.status;
+        }
+        Ok(())
+    })?;
+    // Each member's answer of the round before in this partition.
+    let mut prior: Vec<Option<Event>> = vec![None; m.len()];
+    let path = work.events_file(round - 1, partition);
+    let stage = if round == 1 { "confirm" } else { "greedy" };
+    let mut c = Cursor::new(work.open_keyed(&path, stage, EVENT_BYTES)?, EVENT_BYTES);
+    let mut i = 0;
+    while let Some(v) = c.peek()? {
+        let e = event_of(v).ok_or_else(|| Error::Work {
+            path: path.display().to_string(),
+            msg: "an unreadable answer: run the greedy rounds again in an empty work directory"
+                .into(),
+        })?;
+        c.advance();
+        while i < m.len() && m[i].rank < e.rank {
+            i += 1;
+        }
+        if i < m.len() && m[i].rank == e.rank {
+            prior[i] = Some(e);
+        }
+    }
+    // What the walks test: each walking member, and the members of its buckets placed between
+    // where it starts and itself that are not dropped.
+    let (at, of) = part.buckets_of();
+    let mut want = vec![false; m.len()];
+    for d in 0..m.len() {
+        if status[d] != Status::Undecided {
+            continue;
+        }
+        let Start::After(after) = start(&part, &status, &prior, d) else {
+            continue;
+        };
+        want[d] = true;
+        for &b in &of[at[d]..at[d + 1]] {
+            let list = part.bucket(b as usize);
+            let end = list.partition_point(|&x| m[x as usize].place < m[d].place);
+            let next = after.map_or(0, |a| list.partition_point(|&x| m[x as usize].place <= a));
+            for &x in &list[next.min(end)..end] {
+                if status[x as usize] != Status::Dropped {
+                    want[x as usize] = true;
+                }
+            }
+        }
+    }
+    step.set_message("gathering documents");
+    let mut needed: Vec<Vec<u64>> = vec![Vec::new(); work.shards()];
+    for (k, mem) in m.iter().enumerate() {
+        if want[k] {
+            needed[mem.shard as usize].push(mem.row);
+        }
+    }
+    for v in &mut needed {
+        v.sort_unstable();
+        v.dedup();
+    }
+    let docs = Docs::gather(work, needed, progress)?;
+    let local: Vec<u32> = m
+        .iter()
+        .zip(&want)
+        .map(|(mem, &w)| {
+            if w {
+                docs.local_at(mem.shard as usize, mem.row)
+                    .expect("a gathered member")
+            } else {
+                u32::MAX
+            }
+        })
+        .collect();
+    step.set_message("testing");
+    let cfg = work.config();
+    let cache = JaccardCache::default();
+    let tests = Tests {
+        tables: BucketTables {
+            num_perm: cfg.params.num_perm,
+            sigs: &docs.sigs,
+            sets: &docs.sets,
+            cache: &cache,
+            groups: &docs.groups,
+        },
+        grouped: work.fields().group.is_some(),
+        local,
+        confirm: cfg.confirm,
+        threshold: cfg.threshold,
+    };
+    let (events, counts) = decide(&part, &status, &prior, &tests);
+    let summary = PartRound {
+        undecided: status.iter().filter(|&&s| s == Status::Undecided).count() as u64,
+        counts,
+        gathered: docs.rank.len() as u64,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    write_events(work, round, partition, &events, &summary)?;
+    Ok(Some(summary))
+}
+
+/// Settle round `round` once every partition's job of it has run: each undecided unit's
+/// verdict, from the earliest of its partitions' answers. Returns the summary, or `None` when
+/// settled already.
+pub fn settle(
+    work: &WorkDir,
+    round: u32,
+    progress: &ProgressFactory,
+) -> Result<Option<RoundSummary>, Error> {
+    let _lock = work.lock(&format!("greedy-{round:05}"))?;
+    work.remove_partials("greedy", &format!("{round:05}."))?;
+    if round_summary(work, round)?.is_some() {
+        return Ok(None);
+    }
+    if round > 0 {
+        let before = round_summary(work, round - 1)?.ok_or_else(|| Error::Work {
+            path: work.round_summary(round - 1).display().to_string(),
+            msg: format!(
+                "not there yet: settle round {} first (`neardup stage greedy DIR --round {}`)",
+                round - 1,
+                round - 1
+            ),
+        })?;
+        if before.undecided == 0 {
+            return Err(Error::Param(format!(
+                "round {} decided every unit: there is no round {round}",
+                round - 1
+            )));
+        }
+    }
+    let t0 = Instant::now();
+    let step = progress.step(&format!("greedy round {round}, settling"));
+    let mut summary = RoundSummary {
+        round,
+        ..Default::default()
+    };
+    let mut cursors = Vec::with_capacity(work.partitions());
+    for p in 0..work.partitions() {
+        let stage = if round == 0 { "confirm" } else { "greedy" };
+        let s: PartRound = work.need_json(&work.part_summary(round, p), stage)?;
+        summary.counts += s.counts;
+        let rows = work.open_keyed(&work.events_file(round, p), stage, EVENT_BYTES)?;
+        cursors.push(Cursor::new(rows, EVENT_BYTES));
+    }
+    let mut state = if round > 0 {
+        let rows = work.open_keyed(&work.state_file(round - 1), "greedy", STATE_BYTES)?;
+        Some(Cursor::new(rows, STATE_BYTES))
+    } else {
+        None
+    };
+    // The cursors by their next rank, smallest first.
+    let mut heap: BinaryHeap<std::cmp::Reverse<(u64, usize)>> = BinaryHeap::new();
+    for (p, c) in cursors.iter_mut().enumerate() {
+        if let Some(v) = c.peek()? {
+            heap.push(std::cmp::Reverse((v[0], p)));
+        }
+    }
+    let bad = |path: PathBuf, what: &str| Error::Work {
+        path: path.display().to_string(),
+        msg: format!("{what}: run the greedy rounds again in an empty work directory"),
+    };
+    let mut out = work.create_keyed(&work.state_file(round))?;
+    // Survivors are left out: a unit the state does not hold survives.
+    let mut write = |v: &Verdict, summary: &mut RoundSummary| -> Result<(), Error> {
+        match v.status {
+            Status::Undecided => summary.undecided += 1,
+            Status::Dropped => summary.dropped += 1,
+            Status::Survives => return Ok(()),
+        }
+        out.values(&[
+            v.rank,
+            v.status as u64,
+            v.root,
+            v.estimate.to_bits(),
+            jaccard_bits(v.jaccard),
+        ])
+    };
+    step.set_message("merging answers");
+    loop {
+        let next_event = heap.peek().map(|r| r.0 .0);
+        let next_state = match &mut state {
+            Some(c) => c.peek()?.map(|v| v[0]),
+            None => None,
+        };
+        let rank = match (next_event, next_state) {
+            (None, None) => break,
+            (Some(e), Some(s)) => e.min(s),
+            (Some(e), None) => e,
+            (None, Some(s)) => s,
+        };
+        let mut before = None;
+        if next_state == Some(rank) {
+            let c = state.as_mut().expect("a state");
+            let v = verdict_of(c.peek()?.expect("a row"))
+                .ok_or_else(|| bad(work.state_file(round - 1), "an unreadable verdict"))?;
+            c.advance();
+            before = Some(v);
+        }
+        // The earliest answer for this unit.
+        let mut first: Option<Event> = None;
+        let mut answered = false;
+        // Every answer names a neighbour: a partition with none to give writes no row.
+        while heap.peek().is_some_and(|r| r.0 .0 == rank) {
+            let std::cmp::Reverse((_, p)) = heap.pop().expect("a cursor");
+            let c = &mut cursors[p];
+            let e = event_of(c.peek()?.expect("a row"))
+                .ok_or_else(|| bad(work.events_file(round, p), "an unreadable answer"))?;
+            let kind = e.kind;
+            c.advance();
+            answered = true;
+            if kind == Kind::None {
+                return Err(bad(
+                    work.events_file(round, p),
+                    "an answer without a neighbour",
+                ));
+            }
+            if first.is_none_or(|f| e.at < f.at) {
+                first = Some(e);
+            }
+            if let Some(v) = c.peek()? {
+                if v[0] <= rank {
+                    return Err(bad(work.events_file(round, p), "answers out of rank order"));
+                }
+                heap.push(std::cmp::Reverse((v[0], p)));
+            }
+        }
+        let v = match before {
+            Some(v) if v.status != Status::Undecided => {
+                if answered {
+                    return Err(bad(
+                        work.events_file(round, 0),
+                        "an answer for a unit decided before",
+                    ));
+                }
+                v
+            }
+            None if round > 0 => {
+                return Err(bad(
+                    work.events_file(round, 0),
+                    "an answer for a unit decided before",
+                ));
+            }
+            _ => match first {
+                None => Verdict {
+                    rank,
+                    status: Status::Survives,
+                    root: rank,
+                    estimate: f64::NAN,
+                    jaccard: None,
+                },
+                Some(e) if e.kind == Kind::Found => Verdict {
+                    rank,
+                    status: Status::Dropped,
+                    root: e.at.1,
+                    estimate: e.estimate,
+                    jaccard: e.jaccard,
+                },
+                Some(_) => Verdict {
+                    rank,
+                    status: Status::Undecided,
+                    root: 0,
+                    estimate: f64::NAN,
+                    jaccard: None,
+                },
+            },
+        };
+        write(&v, &mut summary)?;
+    }
+    out.finish()?;
+    summary.seconds = t0.elapsed().as_secs_f64();
+    work.write_json(&work.round_summary(round), &summary)?;
+    // What the next round reads is this round's: the files of the one before are done with
+    // (a job of this round run again is skipped by its summary).
+    if round > 0 {
+        let gone = |p: PathBuf| match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io(&p.display().to_string(), e))
+            }
+            _ => Ok(()),
+        };
+        for p in 0..work.partitions() {
+            gone(work.events_file(round - 1, p))?;
+        }
+        gone(work.state_file(round - 1))?;
+    }
+    Ok(Some(summary))
+}
+
+/// Every round still to run, in this process: each partition's job, then the settling, until
+/// every unit is decided. Returns the rounds run now.
+pub fn rounds(work: &WorkDir, progress: &ProgressFactory) -> Result<u32, Error> {
+    let mut ran = 0;
+    let mut r = 0;
+    loop {
+        if let Some(s) = round_summary(work, r)? {
+            if s.undecided == 0 {
+                return Ok(ran);
+            }
+            r += 1;
+            continue;
+        }
+        if r > 0 {
+            // The partitions' jobs are independent; most of each is reading its files.
+            (0..work.partitions())
+                .into_par_iter()
+                .try_for_each(|p| round(work, r, p, progress).map(|_| ()))?;
+        }
+        settle(work, r, progress)?;
+        ran += 1;
+    }
+}
+
+/// The rounds' final verdicts, in rank order, streamed to `f`; an error naming the next step
+/// when the rounds have not ended. Returns the last round's number and the tests of all.
+pub(super) fn verdicts(
+    work: &WorkDir,
+    f: impl FnMut(Verdict) -> Result<(), Error>,
+) -> Result<(u32, BucketCounts), Error> {
+    let mut r = 0;
+    let mut counts = BucketCounts::default();
+    loop {
+        let Some(s) = round_summary(work, r)? else {
+            return Err(Error::Work {
+                path: work.round_summary(r).display().to_string(),
+                msg: "not there yet: run `neardup stage greedy` first".into(),
+            });
+        };
+        if r > 0 {
+            counts += s.counts;
+        }
+        if s.undecided == 0 {
+            read_state(work, r, f)?;
+            return Ok((r, counts));
+        }
+        r += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_order_by_key_descending_then_rank() {
+        let keys = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.0,
+            -0.0,
+            0.0,
+            1.0,
+            3.5,
+            1e300,
+            f64::INFINITY,
+        ];
+        for (i, &a) in keys.iter().enumerate() {
+            for (j, &b) in keys.iter().enumerate() {
+                for (ra, rb) in [(0u64, 1u64), (1, 0), (5, 5)] {
+                    let want = b.total_cmp(&a).then(ra.cmp(&rb));
+                    assert_eq!(place(a, ra).cmp(&place(b, rb)), want, "{i} {j} {ra} {rb}");
+                }
+            }
+        }
+    }
+}
