@@ -155,7 +155,7 @@ fn every_confirmation_and_policy_gives_the_same_bytes_out_of_core() {
                 .unwrap()
                 .remove("shingle_sets_loaded");
         }
-        for key in ["counts", "groups", "largest_clusters"] {
+        for key in ["counts", "groups", "largest_clusters", "chaining"] {
             assert_eq!(a[key], b[key], "{flags:?}: {key}");
         }
         if flags.contains(&"g") {

@@ -487,6 +487,60 @@ pub fn cluster_corpus(
     })
 }
 
+/// The largest cluster (most members, then the root with the smallest id: `rank(d)` is `d`'s
+/// place in id order) of the clusters `root` makes, and its diameter in hops over the edges
+/// `edges(root, add)` adds for it: `(0, 0)` without a cluster. Exact up to
+/// [`EXACT_DIAMETER_MEMBERS`] members; past that a double sweep of breadth-first searches.
+pub(crate) fn largest_cluster_hops(
+    root: &[u32],
+    rank: impl Fn(usize) -> u64,
+    edges: impl FnOnce(u32, &mut dyn FnMut(u32, u32)),
+) -> (u64, u64) {
+    let mut size: HashMap<u32, u64> = HashMap::new();
+    for (d, &r) in root.iter().enumerate() {
+        if r as usize != d {
+            *size.entry(r).or_insert(1) += 1;
+        }
+    }
+    let Some((&big, &largest)) = size.iter().max_by(|a, b| {
+        a.1.cmp(b.1)
+            .then(rank(*b.0 as usize).cmp(&rank(*a.0 as usize)))
+    }) else {
+        return (0, 0);
+    };
+    let mut adj: HashMap<u32, Vec<u32>> = HashMap::new();
+    edges(big, &mut |a, b| {
+        adj.entry(a).or_default().push(b);
+        adj.entry(b).or_default().push(a);
+    });
+    let farthest = |from: u32| -> (u32, u64) {
+        let mut dist: HashMap<u32, u64> = HashMap::from([(from, 0)]);
+        let mut queue = std::collections::VecDeque::from([from]);
+        let mut far = (from, 0);
+        while let Some(x) = queue.pop_front() {
+            let dx = dist[&x];
+            if dx > far.1 || (dx == far.1 && rank(x as usize) < rank(far.0 as usize)) {
+                far = (x, dx);
+            }
+            for &y in adj.get(&x).map(Vec::as_slice).unwrap_or(&[]) {
+                if let std::collections::hash_map::Entry::Vacant(e) = dist.entry(y) {
+                    e.insert(dx + 1);
+                    queue.push_back(y);
+                }
+            }
+        }
+        far
+    };
+    // Exact (a search from every member) up to `EXACT_DIAMETER_MEMBERS`; past it a double
+    // sweep, which is exact on a tree and a lower bound otherwise.
+    let diameter = if largest <= EXACT_DIAMETER_MEMBERS {
+        adj.keys().map(|&x| farthest(x).1).max().unwrap_or(0)
+    } else {
+        farthest(farthest(big).0).1
+    };
+    (largest, diameter)
+}
+
 /// The largest cluster size whose diameter [`Chaining`] computes exactly.
 pub const EXACT_DIAMETER_MEMBERS: u64 = 1024;
 
@@ -536,60 +590,20 @@ fn chaining(
             !(same_group && test_pair(tables, cfg.confirm, cfg.threshold, g.min(h), g.max(h)).0)
         })
         .count() as u64;
-    // The largest cluster: most members, then the root with the smallest id.
-    let mut size: HashMap<u32, u64> = HashMap::new();
-    for (d, &r) in root.iter().enumerate() {
-        if r as usize != d {
-            *size.entry(r).or_insert(1) += 1;
-        }
-    }
-    let Some((&big, &largest_cluster)) = size.iter().max_by(|a, b| {
-        a.1.cmp(b.1)
-            .then(rank[*b.0 as usize].cmp(&rank[*a.0 as usize]))
-    }) else {
-        return Chaining {
-            dropped_without_kept_duplicate,
-            ..Default::default()
-        };
-    };
-    let mut adj: HashMap<u32, Vec<u32>> = HashMap::new();
-    let mut edge = |a: u32, b: u32| {
-        adj.entry(a).or_default().push(b);
-        adj.entry(b).or_default().push(a);
-    };
-    for p in pairs.iter().filter(|p| root[p.a as usize] == big) {
-        edge(p.a, p.b);
-    }
-    for d in 0..n as u32 {
-        if root[d as usize] == big && rep(d) != d {
-            edge(d, rep(d));
-        }
-    }
-    let farthest = |from: u32| -> (u32, u64) {
-        let mut dist: HashMap<u32, u64> = HashMap::from([(from, 0)]);
-        let mut queue = std::collections::VecDeque::from([from]);
-        let mut far = (from, 0);
-        while let Some(x) = queue.pop_front() {
-            let dx = dist[&x];
-            if dx > far.1 || (dx == far.1 && rank[x as usize] < rank[far.0 as usize]) {
-                far = (x, dx);
+    let (largest_cluster, largest_cluster_diameter) = largest_cluster_hops(
+        root,
+        |d| rank[d] as u64,
+        |big, edge| {
+            for p in pairs.iter().filter(|p| root[p.a as usize] == big) {
+                edge(p.a, p.b);
             }
-            for &y in adj.get(&x).map(Vec::as_slice).unwrap_or(&[]) {
-                if let std::collections::hash_map::Entry::Vacant(e) = dist.entry(y) {
-                    e.insert(dx + 1);
-                    queue.push_back(y);
+            for d in 0..n as u32 {
+                if root[d as usize] == big && rep(d) != d {
+                    edge(d, rep(d));
                 }
             }
-        }
-        far
-    };
-    // Exact (a search from every member) up to `EXACT_DIAMETER_MEMBERS`; past it a double
-    // sweep, which is exact on a tree and a lower bound otherwise.
-    let largest_cluster_diameter = if largest_cluster <= EXACT_DIAMETER_MEMBERS {
-        adj.keys().map(|&x| farthest(x).1).max().unwrap_or(0)
-    } else {
-        farthest(farthest(big).0).1
-    };
+        },
+    );
     Chaining {
         dropped_without_kept_duplicate,
         largest_cluster,

@@ -30,8 +30,8 @@ use crate::index::unionfind::UnionFind;
 use crate::io::Output;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    best_of_clusters, cluster_line, count_clusters, keep_key, pair_line, ClusterRule, ClusterStats,
-    Confirm, GroupCounts, Keep, EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
+    best_of_clusters, cluster_line, count_clusters, keep_key, largest_cluster_hops, pair_line,
+    ClusterRule, ClusterStats, Confirm, GroupCounts, Keep, EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
 };
 
 /// One of the largest clusters, for the report: its members' places, so `apply` can take the
@@ -64,6 +64,11 @@ pub struct ClusterSummary {
     /// Under the greedy rule, the rounds it took (0 otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rounds: u32,
+    /// The largest cluster's size and diameter in hops, as a report's `chaining` has them.
+    #[serde(default)]
+    pub largest_cluster: u64,
+    #[serde(default)]
+    pub largest_cluster_diameter: u64,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -132,6 +137,12 @@ impl WorkDir {
     /// The clusters file `cluster` writes (as `dedup --clusters`).
     pub fn clusters_jsonl(&self) -> PathBuf {
         self.root().join("cluster").join("clusters.jsonl")
+    }
+
+    /// Each dropped document and its cluster's survivor (their indices over all shards, u64
+    /// each), for a report's chaining count (a keyed row file).
+    pub(super) fn chaining_file(&self) -> PathBuf {
+        self.root().join("cluster").join("chaining.rows")
     }
 
     /// The pairs file `cluster` writes (as `dedup --pairs`).
@@ -358,9 +369,32 @@ pub fn cluster(
         // Members are numbered in rank order, so each root is its cluster's smallest id.
         (0..m as u32).map(|i| uf.find(i)).collect()
     };
-    drop(exact);
     drop(dropped);
     count_clusters(&root, &mut stats);
+    let (largest_cluster, largest_cluster_diameter) = largest_cluster_hops(
+        &root,
+        |i| i as u64,
+        |big, edge| {
+            for p in &pairs {
+                let (a, b) = (index(p.0), index(p.1));
+                if root[a as usize] == big {
+                    edge(a, b);
+                }
+            }
+            for &(r, e) in &exact {
+                let (a, b) = (index(r), index(e));
+                if root[a as usize] == big {
+                    edge(a, b);
+                }
+            }
+        },
+    );
+    // Each member's exact-copy representative, for the chaining rows below.
+    let mut unit: Vec<u32> = (0..m as u32).collect();
+    for &(r, e) in &exact {
+        unit[index(r) as usize] = index(e);
+    }
+    drop(exact);
     let survives = if greedy {
         (0..m).map(|i| root[i] as usize == i).collect()
     } else if cfg.keep == Keep::SmallestId {
@@ -443,6 +477,24 @@ pub fn cluster(
     }
     let documents_written = n - (0..m).filter(|&i| !written(i)).count() as u64;
 
+    // For a report's chaining count: each dropped member and its cluster's survivor, unless
+    // they are identical copies (a report tests them). Under the greedy rule every dropped
+    // document joined a confirmed surviving near duplicate, so there is none to test.
+    let mut w = work.create_keyed(&work.chaining_file())?;
+    if !greedy {
+        let mut survivor: HashMap<u32, u32> = HashMap::new();
+        for i in (0..m).filter(|&i| survives[i]) {
+            survivor.insert(root[i], i as u32);
+        }
+        for i in (0..m).filter(|&i| !survives[i]) {
+            let s = survivor[&root[i]] as usize;
+            if unit[i] != unit[s] {
+                w.values(&[doc[i], doc[s]])?;
+            }
+        }
+    }
+    w.finish()?;
+
     let mut columns = vec![
         Field::new("tag", DataType::Utf8, true),
         col("survives", DataType::Boolean),
@@ -495,6 +547,8 @@ pub fn cluster(
         clusters_checksum,
         pairs_checksum,
         rounds,
+        largest_cluster,
+        largest_cluster_diameter,
     };
     work.write_json(&work.cluster_summary(), &summary)?;
     Ok(Some(summary))

@@ -2,15 +2,17 @@
 //! for the reports of a run whose stages ran as separate jobs.
 
 use super::gather::Gatherer;
+use super::raw::le_u64s;
 use super::{apply, cluster, confirm, sign, WorkDir};
 use crate::engine::EngineInfo;
 use crate::error::Error;
 use crate::pipeline::ScanStats;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    index_confirmation, sample_docs, similarity_curve, AgainstSummary, ClusterExample, Confirm,
-    DedupSummary, IndexCounts, SimilarityBucket,
+    index_confirmation, sample_docs, similarity_curve, test_pair, AgainstSummary, BucketTables,
+    Chaining, ClusterExample, Confirm, DedupSummary, IndexCounts, JaccardCache, SimilarityBucket,
 };
+use rayon::prelude::*;
 
 /// Sum the pass-1 counts of the shards.
 fn add_scan(total: &mut ScanStats, s: &ScanStats) {
@@ -93,10 +95,18 @@ pub fn dedup_summary(
         added: 0,
         seconds: 0.0,
     });
+    let mut stats = c.stats;
+    if measure {
+        stats.chaining = Some(Chaining {
+            dropped_without_kept_duplicate: unconfirmed_survivors(work, &base, progress)?,
+            largest_cluster: c.largest_cluster,
+            largest_cluster_diameter: c.largest_cluster_diameter,
+        });
+    }
     Ok(DedupSummary {
         against,
         scan,
-        cluster: c.stats,
+        cluster: stats,
         similarity_buckets: if measure && cfg.confirm == Confirm::Jaccard {
             similarity_buckets(work, &base, progress)?
         } else {
@@ -109,6 +119,71 @@ pub fn dedup_summary(
         table_bytes: c.table_bytes,
         groups: c.groups,
     })
+}
+
+/// Documents a run pairs to survivors for a report's chaining count, gathered at a time.
+const CHAINING_BATCH: usize = 64 << 10;
+
+/// Of the dropped documents `cluster` listed with their clusters' survivors
+/// (`cluster/chaining.rows`), those that their survivor is not a confirmed near duplicate of
+/// (no band in common, or the confirmation's test fails), as in memory: both are signed again
+/// from their text, a batch of pairs at a time.
+fn unconfirmed_survivors(
+    work: &WorkDir,
+    base: &[u64],
+    progress: &ProgressFactory,
+) -> Result<u64, Error> {
+    let mut rows = work.open_keyed(&work.chaining_file(), "cluster", 16)?;
+    let cfg = work.config();
+    let (num_perm, bands, band_rows) = (cfg.params.num_perm, cfg.lsh.bands, cfg.lsh.rows);
+    let shard_row = |d: u64| {
+        let s = base.partition_point(|&b| b <= d) - 1;
+        (s, d - base[s])
+    };
+    let mut left = rows.rows as usize;
+    let mut count = 0;
+    while left > 0 {
+        let take = left.min(CHAINING_BATCH);
+        let pairs: Vec<u64> = le_u64s(rows.read_next(take)?).collect();
+        left -= take;
+        let mut needed: Vec<Vec<u64>> = vec![Vec::new(); work.shards()];
+        for &d in &pairs {
+            let (s, r) = shard_row(d);
+            needed[s].push(r);
+        }
+        for v in &mut needed {
+            v.sort_unstable();
+            v.dedup();
+        }
+        let docs = confirm::Docs::gather(work, needed, progress)?;
+        let cache = JaccardCache::default();
+        let tables = BucketTables {
+            num_perm,
+            sigs: &docs.sigs,
+            sets: &docs.sets,
+            cache: &cache,
+            groups: &[],
+        };
+        let local = |d: u64| {
+            let (s, r) = shard_row(d);
+            docs.local_at(s, r).expect("a gathered document")
+        };
+        let sig = |l: u32| &docs.sigs[l as usize * num_perm..(l as usize + 1) * num_perm];
+        count += pairs
+            .par_chunks_exact(2)
+            .filter(|p| {
+                let (a, b) = (local(p[0]), local(p[1]));
+                let (sa, sb) = (sig(a), sig(b));
+                let candidates = (0..bands).any(|j| {
+                    let band = j * band_rows..(j + 1) * band_rows;
+                    sa[band.clone()] == sb[band]
+                });
+                !(candidates
+                    && test_pair(&tables, cfg.confirm, cfg.threshold, a.min(b), a.max(b)).0)
+            })
+            .count() as u64;
+    }
+    Ok(count)
 }
 
 /// The measured S-curve of reports, as in-memory `dedup` measures it: the same sample of the
