@@ -13,7 +13,7 @@
 //! prefix filter ([`crate::index::simjoin`]): in a bucket of templated pages most pairs are far
 //! below the threshold, and the filter proves it without a merge of their shingle sets.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 
 use super::{Confirm, ConfirmedPair, ShingleSets};
@@ -250,9 +250,9 @@ impl Run<'_> {
         if m < 2 {
             return;
         }
-        let mut uf = UnionFind::new(m);
+        let mut uf = Joined::new(m);
         // Check the pair of members at positions `a < b`; join them when confirmed.
-        let mut check = |a: usize, b: usize, uf: &mut UnionFind, counts: &mut BucketCounts| {
+        let mut check = |a: usize, b: usize, uf: &mut Joined, counts: &mut BucketCounts| {
             if uf.connected(a as u32, b as u32) {
                 counts.already_joined += 1;
                 return;
@@ -290,34 +290,236 @@ impl Run<'_> {
             // share enough tokens (their private ones aside) is ruled out without a merge.
             let most = shareable(&sets);
             for b in 1..m {
-                for a in 0..b {
-                    if !uf.connected(a as u32, b as u32)
-                        && !may_reach(
-                            threshold,
-                            sets[a].len(),
-                            sets[b].len(),
-                            most[a].min(most[b]),
-                        )
-                    {
+                uf.scan(b, counts, |a, uf, counts| {
+                    if !may_reach(
+                        threshold,
+                        sets[a].len(),
+                        sets[b].len(),
+                        most[a].min(most[b]),
+                    ) {
                         counts.filtered += 1;
-                        continue;
+                        return;
                     }
-                    check(a, b, &mut uf, counts);
-                }
+                    check(a, b, uf, counts);
+                });
             }
             return;
         }
         for b in 1..m {
-            for a in 0..b {
-                check(a, b, &mut uf, counts);
-            }
+            uf.scan(b, counts, |a, uf, counts| check(a, b, uf, counts));
         }
     }
+}
+
+/// Union-find over a bucket's members (their positions) that also keeps each set of two or
+/// more as runs of consecutive positions, so that a scan of a member's earlier ones steps over
+/// a whole run already joined to it: in a bucket of `n` near duplicates each member's scan
+/// costs a test and a step, where visiting every earlier member would cost `n^2 / 2` in all.
+struct Joined {
+    uf: UnionFind,
+    /// Each root's runs, `start -> end` (exclusive), disjoint and not touching; a singleton's
+    /// are implicit.
+    runs: HashMap<u32, BTreeMap<u32, u32>>,
+}
+
+impl Joined {
+    fn new(m: usize) -> Self {
+        Joined {
+            uf: UnionFind::new(m),
+            runs: HashMap::new(),
+        }
+    }
+
+    fn connected(&mut self, a: u32, b: u32) -> bool {
+        self.uf.connected(a, b)
+    }
+
+    fn union(&mut self, a: u32, b: u32) {
+        let (ra, rb) = (self.uf.find(a), self.uf.find(b));
+        if ra == rb {
+            return;
+        }
+        self.uf.union(ra, rb);
+        let root = self.uf.find(ra);
+        let take = |runs: &mut HashMap<u32, BTreeMap<u32, u32>>, r: u32| {
+            runs.remove(&r)
+                .unwrap_or_else(|| BTreeMap::from([(r, r + 1)]))
+        };
+        let (x, y) = (take(&mut self.runs, ra), take(&mut self.runs, rb));
+        // The smaller into the larger: each run moves O(log n) times.
+        let (mut big, small) = if x.len() >= y.len() { (x, y) } else { (y, x) };
+        for (s, e) in small {
+            insert_run(&mut big, s, e);
+        }
+        self.runs.insert(root, big);
+    }
+
+    /// Visit the positions `a < b` that are not joined to `b`, in order, with `visit(a, ..)`
+    /// (which may join them); runs of positions joined to `b` are counted as already joined.
+    fn scan(
+        &mut self,
+        b: usize,
+        counts: &mut BucketCounts,
+        mut visit: impl FnMut(usize, &mut Joined, &mut BucketCounts),
+    ) {
+        let mut a = 0;
+        while a < b {
+            let rb = self.uf.find(b as u32);
+            if self.uf.find(a as u32) == rb {
+                let end = self.runs[&rb]
+                    .range(..=a as u32)
+                    .next_back()
+                    .map_or(a as u32 + 1, |(_, &e)| e) as usize;
+                let end = end.min(b);
+                counts.already_joined += (end - a) as u64;
+                a = end;
+                continue;
+            }
+            visit(a, self, counts);
+            a += 1;
+        }
+    }
+}
+
+/// Add the run `s..e` to `runs`, merged with the runs it touches.
+fn insert_run(runs: &mut BTreeMap<u32, u32>, mut s: u32, mut e: u32) {
+    if let Some((&ps, &pe)) = runs.range(..=s).next_back() {
+        if pe >= s {
+            s = ps;
+            e = e.max(pe);
+            runs.remove(&ps);
+        }
+    }
+    while let Some((&ns, &ne)) = runs.range(s..).next() {
+        if ns > e {
+            break;
+        }
+        e = e.max(ne);
+        runs.remove(&ns);
+    }
+    runs.insert(s, e);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The old loop: every earlier member of every member, in order, each pair checked unless
+    /// already joined.
+    fn every_pair_in_order(
+        members: &[u32],
+        tables: &BucketTables,
+        confirm: Confirm,
+        threshold: f64,
+    ) -> (Vec<(u32, u32)>, BucketCounts) {
+        let mut uf = UnionFind::new(members.len());
+        let (mut pairs, mut counts) = (Vec::new(), BucketCounts::default());
+        for b in 1..members.len() {
+            for a in 0..b {
+                if uf.connected(a as u32, b as u32) {
+                    counts.already_joined += 1;
+                    continue;
+                }
+                counts.checked += 1;
+                let (da, db) = (members[a], members[b]);
+                if test_pair(tables, confirm, threshold, da, db).0 {
+                    uf.union(a as u32, b as u32);
+                    counts.confirmed += 1;
+                    pairs.push((da, db));
+                } else {
+                    counts.rejected += 1;
+                }
+            }
+        }
+        (pairs, counts)
+    }
+
+    /// Buckets of near copies (one set joined early), chains, blocks and random sets, under
+    /// each confirmation: stepping over joined runs confirms the very pairs, and counts the
+    /// same work, as visiting every earlier member.
+    #[test]
+    fn stepping_over_joined_runs_changes_nothing() {
+        let mut rng = crate::hash::Pcg32::new(5);
+        for round in 0..60u64 {
+            let m = 2 + rng.below(150) as usize;
+            let kind = round % 4;
+            let mut sets = ShingleSets::new();
+            for d in 0..m as u64 {
+                let family = match kind {
+                    0 => 0,                             // all near copies
+                    1 => d / 3,                         // blocks
+                    2 => d / (1 + rng.below(6) as u64), // uneven runs
+                    _ => rng.below(4) as u64,           // interleaved families
+                };
+                let mut v: Vec<u64> = (0..40).map(|w| family * 1000 + w).collect();
+                for _ in 0..rng.below(8) {
+                    let at = rng.below(40) as usize;
+                    v[at] = 1_000_000 + rng.below(1_000_000) as u64;
+                }
+                v.sort_unstable();
+                v.dedup();
+                sets.insert(d as u32, v);
+            }
+            let sigs: Vec<u32> = (0..m * 4)
+                .map(|i| (i % 7) as u32 % (1 + rng.below(3)))
+                .collect();
+            let cache = JaccardCache::default();
+            let tables = BucketTables {
+                num_perm: 4,
+                sigs: &sigs,
+                sets: &sets,
+                groups: &[],
+                cache: &cache,
+            };
+            // Members in a shuffled order: positions are not document numbers.
+            let mut members: Vec<u32> = (0..m as u32).collect();
+            for i in (1..m).rev() {
+                members.swap(i, rng.below(i as u32 + 1) as usize);
+            }
+            for confirm in [Confirm::Jaccard, Confirm::Estimate, Confirm::None] {
+                for threshold in [0.5, 0.8] {
+                    let want = every_pair_in_order(&members, &tables, confirm, threshold);
+                    let mut pairs = Vec::new();
+                    let mut counts = BucketCounts::default();
+                    Run {
+                        tables: &tables,
+                        confirm,
+                        threshold,
+                        filter_min: usize::MAX,
+                        max_pairs_per_member: FILTER_MAX_PAIRS_PER_MEMBER,
+                    }
+                    .bucket(&members, &mut pairs, &mut counts);
+                    let pairs: Vec<(u32, u32)> = pairs.iter().map(|p| (p.a, p.b)).collect();
+                    assert_eq!(
+                        (pairs, counts),
+                        want,
+                        "round {round}, {confirm:?}, {threshold}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn runs_merge_when_they_touch_or_overlap() {
+        let mut runs = BTreeMap::new();
+        for (s, e) in [
+            (5, 6),
+            (7, 8),
+            (6, 7),
+            (0, 2),
+            (3, 4),
+            (2, 3),
+            (10, 12),
+            (9, 11),
+        ] {
+            insert_run(&mut runs, s, e);
+        }
+        assert_eq!(
+            runs.into_iter().collect::<Vec<_>>(),
+            [(0, 4), (5, 8), (9, 12)]
+        );
+    }
 
     /// A full cache keeps what it has, stops growing, and still answers every pair.
     #[test]
