@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import signal
 import sys
 import time
@@ -71,6 +72,7 @@ def _run_stage(name: str, index: Optional[int], args: Tuple[Any, ...], kwargs: D
     import ray
 
     _fault(name, index, "before")
+    exact_peak = _reset_peak()
     t0 = time.time()
     result = getattr(stages, name)(*args, **kwargs)
     _fault(name, index, "after")
@@ -79,7 +81,34 @@ def _run_stage(name: str, index: Optional[int], args: Tuple[Any, ...], kwargs: D
         "result": result,
         "worker": f"{ctx.get_node_id()}:{os.getpid()}",
         "seconds": time.time() - t0,
+        "peak_rss": _peak(exact_peak),
     }
+
+
+def _reset_peak() -> bool:
+    """Reset this process's peak resident memory, so that the peak read after a task is the
+    task's own (Linux 4.0 and later); ``False`` where it cannot be reset."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak(exact: bool) -> int:
+    """The peak resident bytes since :func:`_reset_peak`, or, where it could not reset, the
+    process's peak so far (an upper bound: a worker runs one task after another)."""
+    if exact:
+        try:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    # Linux counts KiB, macOS bytes; the bound is what matters here.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _logger(verbose: bool) -> logging.Logger:
@@ -134,8 +163,10 @@ def dedup(
     ends, with the stage's tasks done and their total, and the documents signed so far (as
     :func:`neardup.dedup`'s callback, but counting tasks where that counts bytes). An
     exception it raises is raised when the run is over. Returns the run's counts, seconds per stage, and ``workers``: the
-    distinct ``node:pid`` of the worker processes that ran tasks, and ``tasks``: how many tasks each
-    stage ran.
+    distinct ``node:pid`` of the worker processes that ran tasks, ``tasks``: how many tasks each
+    stage ran, and ``peak_rss``: per stage, the largest peak resident bytes of a worker while one
+    of its tasks ran (on Linux the peak is reset as each task starts, so it is the task's, with
+    what the worker process already held; elsewhere the worker's peak so far).
     """
     import ray
 
@@ -171,6 +202,7 @@ def dedup(
     workers: set = set()
     seconds: Dict[str, float] = {}
     task_counts: Dict[str, int] = {}
+    peak_rss: Dict[str, int] = {}
     callback_error: List[BaseException] = []
     signed_docs = [0]
 
@@ -198,6 +230,7 @@ def dedup(
                 out = ray.get(r)
                 results[index[r]] = out["result"]
                 workers.add(out["worker"])
+                peak_rss[name] = max(peak_rss.get(name, 0), out["peak_rss"])
                 done += 1
                 if name == "sign" and out["result"] is not None:
                     signed_docs[0] += out["result"]["documents"]
@@ -261,6 +294,7 @@ def dedup(
             "seconds": total,
             "stage_seconds": seconds,
             "tasks": task_counts,
+            "peak_rss": peak_rss,
             "workers": sorted(workers),
         }
     )

@@ -46,6 +46,7 @@ def test_ray_dedup_equals_the_command_line(ray_cluster, example, want, tmp_path,
     assert s["tasks"]["sign"] == s["tasks"]["bands"] == s["tasks"]["apply"] == shards
     assert s["tasks"]["rank"] == s["tasks"]["cluster"] == 1
     assert 1 <= s["tasks"]["confirm"] <= partitions
+    assert set(s["peak_rss"]) == set(s["tasks"]) and min(s["peak_rss"].values()) > 1 << 20
     assert len({w.split(":")[0] for w in s["workers"]}) == 2, "tasks ran on both nodes"
 
 
