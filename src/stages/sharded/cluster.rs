@@ -478,17 +478,21 @@ pub fn cluster(
     let documents_written = n - (0..m).filter(|&i| !written(i)).count() as u64;
 
     // For a report's chaining count: each dropped member and its cluster's survivor, unless
-    // they are identical copies (a report tests them). Under the greedy rule every dropped
-    // document joined a confirmed surviving near duplicate, so there is none to test.
+    // they are identical copies or a confirmed pair already (a report tests the others).
+    // Under the greedy rule every dropped document joined a confirmed surviving near
+    // duplicate, so there is none to test.
     let mut w = work.create_keyed(&work.chaining_file())?;
     if !greedy {
         let mut survivor: HashMap<u32, u32> = HashMap::new();
         for i in (0..m).filter(|&i| survives[i]) {
             survivor.insert(root[i], i as u32);
         }
+        let confirmed: std::collections::HashSet<(u32, u32)> =
+            pairs.iter().map(|p| (index(p.0), index(p.1))).collect();
         for i in (0..m).filter(|&i| !survives[i]) {
             let s = survivor[&root[i]] as usize;
-            if unit[i] != unit[s] {
+            let (a, b) = (unit[i].min(unit[s]), unit[i].max(unit[s]));
+            if a != b && !confirmed.contains(&(a, b)) {
                 w.values(&[doc[i], doc[s]])?;
             }
         }

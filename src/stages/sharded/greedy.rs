@@ -142,7 +142,12 @@ fn jaccard_of(bits: u64) -> Option<f64> {
 /// What one partition's job did in a round.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PartRound {
+    /// Undecided members of the partition (0 when it had no work: see `answers`).
     pub undecided: u64,
+    /// Answers written: with none, the partition has no work in any later round (a member
+    /// without an answer had none to give, and will have none).
+    #[serde(default)]
+    pub answers: u64,
     pub counts: BucketCounts,
     /// Documents gathered from their text for the round's tests.
     pub gathered: u64,
@@ -650,6 +655,7 @@ pub(super) fn first_round(
     let (events, counts) = decide(&part, &status, &[], &tests);
     let summary = PartRound {
         undecided: status.len() as u64,
+        answers: events.len() as u64,
         counts,
         gathered: 0,
         seconds: t0.elapsed().as_secs_f64(),
@@ -791,11 +797,78 @@ pub fn round(
         )));
     }
     let t0 = Instant::now();
+    let stage = if round == 1 { "confirm" } else { "greedy" };
+    let last: PartRound = work.need_json(&work.part_summary(round - 1, partition), stage)?;
+    if last.answers == 0 {
+        let summary = PartRound {
+            seconds: t0.elapsed().as_secs_f64(),
+            ..Default::default()
+        };
+        write_events(work, round, partition, &[], &summary)?;
+        return Ok(Some(summary));
+    }
     let step = progress.step(&format!("greedy round {round}, partition {partition}"));
+    // The answers of the round before in this partition, and the verdicts of their units and
+    // neighbours (a unit the state does not hold survives).
+    let path = work.events_file(round - 1, partition);
+    let mut answers = Vec::with_capacity(last.answers as usize);
+    let mut c = Cursor::new(work.open_keyed(&path, stage, EVENT_BYTES)?, EVENT_BYTES);
+    while let Some(v) = c.peek()? {
+        answers.push(event_of(v).ok_or_else(|| {
+            Error::Work {
+                path: path.display().to_string(),
+                msg: "an unreadable answer: run the greedy rounds again in an empty work directory"
+                    .into(),
+            }
+        })?);
+        c.advance();
+    }
+    let mut named: Vec<u64> = answers.iter().flat_map(|e| [e.rank, e.target]).collect();
+    named.sort_unstable();
+    named.dedup();
+    let mut verdict = vec![Status::Survives; named.len()];
+    let mut i = 0;
+    read_state(work, round - 1, |v| {
+        while i < named.len() && named[i] < v.rank {
+            i += 1;
+        }
+        if i < named.len() && named[i] == v.rank {
+            verdict[i] = v.status;
+        }
+        Ok(())
+    })?;
+    let status_of = |r: u64| verdict[named.binary_search(&r).expect("a named unit")];
+    // Without an undecided unit whose neighbour was dropped, no walk goes on: the answers
+    // stand, and those whose neighbour survives are found, without the partition's buckets.
+    let waiting = |e: &Event| status_of(e.rank) == Status::Undecided;
+    if !answers
+        .iter()
+        .any(|e| waiting(e) && e.kind == Kind::Blocked && status_of(e.target) == Status::Dropped)
+    {
+        let events: Vec<Event> = answers
+            .iter()
+            .filter(|e| waiting(e))
+            .map(|&e| match status_of(e.target) {
+                Status::Survives => Event {
+                    kind: Kind::Found,
+                    ..e
+                },
+                _ => e,
+            })
+            .collect();
+        let summary = PartRound {
+            undecided: events.len() as u64,
+            answers: events.len() as u64,
+            seconds: t0.elapsed().as_secs_f64(),
+            ..Default::default()
+        };
+        write_events(work, round, partition, &events, &summary)?;
+        return Ok(Some(summary));
+    }
     let part = Part::read(work, partition)?;
     let m = &part.members;
-    // A unit the state does not hold survives.
     let mut status = vec![Status::Survives; m.len()];
+    let mut prior: Vec<Option<Event>> = vec![None; m.len()];
     let mut i = 0;
     read_state(work, round - 1, |v| {
         while i < m.len() && m[i].rank < v.rank {
@@ -806,19 +879,8 @@ pub fn round(
         }
         Ok(())
     })?;
-    // Each member's answer of the round before in this partition.
-    let mut prior: Vec<Option<Event>> = vec![None; m.len()];
-    let path = work.events_file(round - 1, partition);
-    let stage = if round == 1 { "confirm" } else { "greedy" };
-    let mut c = Cursor::new(work.open_keyed(&path, stage, EVENT_BYTES)?, EVENT_BYTES);
     let mut i = 0;
-    while let Some(v) = c.peek()? {
-        let e = event_of(v).ok_or_else(|| Error::Work {
-            path: path.display().to_string(),
-            msg: "an unreadable answer: run the greedy rounds again in an empty work directory"
-                .into(),
-        })?;
-        c.advance();
+    for e in answers {
         while i < m.len() && m[i].rank < e.rank {
             i += 1;
         }
@@ -892,6 +954,7 @@ pub fn round(
     let (events, counts) = decide(&part, &status, &prior, &tests);
     let summary = PartRound {
         undecided: status.iter().filter(|&&s| s == Status::Undecided).count() as u64,
+        answers: events.len() as u64,
         counts,
         gathered: docs.rank.len() as u64,
         seconds: t0.elapsed().as_secs_f64(),
