@@ -119,11 +119,23 @@ pub use imp::{
 mod tests {
     use super::*;
 
+    /// Spend `secs` of this thread's CPU time (of wall time where there is no thread clock):
+    /// on a loaded machine a thread given a wall-clock span gets less of the CPU than that.
     fn spin(secs: f64) {
         let t = std::time::Instant::now();
+        let cpu0 = this_thread_cpu_seconds();
         let mut x = 0u64;
-        while t.elapsed().as_secs_f64() < secs {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+        loop {
+            for _ in 0..10_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+            }
+            let spent = match (cpu0, this_thread_cpu_seconds()) {
+                (Some(a), Some(b)) => b - a,
+                _ => t.elapsed().as_secs_f64(),
+            };
+            if spent >= secs {
+                break;
+            }
         }
     }
 
