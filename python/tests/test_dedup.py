@@ -172,6 +172,16 @@ def test_bad_dedup_inputs_are_clear_errors():
         neardup.dedup(["a"], ["x"], keep="oldest")
 
 
+def apply_all(work, shards, tmp_path):
+    """Every shard's ``apply`` into ``out-S.jsonl``; their bytes, in shard order."""
+    outs = []
+    for s in range(shards):
+        out = tmp_path / f"out-{s}.jsonl"
+        stages.apply(work, s, out)
+        outs.append(out.read_bytes())
+    return outs
+
+
 @pytest.mark.parametrize("shards,partitions,empty", [(1, 1, -1), (3, 2, 1), (5, 4, -1)])
 def test_stages_from_python_equal_the_command_line(cli, example, tmp_path, shards, partitions, empty):
     want = tmp_path / "want.jsonl"
@@ -206,11 +216,7 @@ def test_stages_from_python_equal_the_command_line(cli, example, tmp_path, shard
     got_clusters = tmp_path / "clusters.jsonl"
     summary = stages.cluster(work, clusters=got_clusters)
     assert summary["stats"]["clusters"] > 0
-    outs = []
-    for s in range(shards):
-        out = tmp_path / f"out-{s}.jsonl"
-        stages.apply(work, s, out)
-        outs.append(out.read_bytes())
+    outs = apply_all(work, shards, tmp_path)
     assert b"".join(outs) == want.read_bytes()
     assert got_clusters.read_bytes() == want_clusters.read_bytes()
     rep = tmp_path / "report.json"
@@ -263,10 +269,6 @@ def test_greedy_stages_from_python_equal_the_command_line(cli, example, tmp_path
     got_pairs = tmp_path / "pairs.jsonl"
     summary = stages.cluster(work, pairs=got_pairs)
     assert summary["rounds"] == r + 1
-    outs = []
-    for s in range(shards):
-        out = tmp_path / f"out-{s}.jsonl"
-        stages.apply(work, s, out)
-        outs.append(out.read_bytes())
+    outs = apply_all(work, shards, tmp_path)
     assert b"".join(outs) == want.read_bytes()
     assert got_pairs.read_bytes() == want_pairs.read_bytes()

@@ -105,6 +105,32 @@ impl Buckets {
     }
 }
 
+/// Each of the elements `0 .. n`'s buckets, inverted from `buckets` (each a list of elements,
+/// numbered in order): element `e`'s are `of[at[e]..at[e + 1]]`, ascending. Returns `(at, of)`.
+pub fn memberships<'a>(
+    n: usize,
+    buckets: impl Iterator<Item = &'a [u32]> + Clone,
+) -> (Vec<usize>, Vec<u32>) {
+    let mut at = vec![0usize; n + 1];
+    for b in buckets.clone() {
+        for &e in b {
+            at[e as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        at[i + 1] += at[i];
+    }
+    let mut fill = at.clone();
+    let mut of = vec![0u32; at[n]];
+    for (k, b) in buckets.enumerate() {
+        for &e in b {
+            of[fill[e as usize]] = k as u32;
+            fill[e as usize] += 1;
+        }
+    }
+    (at, of)
+}
+
 /// The digest that finds band `j`'s buckets (and, in the sharded stages, its partition): equal
 /// bands have equal digests; equal digests are checked band against band.
 pub fn band_digest(band: &[u32], j: usize) -> u64 {
@@ -297,6 +323,17 @@ impl Lsh {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memberships_invert_the_buckets() {
+        let buckets: Vec<Vec<u32>> = vec![vec![0, 3], vec![3, 1, 4], vec![], vec![4, 0]];
+        let (at, of) = memberships(6, buckets.iter().map(|b| b.as_slice()));
+        let of_e = |e: usize| of[at[e]..at[e + 1]].to_vec();
+        assert_eq!(
+            (0..6).map(of_e).collect::<Vec<_>>(),
+            [vec![0, 3], vec![1], vec![], vec![0, 1], vec![1, 3], vec![]]
+        );
+    }
 
     /// With an id hash that collides on purpose (the id's length), distinct ids that share a
     /// hash are all taken and a repeat of any of them is refused; a refused insert leaves

@@ -307,6 +307,22 @@ fn a_chain_keeps_its_far_end() {
     assert_eq!(clusters, [r#"{"root":"a","members":["a","b"],"size":2}"#]);
 }
 
+/// `config()`'s parameters on the command line.
+const PARAMS: [&str; 12] = [
+    "--k",
+    "2",
+    "--num-perm",
+    "64",
+    "--seed",
+    "5",
+    "--bands",
+    "16",
+    "--rows",
+    "4",
+    "--threshold",
+    "0.6",
+];
+
 /// The corpus as JSONL lines: `id`, `text`, the keep value `v` and, when grouped, `g`.
 fn jsonl_lines(c: &Corpus) -> Vec<String> {
     (0..c.texts.len())
@@ -326,21 +342,9 @@ fn jsonl_lines(c: &Corpus) -> Vec<String> {
 
 /// The command line's flags for `config(keep, confirm, exact)` over `jsonl_lines`.
 fn flags(keep: Keep, confirm: Confirm, exact: bool, grouped: bool) -> Vec<&'static str> {
-    let mut f = vec![
-        "--cluster",
-        "greedy",
-        "--k",
-        "2",
-        "--num-perm",
-        "64",
-        "--seed",
-        "5",
-        "--bands",
-        "16",
-        "--rows",
-        "4",
-        "--threshold",
-        "0.6",
+    let mut f = vec!["--cluster", "greedy"];
+    f.extend(PARAMS);
+    f.extend([
         "--keep",
         match keep {
             Keep::SmallestId => "smallest-id",
@@ -355,7 +359,7 @@ fn flags(keep: Keep, confirm: Confirm, exact: bool, grouped: bool) -> Vec<&'stat
             Confirm::Estimate => "estimate",
             Confirm::None => "none",
         },
-    ];
+    ]);
     if exact {
         f.push("--exact");
     }
@@ -507,22 +511,11 @@ fn the_report_counts_what_chaining_dropped() {
                 "--tag-only",
                 "--report",
                 report.to_str().unwrap(),
-                "--k",
-                "2",
-                "--num-perm",
-                "64",
-                "--seed",
-                "5",
-                "--bands",
-                "16",
-                "--rows",
-                "4",
-                "--threshold",
-                "0.6",
                 "--cluster",
                 rule,
                 "-q",
             ];
+            args.extend(PARAMS);
             args.extend(out_of_core);
             ok(&neardup(&args));
             let tags: Vec<String> = read_jsonl(&tagged)

@@ -12,7 +12,7 @@
 
 use super::confirm::{test_pair, BucketCounts, BucketTables};
 use super::{Confirm, ConfirmedPair};
-use crate::index::lsh::Buckets;
+use crate::index::lsh::{memberships, Buckets};
 
 /// What the rule decided: each document's root (itself when it survives) and the pair that
 /// joined each dropped document to its root.
@@ -35,21 +35,7 @@ pub(crate) fn greedy(
     threshold: f64,
 ) -> Greedy {
     // Each representative's buckets.
-    let mut starts = vec![0usize; n + 1];
-    for &d in &buckets.members {
-        starts[d as usize + 1] += 1;
-    }
-    for i in 0..n {
-        starts[i + 1] += starts[i];
-    }
-    let mut fill = starts.clone();
-    let mut of_doc = vec![0u32; buckets.members.len()];
-    for b in 0..buckets.len() {
-        for &d in buckets.get(b) {
-            of_doc[fill[d as usize]] = b as u32;
-            fill[d as usize] += 1;
-        }
-    }
+    let (starts, of_doc) = memberships(n, (0..buckets.len()).map(|b| buckets.get(b)));
     let buckets_of = |g: u32| &of_doc[starts[g as usize]..starts[g as usize + 1]];
 
     let mut place = vec![0u32; n];

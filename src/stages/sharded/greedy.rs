@@ -36,6 +36,7 @@ use super::raw::{le_u32s, le_u64s, RawRows};
 use super::table::{f64s, u32s, u64s};
 use super::WorkDir;
 use crate::error::Error;
+use crate::index::lsh::memberships;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
     estimate, keep_key, test_pair, BucketCounts, BucketTables, Confirm, JaccardCache, Keep,
@@ -295,25 +296,12 @@ impl Part {
         })
     }
 
-    /// Each member's buckets.
+    /// Each member's buckets ([`memberships`]).
     fn buckets_of(&self) -> (Vec<usize>, Vec<u32>) {
-        let n = self.members.len();
-        let mut at = vec![0usize; n + 1];
-        for &m in &self.list {
-            at[m as usize + 1] += 1;
-        }
-        for i in 0..n {
-            at[i + 1] += at[i];
-        }
-        let mut fill = at.clone();
-        let mut of = vec![0u32; self.list.len()];
-        for b in 0..self.buckets() {
-            for &m in self.bucket(b) {
-                of[fill[m as usize]] = b as u32;
-                fill[m as usize] += 1;
-            }
-        }
-        (at, of)
+        memberships(
+            self.members.len(),
+            (0..self.buckets()).map(|b| self.bucket(b)),
+        )
     }
 }
 
@@ -760,6 +748,23 @@ pub fn round_summary(work: &WorkDir, round: u32) -> Result<Option<RoundSummary>,
     work.read_json(&work.round_summary(round))
 }
 
+/// Check that round `round - 1` is settled and left units undecided, so round `round` is due.
+fn need_round_before(work: &WorkDir, round: u32) -> Result<(), Error> {
+    let r = round - 1;
+    let before = round_summary(work, r)?.ok_or_else(|| Error::Work {
+        path: work.round_summary(r).display().to_string(),
+        msg: format!(
+            "not there yet: settle round {r} first (`neardup stage greedy DIR --round {r}`)"
+        ),
+    })?;
+    if before.undecided == 0 {
+        return Err(Error::Param(format!(
+            "round {r} decided every unit: there is no round {round}"
+        )));
+    }
+    Ok(())
+}
+
 /// The job of partition `partition` in round `round` (1 on; round 0's is `confirm`'s), once
 /// round `round - 1` is settled. Returns its summary, or `None` when it ran already.
 pub fn round(
@@ -782,20 +787,7 @@ pub fn round(
     {
         return Ok(None);
     }
-    let before = round_summary(work, round - 1)?.ok_or_else(|| Error::Work {
-        path: work.round_summary(round - 1).display().to_string(),
-        msg: format!(
-            "not there yet: settle round {} first (`neardup stage greedy DIR --round {}`)",
-            round - 1,
-            round - 1
-        ),
-    })?;
-    if before.undecided == 0 {
-        return Err(Error::Param(format!(
-            "round {} decided every unit: there is no round {round}",
-            round - 1
-        )));
-    }
+    need_round_before(work, round)?;
     let t0 = Instant::now();
     let stage = if round == 1 { "confirm" } else { "greedy" };
     let last: PartRound = work.need_json(&work.part_summary(round - 1, partition), stage)?;
@@ -977,20 +969,7 @@ pub fn settle(
         return Ok(None);
     }
     if round > 0 {
-        let before = round_summary(work, round - 1)?.ok_or_else(|| Error::Work {
-            path: work.round_summary(round - 1).display().to_string(),
-            msg: format!(
-                "not there yet: settle round {} first (`neardup stage greedy DIR --round {}`)",
-                round - 1,
-                round - 1
-            ),
-        })?;
-        if before.undecided == 0 {
-            return Err(Error::Param(format!(
-                "round {} decided every unit: there is no round {round}",
-                round - 1
-            )));
-        }
+        need_round_before(work, round)?;
     }
     let t0 = Instant::now();
     let step = progress.step(&format!("greedy round {round}, settling"));
