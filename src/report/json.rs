@@ -35,7 +35,7 @@ pub struct DedupReport<'a> {
     pub similarity_buckets: &'a [SimilarityBucket],
     pub largest_clusters: &'a [ClusterExample],
     /// What chaining did: documents dropped with no surviving near duplicate, the largest
-    /// cluster's size and diameter (in memory; absent from the sharded stages' reports).
+    /// cluster's size and diameter (absent only where a run was not measured for a report).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chaining: Option<&'a Chaining>,
     /// With `--group-field`: each group's counts, in order of first appearance.

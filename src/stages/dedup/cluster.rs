@@ -97,7 +97,7 @@ pub struct ClusterStats {
     pub documents_in_clusters: u64,
     /// Cluster size -> how many clusters have it (sizes 2 and up).
     pub cluster_sizes: std::collections::BTreeMap<u64, u64>,
-    /// What chaining did (measured for reports, in memory).
+    /// What chaining did (measured for reports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chaining: Option<Chaining>,
     /// Ranking the documents by id, and the exact-duplicate pre-pass (`--exact`).
