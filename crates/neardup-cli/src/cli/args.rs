@@ -805,14 +805,16 @@ pub enum Stage {
         #[arg(long, value_name = "P", num_args = 1.., required = true)]
         partition: Vec<usize>,
     },
-    /// Stage 4b, under `--cluster greedy`, after every partition is confirmed: the greedy
-    /// rule's rounds. With `--round R --partition P`, one partition's job of round R (1 on;
-    /// `confirm` ran round 0's); with `--round R` alone, the round's settling, once its
-    /// partitions' jobs ran (it says whether another round is needed); with neither, every
-    /// round still to run, in this process.
+    /// Stage 4b, under `--cluster greedy`, after every partition is confirmed: the rule's rounds.
+    ///
+    /// With `--round R --partition P`, one partition's job of round R (1 on; `confirm` ran
+    /// round 0's); with `--round R` alone, the round's settling, once its partitions' jobs ran
+    /// (it says whether another round is needed); with neither, every round still to run, in
+    /// this process.
     Greedy {
         #[arg(value_name = "DIR")]
         dir: PathBuf,
+        /// The round: its partitions' jobs with `--partition`, else its settling.
         #[arg(long, value_name = "R")]
         round: Option<u32>,
         /// The partition, or several, each its own job of the round.
