@@ -546,9 +546,14 @@ fn finish(
     let mut pairs = pairs;
     let mut counts = counts;
     if greedy {
-        // Buckets in a fixed order: the files are the same whatever the threads.
+        // Buckets in a fixed order, by their members' ranks: the files are the same whatever
+        // the threads (two buckets with the same members are alike).
         let mut kept = kept;
-        kept.par_sort_unstable_by_key(|b| b.iter().map(|&l| local_rank[l as usize]).min());
+        kept.par_sort_by_cached_key(|b| {
+            let mut ranks: Vec<u64> = b.iter().map(|&l| local_rank[l as usize]).collect();
+            ranks.sort_unstable();
+            ranks
+        });
         counts +=
             greedy::first_round(work, partition, docs, &kept, &|l| places[l as usize], cache)?;
     }
