@@ -421,6 +421,86 @@ fn greedy_out_of_core_equals_greedy_in_memory() {
     assert!(most_rounds >= 3, "{most_rounds} rounds at most");
 }
 
+/// The rounds' files (each partition's buckets and answers, each round's verdicts) are the
+/// same bytes with one thread and with several.
+#[test]
+fn the_rounds_files_do_not_depend_on_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = (0..4u64)
+        .flat_map(|s| jsonl_lines(&corpus(s, false)))
+        .collect();
+    // Ids unique over the corpora put together.
+    let lines: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["id"] = serde_json::json!(format!("{}-{i}", v["id"].as_str().unwrap()));
+            v.to_string()
+        })
+        .collect();
+    let inputs = crate::sharded::shards(dir.path(), &lines, 2, None);
+    let f = flags(Keep::Longest, Confirm::Jaccard, true, false);
+    let files = |threads: &str| {
+        let work = dir.path().join(format!("work-{threads}"));
+        let w = work.to_str().unwrap();
+        let mut init = vec!["stage", "init", w];
+        init.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+        init.extend(["--partitions", "3"]);
+        init.extend(f.iter().copied());
+        ok(&neardup(&init));
+        for s in ["0", "1"] {
+            ok(&neardup(&[
+                "stage",
+                "sign",
+                w,
+                "--shard",
+                s,
+                "--threads",
+                threads,
+            ]));
+        }
+        ok(&neardup(&["stage", "rank", w, "--threads", threads]));
+        for s in ["0", "1"] {
+            ok(&neardup(&[
+                "stage",
+                "bands",
+                w,
+                "--shard",
+                s,
+                "--threads",
+                threads,
+            ]));
+        }
+        ok(&neardup(&[
+            "stage",
+            "confirm",
+            w,
+            "--partition",
+            "0",
+            "1",
+            "2",
+            "--threads",
+            threads,
+        ]));
+        ok(&neardup(&["stage", "greedy", w, "--threads", threads]));
+        let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(work.join("greedy"))
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| !e.file_name().to_string_lossy().ends_with(".json"))
+            .map(|e| {
+                let bytes = std::fs::read(e.path()).unwrap();
+                (e.file_name().to_string_lossy().into_owned(), bytes)
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let one = files("1");
+    assert!(one.iter().any(|(n, _)| n.ends_with(".buckets")), "{one:?}");
+    assert_eq!(files("2"), one);
+}
+
 #[test]
 fn the_default_is_components() {
     assert_eq!(DedupConfig::default().cluster, ClusterRule::Components);
