@@ -207,12 +207,11 @@ pub(super) struct Part {
 }
 
 impl Part {
-    /// From buckets of local document numbers: `member_of(l)` names a document's member.
-    pub fn new(members: Vec<Member>, buckets: &[Vec<u32>]) -> Self {
+    /// From buckets of member numbers (places in `members`).
+    pub fn new(members: Vec<Member>, buckets: Vec<Vec<u32>>) -> Self {
         let mut starts = vec![0];
         let mut list = Vec::new();
-        for b in buckets {
-            let mut b = b.clone();
+        for mut b in buckets {
             b.sort_unstable_by_key(|&i| members[i as usize].place);
             list.extend_from_slice(&b);
             starts.push(list.len());
@@ -603,12 +602,9 @@ pub(super) fn first_round(
     let mut locals: Vec<u32> = buckets.iter().flatten().copied().collect();
     locals.sort_unstable_by_key(|&l| docs.rank[l as usize]);
     locals.dedup();
-    let mut member_of = std::collections::HashMap::with_capacity(locals.len());
     let members: Vec<Member> = locals
         .iter()
-        .enumerate()
-        .map(|(i, &l)| {
-            member_of.insert(l, i as u32);
+        .map(|&l| {
             let (shard, row) = docs.at(l);
             Member {
                 rank: docs.rank[l as usize],
@@ -619,11 +615,16 @@ pub(super) fn first_round(
             }
         })
         .collect();
+    // Members are in rank order, and ranks are distinct.
+    let member_of = |l: u32| {
+        let r = docs.rank[l as usize];
+        members.partition_point(|m| m.rank < r) as u32
+    };
     let buckets: Vec<Vec<u32>> = buckets
         .iter()
-        .map(|b| b.iter().map(|l| member_of[l]).collect())
+        .map(|b| b.iter().map(|&l| member_of(l)).collect())
         .collect();
-    let part = Part::new(members, &buckets);
+    let part = Part::new(members, buckets);
     part.write(work, partition)?;
     let cfg = work.config();
     let tests = Tests {
