@@ -30,6 +30,9 @@ pub mod defaults {
     pub const PARTITIONS: usize = 8;
     /// MiB of id records `rank` sorts at once (`--sort-memory`).
     pub const SORT_MEMORY_MIB: u64 = 256;
+    /// MiB a task of a stage split into parallel tasks holds at most (`--task-memory`,
+    /// `task_memory=`): it decides how many tasks `rank` runs.
+    pub const TASK_MEMORY_MIB: u64 = 1024;
 }
 
 /// An option whose values are names: `confirm` is `jaccard`, `estimate` or `none`. Its

@@ -58,6 +58,9 @@ def stage_sign(
 def stage_rank(
     work_dir: str, sort_memory: int, progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None
 ) -> Optional[str]: ...
+def stage_rank_step(
+    work_dir: str, step: str, index: Optional[int] = None, task_memory: int = 1024
+) -> str: ...
 def stage_bands(work_dir: str, shard: int) -> bool: ...
 def stage_confirm(
     work_dir: str, partition: int, progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None

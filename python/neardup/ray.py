@@ -2,7 +2,8 @@
 
 :func:`dedup` runs ``sign`` and ``bands`` per input shard, ``confirm`` per group of
 partitions (as many groups as the cluster runs tasks at once, so that a document in buckets of
-several partitions of a group is read and signed again once), ``rank`` and ``cluster`` once,
+several partitions of a group is read and signed again once), ``rank`` as parallel steps
+(per shard, per id range, per shard again), ``cluster`` once,
 under ``cluster="greedy"`` the rule's rounds (``greedy_round`` per partition, then
 ``greedy_settle`` once, round after round), and ``apply`` per shard, each stage's tasks in
 parallel on the cluster that ``ray.init()`` connects to (a local one when none is running). Its outputs are
@@ -21,7 +22,8 @@ Each task's outputs appear atomically and a finished stage is skipped, so Ray's 
 task whose worker died (``max_retries``) give the same bytes.
 
 For fault-injection tests, ``NEARDUP_RAY_FAULTS`` names a directory in the workers'
-environment: a file ``kill-STAGE-INDEX`` there (for example ``kill-apply-1``) makes the first
+environment: a file ``kill-STAGE-INDEX`` there (for example ``kill-apply-1``, or for a step of
+``rank`` ``kill-rank-STEP-INDEX``, as ``kill-rank-sort-0``) makes the first
 task of that stage and index kill its own worker process, before its work when the file says
 ``before`` and after it otherwise; the file is renamed so the retry runs normally.
 """
@@ -65,8 +67,9 @@ def _fault(name: str, index: Optional[int], when: str) -> None:
 
 
 def _run_stage(name: str, index: Optional[int], args: Tuple[Any, ...], kwargs: Dict[str, Any],
-               threads: int) -> Dict[str, Any]:
-    """One stage of one shard or partition, in a Ray worker."""
+               threads: int, func: Optional[str] = None) -> Dict[str, Any]:
+    """One stage (the :mod:`neardup.stages` function ``func``, by default ``name``) of one
+    shard, partition or range, in a Ray worker."""
     # The stages that run on rayon's global pool get the task's CPUs, not every core.
     os.environ.setdefault("RAYON_NUM_THREADS", str(max(threads, 1)))
     import ray
@@ -74,7 +77,7 @@ def _run_stage(name: str, index: Optional[int], args: Tuple[Any, ...], kwargs: D
     _fault(name, index, "before")
     exact_peak = _reset_peak()
     t0 = time.time()
-    result = getattr(stages, name)(*args, **kwargs)
+    result = getattr(stages, func or name)(*args, **kwargs)
     _fault(name, index, "after")
     ctx = ray.get_runtime_context()
     return {
@@ -127,6 +130,7 @@ def dedup(
     work_dir: "str | os.PathLike[str]",
     partitions: int = _D["partitions"],
     sort_memory: int = _D["sort_memory"],
+    task_memory: int = _D["task_memory"],
     engine: str = _D["engine"],
     gpu_kernels: str = _D["gpu_kernels"],
     gpu_int64: bool = _D["gpu_int64"],
@@ -148,8 +152,11 @@ def dedup(
     when given). ``options`` are :func:`neardup.stages.init`'s (the command line's dedup
     options: ``threshold``, ``bands``, ``rows``, ``exact``, ``tag_only``, ``keep`` ...).
     ``partitions`` splits the band rows for ``confirm``, whose tasks each take a group of
-    partitions (one task per ``num_cpus`` CPUs of the cluster). ``sort_memory`` is the MiB of
-    id records ``rank`` sorts at once (:func:`neardup.stages.rank`). Each task asks Ray for
+    partitions (one task per ``num_cpus`` CPUs of the cluster). ``task_memory`` is the MiB a
+    task of ``rank`` holds at most: it runs as parallel steps (:func:`neardup.stages.rank_step`:
+    a ``split`` task per shard, a ``sort`` and, with ``exact``, an ``exact`` task per id range,
+    as many ranges as the records need at ``task_memory`` each, and a ``write`` task per
+    shard). ``sort_memory`` is unused and kept for callers that pass it. Each task asks Ray for
     ``num_cpus`` CPUs and signs with ``threads`` threads (default: ``num_cpus``); ``engine`` is
     ``"auto"``, ``"cpu"`` or ``"gpu"`` (``gpu_kernels`` and ``gpu_int64``:
     :func:`neardup.stages.sign`'s). A task whose worker dies is retried up to ``max_retries``
@@ -214,9 +221,13 @@ def dedup(
         except BaseException as e:  # raised when the run is over
             callback_error.append(e)
 
-    def stage(name: str, calls: List[Tuple[Optional[int], Tuple[Any, ...], Dict[str, Any]]]) -> List[Any]:
+    def stage(name: str, calls: List[Tuple[Optional[int], Tuple[Any, ...], Dict[str, Any]]],
+              func: Optional[str] = None, step: Optional[str] = None) -> List[Any]:
+        """Run ``calls`` of the stage ``name`` (the function ``func``, by default ``name``; a
+        step's tasks are named ``name-step`` for fault injection) and wait for them all."""
         t0 = time.time()
-        refs = [task.remote(name, i, a, kw, threads) for (i, a, kw) in calls]
+        fault = name if step is None else f"{name}-{step}"
+        refs = [task.remote(fault, i, a, kw, threads, func) for (i, a, kw) in calls]
         # A stage run more than once (the greedy rounds) adds up.
         task_counts[name] = task_counts.get(name, 0) + len(refs)
         results: List[Any] = [None] * len(refs)
@@ -244,8 +255,17 @@ def dedup(
     signed = stage("sign", [(s, (work_dir, s), sign_kw) for s in range(shards)])
     docs = sum(x["documents"] for x in signed if x is not None)
     say.info("sign: %d shards, %d documents signed now, %.2f s", shards, docs, seconds["sign"])
-    ranked = stage("rank", [(None, (work_dir,), {"sort_memory": sort_memory})])[0]
-    say.info("rank: %s, %.2f s",
+    # rank as parallel steps; the plan and the finish are small reads on the driver.
+    tm = {"task_memory": task_memory}
+    stage("rank", [(s, (work_dir, "split", s), tm) for s in range(shards)], "rank_step", "split")
+    ranges = stages.rank_step(work_dir, "plan", task_memory=task_memory)
+    stage("rank", [(r, (work_dir, "sort", r), {}) for r in range(ranges)], "rank_step", "sort")
+    if options.get("exact", _D["exact"]):
+        stage("rank", [(r, (work_dir, "exact", r), {}) for r in range(ranges)], "rank_step",
+              "exact")
+    stage("rank", [(s, (work_dir, "write", s), {}) for s in range(shards)], "rank_step", "write")
+    ranked = stages.rank_step(work_dir, "finish")
+    say.info("rank: %d ranges, %s, %.2f s", ranges,
              "done already" if ranked is None else f"{ranked['exact_duplicates']} exact duplicates",
              seconds["rank"])
     stage("bands", [(s, (work_dir, s), {}) for s in range(shards)])

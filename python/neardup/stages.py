@@ -38,6 +38,7 @@ __all__ = [
     "greedy_settle",
     "init",
     "rank",
+    "rank_step",
     "report",
     "shape",
     "sign",
@@ -146,6 +147,26 @@ def rank(
     buckets through files in the work directory (the peak is about twice this).
     """
     return _json(_neardup.stage_rank(os.fspath(work_dir), sort_memory, progress=progress))
+
+
+def rank_step(
+    work_dir: "str | os.PathLike[str]",
+    step: str,
+    index: Optional[int] = None,
+    *,
+    task_memory: int = _D["task_memory"],
+) -> Any:
+    """One parallel job of stage 2 (``neardup stage rank --step``), writing the same files as
+    :func:`rank`. In order: ``"split"`` per shard (``index``), ``"plan"`` once (returns the
+    number of ranges), ``"sort"`` per range, ``"exact"`` per range (runs with ``exact=True``
+    only), ``"write"`` per shard, ``"finish"`` once (returns the stage's summary, ``None`` when
+    done already). ``task_memory``: MiB a job holds at most (``split`` sorts runs of half this,
+    ``plan`` cuts as many ranges as the records need at this much each). The other steps
+    return whether they ran (``False``: done already).
+    """
+    return json.loads(
+        _neardup.stage_rank_step(os.fspath(work_dir), step, index, task_memory)
+    )
 
 
 def bands(work_dir: "str | os.PathLike[str]", shard: int) -> bool:

@@ -715,6 +715,57 @@ fn stage_rank(
     })
 }
 
+/// One parallel job of `rank` (`neardup stage rank --step`): its result as JSON (`null` when
+/// done already).
+#[pyfunction]
+#[pyo3(signature = (work_dir, step, index = None, task_memory = 1024))]
+fn stage_rank_step(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    step: &str,
+    index: Option<usize>,
+    task_memory: u64,
+) -> PyResult<String> {
+    use sharded::rank_tasks;
+    if task_memory == 0 {
+        return Err(PyValueError::new_err(
+            "task_memory must be at least 1 (MiB)",
+        ));
+    }
+    let budget = usize::try_from(task_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+    let step = step.to_string();
+    let need = move |what: &str| {
+        index.ok_or_else(|| PyValueError::new_err(format!("rank step {what:?} needs an index")))
+    };
+    let need = &need;
+    detached(py, move || {
+        let w = open(&work_dir)?;
+        let v = match step.as_str() {
+            "split" => serde_json::json!(rank_tasks::split(&w, need("split")?, budget)
+                .map_err(err)?
+                .is_some()),
+            "plan" => serde_json::json!(rank_tasks::plan(&w, budget).map_err(err)?.ranges),
+            "sort" => {
+                serde_json::json!(rank_tasks::sort(&w, need("sort")?).map_err(err)?.is_some())
+            }
+            "exact" => {
+                serde_json::json!(rank_tasks::exact(&w, need("exact")?)
+                    .map_err(err)?
+                    .is_some())
+            }
+            "write" => serde_json::json!(rank_tasks::write(&w, need("write")?).map_err(err)?),
+            "finish" => serde_json::to_value(rank_tasks::finish(&w).map_err(err)?)
+                .expect("a summary is JSON"),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no rank step {other:?}: split, plan, sort, exact, write or finish"
+                )))
+            }
+        };
+        Ok(v.to_string())
+    })
+}
+
 #[pyfunction]
 fn stage_bands(py: Python<'_>, work_dir: PathBuf, shard: usize) -> PyResult<bool> {
     detached(py, || {
@@ -872,6 +923,7 @@ fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_shape, m)?)?;
     m.add_function(wrap_pyfunction!(stage_sign, m)?)?;
     m.add_function(wrap_pyfunction!(stage_rank, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_rank_step, m)?)?;
     m.add_function(wrap_pyfunction!(stage_bands, m)?)?;
     m.add_function(wrap_pyfunction!(stage_confirm, m)?)?;
     m.add_function(wrap_pyfunction!(stage_confirm_group, m)?)?;

@@ -26,6 +26,7 @@ pub fn defaults() -> serde_json::Map<String, serde_json::Value> {
         ("gpu_int64".to_string(), json!(false)),
         ("partitions".to_string(), json!(PARTITIONS)),
         ("sort_memory".to_string(), json!(SORT_MEMORY_MIB)),
+        ("task_memory".to_string(), json!(TASK_MEMORY_MIB)),
     ]);
     table
 }

@@ -864,6 +864,219 @@ fn ranks_sorted_in_id_range_buckets_equal_ranks_sorted_at_once() {
     }
 }
 
+/// `rank` as parallel tasks (split per shard, plan, sort and exact per range, write per shard,
+/// finish) writes the rank files and summary of `rank` in one process, for any task budget:
+/// one range, a few, or a few ids each; steps run again are skipped, and the task files are gone
+/// once it finishes.
+#[test]
+fn rank_as_tasks_writes_the_files_of_rank_in_one_process() {
+    use neardup::progress::ProgressFactory;
+    use neardup::stages::sharded::{rank, rank_tasks, WorkDir};
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = corpus_lines();
+    for (i, l) in lines.iter_mut().enumerate() {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        if i % 7 != 0 {
+            v["g"] = serde_json::json!(format!("g{}", (i * 5) % 3));
+        }
+        *l = v.to_string();
+    }
+    let inputs = shards(dir.path(), &lines, 4, Some(2));
+    let ins = strs(&inputs);
+    let flags = ["--exact", "--group-field", "g", "--group-missing", "own"];
+    let signed = |name: &str| {
+        let w = dir.path().join(name);
+        let ws = w.display().to_string();
+        let mut init = vec!["init", ws.as_str()];
+        init.extend(ins.iter().map(|s| s.as_str()));
+        init.extend(flags);
+        stage(&init);
+        for s in 0..4 {
+            stage(&["sign", &ws, "--shard", &s.to_string(), "--engine", "cpu"]);
+        }
+        WorkDir::open(&w).unwrap()
+    };
+    let one = signed("one");
+    let want = rank::rank_within(&one, &ProgressFactory::hidden(), usize::MAX)
+        .unwrap()
+        .unwrap();
+    let want_files: Vec<Vec<u8>> = (0..4)
+        .map(|s| std::fs::read(one.rank_file(s)).unwrap())
+        .collect();
+    for (k, budget) in [usize::MAX, 6000, 500].into_iter().enumerate() {
+        let work = signed(&format!("tasks-{k}"));
+        for s in (0..4).rev() {
+            assert!(rank_tasks::split(&work, s, budget).unwrap().is_some());
+            assert!(rank_tasks::split(&work, s, budget).unwrap().is_none());
+        }
+        let plan = rank_tasks::plan(&work, budget).unwrap();
+        match budget {
+            usize::MAX => assert_eq!(plan.ranges, 1),
+            6000 => assert!(plan.ranges > 3 && plan.ranges < 30, "{plan:?}"),
+            // Runs of a few records each, and ranges of about two each.
+            _ => assert!(plan.ranges > lines.len() / 4, "{plan:?}"),
+        }
+        // A plan made already stands, whatever budget is asked for later.
+        assert_eq!(
+            rank_tasks::plan(&work, 1 << 30).unwrap().ranges,
+            plan.ranges
+        );
+        for r in (0..plan.ranges).rev() {
+            assert!(rank_tasks::sort(&work, r).unwrap().is_some());
+        }
+        let dups: u64 = (0..plan.ranges)
+            .map(|r| rank_tasks::exact(&work, r).unwrap().unwrap())
+            .sum();
+        assert_eq!(dups, want.exact_duplicates);
+        for s in 0..4 {
+            assert!(rank_tasks::write(&work, s).unwrap());
+            assert!(!rank_tasks::write(&work, s).unwrap());
+        }
+        let got = rank_tasks::finish(&work).unwrap().unwrap();
+        assert!(rank_tasks::finish(&work).unwrap().is_none());
+        assert_eq!(
+            (&got.rows, got.exact_duplicates, got.wordless, &got.groups),
+            (
+                &want.rows,
+                want.exact_duplicates,
+                want.wordless,
+                &want.groups
+            ),
+            "budget {budget}"
+        );
+        assert_eq!(got.buckets, plan.ranges);
+        for (s, want) in want_files.iter().enumerate() {
+            assert!(
+                &std::fs::read(work.rank_file(s)).unwrap() == want,
+                "budget {budget}, shard {s}"
+            );
+        }
+        assert!(!work.root().join("rank").join("tasks").exists());
+        // Every step is done now, the single form too.
+        assert!(rank_tasks::split(&work, 0, budget).unwrap().is_none());
+        assert!(rank::rank(&work, &ProgressFactory::hidden())
+            .unwrap()
+            .is_none());
+    }
+}
+
+/// The command line runs the same steps: `--task-memory 1` on this corpus cuts several ranges,
+/// and a step whose result is gone, or whose file was edited, is an error naming it.
+#[test]
+fn rank_steps_from_the_command_line_and_a_dropped_result_fails() {
+    use neardup::stages::sharded::WorkDir;
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = corpus_lines();
+    for i in 0..9000 {
+        lines.push(
+            serde_json::json!({"id": format!("pad-{i:05}"), "text": format!("w{i} a b c")})
+                .to_string(),
+        );
+    }
+    let inputs = shards(dir.path(), &lines, 3, None);
+    let ins = strs(&inputs);
+    let want = dir.path().join("one");
+    let w = dir.path().join("tasks");
+    let mut hashes = Vec::new();
+    for w in [&want, &w] {
+        let ws = w.display().to_string();
+        let mut init = vec!["init", ws.as_str()];
+        init.extend(ins.iter().map(|s| s.as_str()));
+        init.push("--exact");
+        stage(&init);
+        for s in ["0", "1", "2"] {
+            stage(&["sign", &ws, "--shard", s, "--engine", "cpu"]);
+        }
+    }
+    stage(&["rank", want.to_str().unwrap()]);
+    let ws = w.display().to_string();
+    let step = |args: &[&str]| {
+        let mut all = vec!["stage", "rank", ws.as_str(), "--task-memory", "1", "--step"];
+        all.extend(args);
+        neardup(&all)
+    };
+    for s in ["0", "1", "2"] {
+        ok(&step(&["split", "--shard", s]));
+    }
+    let o = step(&["plan"]);
+    ok(&o);
+    let work = WorkDir::open(&w).unwrap();
+    let ranges = neardup::stages::sharded::rank_tasks::read_plan(&work)
+        .unwrap()
+        .ranges;
+    assert!(ranges >= 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("{ranges} ranges")),
+        "{}",
+        stderr(&o)
+    );
+    for r in 0..ranges {
+        ok(&step(&["sort", "--range", &r.to_string()]));
+    }
+    // A sort's result dropped: the exact and write steps that need it say which step to run.
+    let tasks = w.join("rank").join("tasks");
+    let sort1 = tasks.join("sort-00001.json");
+    let kept = std::fs::read(&sort1).unwrap();
+    std::fs::remove_file(&sort1).unwrap();
+    let o = step(&["exact", "--range", "0"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--step sort --range 1"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(&sort1, &kept).unwrap();
+    // An edited task file is refused by name.
+    let ranks = tasks.join("sort-00000.ranks");
+    let mut bytes = std::fs::read(&ranks).unwrap();
+    bytes[9] ^= 1;
+    let good = std::fs::read(&ranks).unwrap();
+    std::fs::write(&ranks, &bytes).unwrap();
+    for r in 0..ranges {
+        ok(&step(&["exact", "--range", &r.to_string()]));
+    }
+    let o = step(&["write", "--shard", "0"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("sort-00000.ranks") && stderr(&o).contains("checksum"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(&ranks, &good).unwrap();
+    // Finish before every shard is written names the missing step.
+    let o = step(&["finish"]);
+    assert!(
+        stderr(&o).contains("--step write --shard 0"),
+        "{}",
+        stderr(&o)
+    );
+    for s in ["0", "1", "2"] {
+        ok(&step(&["write", "--shard", s]));
+    }
+    let o = step(&["finish"]);
+    ok(&o);
+    assert!(
+        stderr(&o).contains(&format!("sorted in {ranges} ranges")),
+        "{}",
+        stderr(&o)
+    );
+    for root in [&want, &w] {
+        let work = WorkDir::open(root).unwrap();
+        hashes.push(
+            (0..3)
+                .map(|s| sha256(&work.rank_file(s)))
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(hashes[0], hashes[1]);
+    let o = step(&["sort"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("--range"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// Of several repeated ids, each in another id-range bucket, `rank` names the one met first
 /// in input order, with both places, whatever its budget.
 #[test]

@@ -4,7 +4,7 @@
 //!
 //! 1. [`sign`], per shard: ids, word counts, exact keys, policy values and band digests.
 //! 2. [`rank`]: every id's place in id order (the root of a cluster is its smallest id), and
-//!    the exact-duplicate pre-pass.
+//!    the exact-duplicate pre-pass; in one process, or as parallel tasks ([`rank_tasks`]).
 //! 3. [`bands`], per shard: one row per document and band, split into partitions by the band's
 //!    digest.
 //! 4. [`confirm`], per partition: the buckets, each confirmed on its own
@@ -33,9 +33,11 @@ mod gather;
 pub mod greedy;
 mod lock;
 pub mod rank;
+pub mod rank_tasks;
 mod raw;
 pub mod run;
 pub mod sign;
+mod sliced;
 pub mod summary;
 mod table;
 

@@ -314,6 +314,8 @@ pub fn rank_within(
     remove_dir(&spill_dir)?;
     summary.seconds = t0.elapsed().as_secs_f64();
     work.write_json(&work.rank_summary(), &summary)?;
+    // Whatever rank tasks left: the stage is done.
+    super::rank_tasks::remove_tasks(work)?;
     Ok(Some(summary))
 }
 
@@ -336,7 +338,7 @@ fn shard_row(rows: &[u64], doc: u64) -> (usize, u64) {
 
 /// The input line of row `row` of shard `s` (for naming a repeated id's places: records do
 /// not carry lines).
-fn line_at(work: &WorkDir, s: usize, row: u64) -> Result<u64, Error> {
+pub(super) fn line_at(work: &WorkDir, s: usize, row: u64) -> Result<u64, Error> {
     let mut at = 0u64;
     for batch in work.open_table(&work.sign_file(s), "sign", &["line"])? {
         let batch = batch?;
@@ -402,18 +404,18 @@ fn is_spill_name(name: &str) -> bool {
 }
 
 /// Reads the sign files' columns `rank` needs, as records.
-struct Reader<'w> {
+pub(super) struct Reader<'w> {
     work: &'w WorkDir,
     layout: Layout,
     group_index: HashMap<Option<String>, u32>,
-    group_names: Vec<Option<String>>,
-    wordless: u64,
+    pub(super) group_names: Vec<Option<String>>,
+    pub(super) wordless: u64,
     /// Whether shard `s` was read already (its wordless documents and groups counted).
     seen: Vec<bool>,
 }
 
 impl<'w> Reader<'w> {
-    fn new(work: &'w WorkDir, layout: Layout) -> Self {
+    pub(super) fn new(work: &'w WorkDir, layout: Layout) -> Self {
         Reader {
             work,
             layout,
@@ -426,7 +428,7 @@ impl<'w> Reader<'w> {
 
     /// Calls `f` with the record of each document of shard `s` in order, its first document
     /// numbered `first`; returns the shard's rows.
-    fn shard(
+    pub(super) fn shard(
         &mut self,
         s: usize,
         first: u64,
@@ -495,29 +497,29 @@ impl<'w> Reader<'w> {
 }
 
 /// One document as `rank` sorts it.
-struct Record<'a> {
-    doc: u64,
-    key: u128,
-    group: u32,
-    has_words: bool,
-    id: &'a [u8],
+pub(super) struct Record<'a> {
+    pub(super) doc: u64,
+    pub(super) key: u128,
+    pub(super) group: u32,
+    pub(super) has_words: bool,
+    pub(super) id: &'a [u8],
 }
 
 /// Which fields a run's records carry: the document number, with `exact` its key and whether
 /// it has words, with `grouped` its group, then the id's length and bytes.
 #[derive(Clone, Copy)]
-struct Layout {
-    exact: bool,
-    grouped: bool,
+pub(super) struct Layout {
+    pub(super) exact: bool,
+    pub(super) grouped: bool,
 }
 
 impl Layout {
     /// Bytes of a record before its id.
-    fn head(self) -> usize {
+    pub(super) fn head(self) -> usize {
         8 + if self.exact { 17 } else { 0 } + if self.grouped { 4 } else { 0 } + 4
     }
 
-    fn encode(self, r: &Record, out: &mut Vec<u8>) {
+    pub(super) fn encode(self, r: &Record, out: &mut Vec<u8>) {
         out.clear();
         out.extend_from_slice(&r.doc.to_le_bytes());
         if self.exact {
@@ -532,7 +534,7 @@ impl Layout {
     }
 
     /// The record at the start of `b`.
-    fn parse(self, b: &[u8]) -> Record<'_> {
+    pub(super) fn parse(self, b: &[u8]) -> Record<'_> {
         let mut r = Record {
             doc: u64::from_le_bytes(b[..8].try_into().unwrap()),
             key: 0,
@@ -556,7 +558,7 @@ impl Layout {
     }
 
     /// The records of a buffer, in order.
-    fn records(self, mut b: &[u8]) -> impl Iterator<Item = Record<'_>> {
+    pub(super) fn records(self, mut b: &[u8]) -> impl Iterator<Item = Record<'_>> {
         std::iter::from_fn(move || {
             if b.is_empty() {
                 return None;

@@ -780,14 +780,32 @@ pub enum Stage {
         #[command(flatten)]
         engine: EngineArgs,
     },
-    /// Stage 2, once, after every shard is signed: ids in order, and exact duplicates.
+    /// Stage 2, after every shard is signed: ids in order, and exact duplicates.
+    ///
+    /// Without --step, the whole stage in this process. With --step, one of its parallel jobs,
+    /// in this order: `split` per shard, `plan` once (it prints how many ranges), `sort` per
+    /// range, `exact` per range (runs with --exact only), `write` per shard, `finish` once.
+    /// Both forms write the same files.
     Rank {
         #[arg(value_name = "DIR")]
         dir: PathBuf,
         /// MiB of id records sorted at once, at least 1; a larger corpus is sorted in id-range
         /// buckets through files in the work directory (the peak is about twice this).
-        #[arg(long, value_name = "MIB", default_value_t = defaults::SORT_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, value_name = "MIB", default_value_t = defaults::SORT_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "step")]
         sort_memory: u64,
+        /// One parallel job of the stage (see above).
+        #[arg(long, value_enum, value_name = "STEP")]
+        step: Option<RankStep>,
+        /// The shard of a `split` or `write` job.
+        #[arg(long, value_name = "I", requires = "step", conflicts_with = "range")]
+        shard: Option<usize>,
+        /// The range of a `sort` or `exact` job.
+        #[arg(long, value_name = "R", requires = "step")]
+        range: Option<usize>,
+        /// MiB a job holds at most, at least 1: `split` sorts runs of half this, and `plan`
+        /// cuts as many ranges as the records need at this much each.
+        #[arg(long = "task-memory", value_name = "MIB", default_value_t = defaults::TASK_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(1..), requires = "step")]
+        task_memory: u64,
     },
     /// Stage 3, per shard, after rank: band rows, split into partitions.
     Bands {
@@ -1108,6 +1126,17 @@ pub struct VerifyArgs {
     pub show: usize,
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// A parallel job of `neardup stage rank`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RankStep {
+    Split,
+    Plan,
+    Sort,
+    Exact,
+    Write,
+    Finish,
 }
 
 /// Which engines `bench` measures.

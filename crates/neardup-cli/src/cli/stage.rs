@@ -1,7 +1,7 @@
 //! `neardup stage`: one stage of the sharded dedup, over a work directory.
 
 use neardup::stages::dedup::ClusterRule;
-use neardup::stages::sharded::{bands, confirm, greedy, rank, run, sign, WorkDir};
+use neardup::stages::sharded::{bands, confirm, greedy, rank, rank_tasks, run, sign, WorkDir};
 
 use super::*;
 
@@ -51,7 +51,21 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
                 None => skipped(format!("sign: shard {shard}")),
             }
         }
-        Stage::Rank { dir, sort_memory } => {
+        Stage::Rank {
+            dir,
+            step: Some(step),
+            shard,
+            range,
+            task_memory,
+            ..
+        } => {
+            let w = WorkDir::open(&dir)?;
+            let budget = usize::try_from(task_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+            rank_step(&w, step, shard, range, budget, done, skipped)?;
+        }
+        Stage::Rank {
+            dir, sort_memory, ..
+        } => {
             let w = WorkDir::open(&dir)?;
             let budget = usize::try_from(sort_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
             match rank::rank_within(&w, &progress, budget)? {
@@ -172,4 +186,84 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One parallel job of `rank` (`--step`).
+fn rank_step(
+    w: &WorkDir,
+    step: RankStep,
+    shard: Option<usize>,
+    range: Option<usize>,
+    budget: usize,
+    done: impl Fn(String),
+    skipped: impl Fn(String),
+) -> Result<()> {
+    let need = |what: Option<usize>, flag: &str| {
+        what.ok_or_else(|| {
+            neardup::Error::Param(format!("`rank --step {}` needs {flag}", step_name(step)))
+        })
+    };
+    match step {
+        RankStep::Split => {
+            let s = need(shard, "--shard")?;
+            match rank_tasks::split(w, s, budget)? {
+                Some(x) => done(format!("rank split: shard {s}, {} documents", x.rows)),
+                None => skipped(format!("rank split: shard {s}")),
+            }
+        }
+        RankStep::Plan => {
+            let p = rank_tasks::plan(w, budget)?;
+            done(format!(
+                "rank plan: {} {}: run `--step sort --range R` for R in 0 to {}",
+                p.ranges,
+                if p.ranges == 1 { "range" } else { "ranges" },
+                p.ranges - 1
+            ));
+        }
+        RankStep::Sort => {
+            let r = need(range, "--range")?;
+            match rank_tasks::sort(w, r)? {
+                Some(n) => done(format!("rank sort: range {r}, {n} documents")),
+                None => skipped(format!("rank sort: range {r}")),
+            }
+        }
+        RankStep::Exact => {
+            let r = need(range, "--range")?;
+            match rank_tasks::exact(w, r)? {
+                Some(n) => done(format!("rank exact: range {r}, {n} exact duplicates")),
+                None => skipped(format!("rank exact: range {r}")),
+            }
+        }
+        RankStep::Write => {
+            let s = need(shard, "--shard")?;
+            if rank_tasks::write(w, s)? {
+                done(format!("rank write: shard {s}"));
+            } else {
+                skipped(format!("rank write: shard {s}"));
+            }
+        }
+        RankStep::Finish => match rank_tasks::finish(w)? {
+            Some(s) => done(format!(
+                "rank: {} documents in {} shards, {} exact duplicates, sorted in {} {}",
+                s.rows.iter().sum::<u64>(),
+                s.rows.len(),
+                s.exact_duplicates,
+                s.buckets,
+                if s.buckets == 1 { "range" } else { "ranges" }
+            )),
+            None => skipped("rank".into()),
+        },
+    }
+    Ok(())
+}
+
+fn step_name(step: RankStep) -> &'static str {
+    match step {
+        RankStep::Split => "split",
+        RankStep::Plan => "plan",
+        RankStep::Sort => "sort",
+        RankStep::Exact => "exact",
+        RankStep::Write => "write",
+        RankStep::Finish => "finish",
+    }
 }
