@@ -6,7 +6,8 @@ every node of such a cluster sees. For each node count the script prints, per st
 it ran, the largest peak resident memory of a worker that ran one of them, and its wall time,
 then checks that the outputs of every run are identical.
 
-    python benches/ray/nodes.py SHARD... --nodes 1 4 --partitions 16 --out /tmp/nodes
+    python benches/ray/nodes.py SHARD... --nodes 1 4 --partitions 16 --task-memory 256 \
+        --out /tmp/nodes
 
 ``neardup`` must be installed (``pip install .``) with ``ray``.
 """
@@ -22,7 +23,7 @@ import sys
 import time
 
 
-def run(shards, nodes, cpus, partitions, out):
+def run(shards, nodes, cpus, partitions, task_memory, out):
     import ray
     from ray import cluster_utils
 
@@ -42,7 +43,8 @@ def run(shards, nodes, cpus, partitions, out):
             shutil.rmtree(d, ignore_errors=True)
         t0 = time.time()
         s = neardup.ray.dedup(shards, outputs, work_dir=work, partitions=partitions,
-                              engine="cpu", exact=True, verbose=False)
+                              task_memory=task_memory, engine="cpu", exact=True,
+                              verbose=False)
         wall = time.time() - t0
         digest = hashlib.sha256()
         for p in shards:
@@ -71,11 +73,13 @@ def main():
     ap.add_argument("--nodes", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--cpus", type=int, default=1, help="CPUs of each node")
     ap.add_argument("--partitions", type=int, default=16)
+    ap.add_argument("--task-memory", type=int, default=1024,
+                    help="MiB a task of rank holds at most (task_memory=)")
     ap.add_argument("--out", required=True, help="a directory for the work and outputs")
     a = ap.parse_args()
     shards = [os.path.abspath(p) for p in a.shards]
     os.makedirs(a.out, exist_ok=True)
-    runs = [run(shards, n, a.cpus, a.partitions, a.out) for n in a.nodes]
+    runs = [run(shards, n, a.cpus, a.partitions, a.task_memory, a.out) for n in a.nodes]
     for r in runs:
         print(f"{r['nodes']} node(s), {a.cpus} CPU(s) each: {r['wall']:.1f} s, "
               f"{r['written']} documents written")
