@@ -61,6 +61,15 @@ def stage_rank(
 def stage_rank_step(
     work_dir: str, step: str, index: Optional[int] = None, task_memory: int = 1024
 ) -> str: ...
+def stage_cluster_step(
+    work_dir: str,
+    step: str,
+    index: Optional[int] = None,
+    round: Optional[int] = None,
+    task_memory: int = 1024,
+    clusters: Optional[str] = None,
+    pairs: Optional[str] = None,
+) -> str: ...
 def stage_bands(work_dir: str, shard: int) -> bool: ...
 def stage_confirm(
     work_dir: str, partition: int, progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None

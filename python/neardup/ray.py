@@ -3,7 +3,8 @@
 :func:`dedup` runs ``sign`` and ``bands`` per input shard, ``confirm`` per group of
 partitions (as many groups as the cluster runs tasks at once, so that a document in buckets of
 several partitions of a group is read and signed again once), ``rank`` as parallel steps
-(per shard, per id range, per shard again), ``cluster`` once,
+(per shard, per id range, per shard again), ``cluster`` as parallel steps too (per partition,
+shard and part of the members, and rounds per part; once under ``cluster="greedy"``),
 under ``cluster="greedy"`` the rule's rounds (``greedy_round`` per partition, then
 ``greedy_settle`` once, round after round), and ``apply`` per shard, each stage's tasks in
 parallel on the cluster that ``ray.init()`` connects to (a local one when none is running). Its outputs are
@@ -23,7 +24,8 @@ task whose worker died (``max_retries``) give the same bytes.
 
 For fault-injection tests, ``NEARDUP_RAY_FAULTS`` names a directory in the workers'
 environment: a file ``kill-STAGE-INDEX`` there (for example ``kill-apply-1``, or for a step of
-``rank`` ``kill-rank-STEP-INDEX``, as ``kill-rank-sort-0``) makes the first
+``rank`` or ``cluster`` ``kill-STAGE-STEP-INDEX``, as ``kill-rank-sort-0`` or
+``kill-cluster-star0-1``, round 0's ``star`` task of part 1) makes the first
 task of that stage and index kill its own worker process, before its work when the file says
 ``before`` and after it otherwise; the file is renamed so the retry runs normally.
 """
@@ -123,6 +125,29 @@ def _logger(verbose: bool) -> logging.Logger:
     return log
 
 
+def cluster_steps(stage: Callable[..., List[Any]], work_dir: str, shards: int, partitions: int,
+                  task_memory: int, side_paths: Dict[str, Optional[str]]) -> Dict[str, Any]:
+    """``cluster`` as parallel steps (:func:`neardup.stages.cluster_step`), each a stage's
+    tasks run by ``stage``; the plan, the rounds' check and the finish on the driver."""
+    cs = "cluster_step"
+    parts = stages.cluster_step(work_dir, "plan", task_memory=task_memory)
+    stage("cluster", [(p, (work_dir, "edges", p), {}) for p in range(partitions)], cs, "edges")
+    stage("cluster", [(s, (work_dir, "locate", s), {}) for s in range(shards)], cs, "locate")
+    r = 0
+    while True:
+        stage("cluster", [(k, (work_dir, "star", k), {"round": r}) for k in range(parts)], cs,
+              f"star{r}")
+        if stages.cluster_step(work_dir, "converged", round=r):
+            break
+        r += 1
+    stage("cluster", [(k, (work_dir, "roots", k), {}) for k in range(parts)], cs, "roots")
+    stage("cluster", [(s, (work_dir, "attributes", s), {}) for s in range(shards)], cs,
+          "attributes")
+    stage("cluster", [(k, (work_dir, "clusters", k), {}) for k in range(parts)], cs, "clusters")
+    stage("cluster", [(s, (work_dir, "verdicts", s), {}) for s in range(shards)], cs, "verdicts")
+    return stages.cluster_step(work_dir, "finish", **side_paths)
+
+
 def dedup(
     inputs: Sequence["str | os.PathLike[str]"],
     output_dir: "str | os.PathLike[str]",
@@ -153,10 +178,13 @@ def dedup(
     options: ``threshold``, ``bands``, ``rows``, ``exact``, ``tag_only``, ``keep`` ...).
     ``partitions`` splits the band rows for ``confirm``, whose tasks each take a group of
     partitions (one task per ``num_cpus`` CPUs of the cluster). ``task_memory`` is the MiB a
-    task of ``rank`` holds at most: it runs as parallel steps (:func:`neardup.stages.rank_step`:
-    a ``split`` task per shard, a ``sort`` and, with ``exact``, an ``exact`` task per id range,
-    as many ranges as the records need at ``task_memory`` each, and a ``write`` task per
-    shard). ``sort_memory`` is unused and kept for callers that pass it. Each task asks Ray for
+    task of ``rank`` and ``cluster`` holds at most: ``rank`` runs as parallel steps
+    (:func:`neardup.stages.rank_step`: a ``split`` task per shard, a ``sort`` and, with
+    ``exact``, an ``exact`` task per id range, as many ranges as the records need at
+    ``task_memory`` each, and a ``write`` task per shard), and so does ``cluster``
+    (:func:`neardup.stages.cluster_step`: tasks per partition, per shard, and per part of the
+    members, as many parts as the pairs and documents need at ``task_memory`` each, with
+    rounds of tasks per part until the components are found). ``sort_memory`` is unused and kept for callers that pass it. Each task asks Ray for
     ``num_cpus`` CPUs and signs with ``threads`` threads (default: ``num_cpus``); ``engine`` is
     ``"auto"``, ``"cpu"`` or ``"gpu"`` (``gpu_kernels`` and ``gpu_int64``:
     :func:`neardup.stages.sign`'s). A task whose worker dies is retried up to ``max_retries``
@@ -167,7 +195,8 @@ def dedup(
     Stage progress goes to the ``neardup.ray`` logger (to stderr when ``verbose`` and logging
     is not configured), and to ``progress`` when given: it is called on the driver as
     ``progress(stage, done, total, docs)`` when a stage starts and each time one of its tasks
-    ends, with the stage's tasks done and their total, and the documents signed so far (as
+    ends, with the stage's tasks done and their total (for ``rank`` and ``cluster``, each
+    step's: they start at 0 again for every step), and the documents signed so far (as
     :func:`neardup.dedup`'s callback, but counting tasks where that counts bytes). An
     exception it raises is raised when the run is over. Returns the run's counts, seconds per stage, and ``workers``: the
     distinct ``node:pid`` of the worker processes that ran tasks, ``tasks``: how many tasks each
@@ -295,7 +324,10 @@ def dedup(
         "clusters": None if clusters is None else os.path.join(output_dir, clusters),
         "pairs": None if pairs is None else os.path.join(output_dir, pairs),
     }
-    c = stage("cluster", [(None, (work_dir,), side_paths)])[0]
+    if options.get("cluster", _D["cluster"]) == "greedy":
+        c = stage("cluster", [(None, (work_dir,), side_paths)])[0]
+    else:
+        c = cluster_steps(stage, work_dir, shards, parts, task_memory, side_paths)
     say.info("cluster: %d near duplicates, %d clusters, %.2f s",
              c["stats"]["near_duplicates"], c["stats"]["clusters"], seconds["cluster"])
     applied = stage("apply", [(s, (work_dir, s, outputs[s]), {}) for s in range(shards)])

@@ -32,6 +32,7 @@ __all__ = [
     "apply",
     "bands",
     "cluster",
+    "cluster_step",
     "confirm",
     "greedy_round",
     "greedy_rounds",
@@ -247,6 +248,40 @@ def cluster(
             None if clusters is None else os.fspath(clusters),
             None if pairs is None else os.fspath(pairs),
             progress=progress,
+        )
+    )
+
+
+def cluster_step(
+    work_dir: "str | os.PathLike[str]",
+    step: str,
+    index: Optional[int] = None,
+    *,
+    round: Optional[int] = None,
+    task_memory: int = _D["task_memory"],
+    clusters: "str | os.PathLike[str] | None" = None,
+    pairs: "str | os.PathLike[str] | None" = None,
+) -> Any:
+    """One parallel job of stage 5 (``neardup stage cluster --step``; not under
+    ``cluster="greedy"``), writing the same files as :func:`cluster`. In order: ``"plan"``
+    once (returns the number of parts), ``"edges"`` per partition and ``"locate"`` per shard
+    (``index``), ``"star"`` per part (``index``) for ``round`` 0, 1, ... until
+    ``cluster_step(W, "converged", round=r)`` is true, ``"roots"`` per part, ``"attributes"``
+    per shard, ``"clusters"`` per part, ``"verdicts"`` per shard, ``"finish"`` once (with
+    ``clusters`` and ``pairs``, as :func:`cluster`; returns the stage's summary).
+    ``task_memory``: MiB a job holds at most (``plan`` cuts as many parts as the pairs and
+    documents need at this much each). The other steps return whether they ran (``False``:
+    done already); ``"star"`` whether its part's edges were stars already, ``None`` when done.
+    """
+    return json.loads(
+        _neardup.stage_cluster_step(
+            os.fspath(work_dir),
+            step,
+            index,
+            round,
+            task_memory,
+            None if clusters is None else os.fspath(clusters),
+            None if pairs is None else os.fspath(pairs),
         )
     )
 

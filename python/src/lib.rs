@@ -864,6 +864,63 @@ fn stage_cluster(
     })
 }
 
+/// One parallel job of `cluster` (`neardup stage cluster --step`): its result as JSON.
+#[pyfunction]
+#[pyo3(signature = (work_dir, step, index = None, round = None, task_memory = 1024, clusters = None, pairs = None))]
+#[allow(clippy::too_many_arguments)]
+fn stage_cluster_step(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    step: &str,
+    index: Option<usize>,
+    round: Option<u32>,
+    task_memory: u64,
+    clusters: Option<String>,
+    pairs: Option<String>,
+) -> PyResult<String> {
+    use sharded::cluster_tasks as ct;
+    if task_memory == 0 {
+        return Err(PyValueError::new_err(
+            "task_memory must be at least 1 (MiB)",
+        ));
+    }
+    let budget = usize::try_from(task_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+    let step = step.to_string();
+    let need = move |what: &str| {
+        index.ok_or_else(|| PyValueError::new_err(format!("cluster step {what:?} needs an index")))
+    };
+    let need = &need;
+    let round = move || round.ok_or_else(|| PyValueError::new_err("this cluster step needs round"));
+    detached(py, move || {
+        let w = open(&work_dir)?;
+        use serde_json::json;
+        let v = match step.as_str() {
+            "plan" => json!(ct::plan(&w, budget).map_err(err)?.parts),
+            "edges" => json!(ct::edges(&w, need("edges")?).map_err(err)?),
+            "locate" => json!(ct::locate(&w, need("locate")?).map_err(err)?),
+            "star" => json!(ct::star(&w, round()?, need("star")?).map_err(err)?),
+            "converged" => json!(ct::round_done(&w, round()?).map_err(err)?),
+            "roots" => json!(ct::roots(&w, need("roots")?).map_err(err)?),
+            "attributes" => json!(ct::attributes(&w, need("attributes")?).map_err(err)?),
+            "clusters" => json!(ct::clusters(&w, need("clusters")?).map_err(err)?),
+            "verdicts" => json!(ct::verdicts(&w, need("verdicts")?).map_err(err)?),
+            "finish" => {
+                sharded::cluster_finish_to(&w, clusters.as_deref(), pairs.as_deref())
+                    .map_err(err)?;
+                serde_json::to_value(sharded::cluster::summary(&w).map_err(err)?)
+                    .expect("a summary is JSON")
+            }
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no cluster step {other:?}: plan, edges, locate, star, converged, roots, \
+                     attributes, clusters, verdicts or finish"
+                )))
+            }
+        };
+        Ok(v.to_string())
+    })
+}
+
 /// Write shard `shard`'s kept records to `output` (atomically); returns the summary as JSON.
 #[pyfunction]
 #[pyo3(signature = (work_dir, shard, output, progress = None))]
@@ -924,6 +981,7 @@ fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_sign, m)?)?;
     m.add_function(wrap_pyfunction!(stage_rank, m)?)?;
     m.add_function(wrap_pyfunction!(stage_rank_step, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_cluster_step, m)?)?;
     m.add_function(wrap_pyfunction!(stage_bands, m)?)?;
     m.add_function(wrap_pyfunction!(stage_confirm, m)?)?;
     m.add_function(wrap_pyfunction!(stage_confirm_group, m)?)?;

@@ -47,14 +47,18 @@ def test_ray_dedup_equals_the_command_line(ray_cluster, example, want, tmp_path,
     # rank: a split and a write task per shard, one sort task for the one range this corpus
     # needs at the default task memory.
     assert s["tasks"]["rank"] == 2 * shards + 1
-    assert s["tasks"]["cluster"] == 1
+    # cluster: edges per partition; locate, attributes and verdicts per shard; star rounds,
+    # roots and clusters for the one part.
+    assert s["tasks"]["cluster"] >= partitions + 3 * shards + 3
     assert 1 <= s["tasks"]["confirm"] <= partitions
     assert set(s["peak_rss"]) == set(s["tasks"]) and min(s["peak_rss"].values()) > 1 << 20
     assert len({w.split(":")[0] for w in s["workers"]}) == 2, "tasks ran on both nodes"
 
 
 @pytest.mark.parametrize("stage,when", [("apply", "after"), ("confirm", "before"), ("sign", "after"),
-                                        ("rank-split", "after"), ("rank-write", "before")])
+                                        ("rank-split", "after"), ("rank-write", "before"),
+                                        ("cluster-locate", "after"),
+                                        ("cluster-verdicts", "before")])
 def test_a_killed_worker_is_retried_and_the_bytes_are_the_same(ray_cluster, example, want,
                                                                 tmp_path, stage, when):
     nray = need("neardup.ray")
@@ -70,25 +74,33 @@ def test_a_killed_worker_is_retried_and_the_bytes_are_the_same(ray_cluster, exam
     assert (out_dir / "clusters.jsonl").read_bytes() == want["clusters"]
 
 
-def test_rank_in_several_tasks_within_a_small_task_memory(ray_cluster, cli, tmp_path):
-    """``task_memory=1`` on 20,000 documents cuts several id ranges: rank runs a sort and an
-    exact task per range, one of them killed and retried, and the bytes are the command
-    line's."""
+def test_rank_and_cluster_in_several_tasks_within_a_small_task_memory(ray_cluster, cli, example,
+                                                                       tmp_path):
+    """``task_memory=1`` on 20,000 documents cuts several id ranges and parts: rank runs a sort
+    and an exact task per range and cluster its rounds per part, one task of each killed and
+    retried, and the bytes are the command line's."""
     nray = need("neardup.ray")
     corpus = tmp_path / "corpus.jsonl"
     run(cli, "synth", "20000", "--words", "30", "-o", str(corpus))
-    want = tmp_path / "want.jsonl"
-    run(cli, "dedup", str(corpus), "-o", str(want), "--exact")
+    with open(corpus, "ab") as f:
+        f.write(example.read_bytes())
+    want, want_cl = tmp_path / "want.jsonl", tmp_path / "want.clusters.jsonl"
+    run(cli, "dedup", str(corpus), "-o", str(want), "--exact", "--clusters", str(want_cl))
     paths = split_lines(corpus, tmp_path / "in", 3)
-    marker = ray_cluster["faults"] / "kill-rank-sort-1"
-    marker.write_text("before")
+    markers = [ray_cluster["faults"] / m for m in ("kill-rank-sort-1", "kill-cluster-star0-1")]
+    for m in markers:
+        m.write_text("before")
     out_dir = tmp_path / "out"
     s = nray.dedup(paths, out_dir, work_dir=tmp_path / "work", partitions=2, engine="cpu",
                    exact=True, task_memory=1, verbose=False)
-    assert marker.with_name(marker.name + ".done").exists(), "the worker was not killed"
+    for m in markers:
+        assert m.with_name(m.name + ".done").exists(), f"{m.name}: the worker was not killed"
     assert outputs_of(paths, out_dir) == want.read_bytes()
+    assert (out_dir / "clusters.jsonl").read_bytes() == want_cl.read_bytes()
     ranges = (s["tasks"]["rank"] - 2 * 3) // 2
     assert ranges >= 2 and s["tasks"]["rank"] == 2 * 3 + 2 * ranges, s["tasks"]
+    # At least two parts, each in two rounds or more.
+    assert s["tasks"]["cluster"] >= 2 + 3 * 3 + 2 * 2 + 2 * 2, s["tasks"]
 
 
 @pytest.mark.parametrize("partitions,kill", [(1, None), (3, "greedy_round"), (3, "greedy_settle")])
@@ -182,10 +194,14 @@ def test_the_driver_logs_each_stage_and_a_summary(ray_cluster, example, tmp_path
         assert any(line.startswith(stage) for line in lines), f"no {stage} line in {lines}"
     assert "483 documents signed now" in "\n".join(lines)
     assert lines[-1].startswith("neardup.ray.dedup: 391 documents written, 92 near duplicates")
-    # The callback sees each stage start and each of its tasks end, in stage order (rank's
-    # three steps each start at 0).
-    assert [c[0] for c in calls if c[1] == 0] == ["sign", "rank", "rank", "rank", "bands",
-                                                  "confirm", "cluster", "apply"]
+    # The callback sees each stage start and each of its tasks end, in stage order (each step
+    # of rank and cluster starts at 0 again).
+    import itertools
+
+    starts = [c[0] for c in calls if c[1] == 0]
+    assert [k for k, _ in itertools.groupby(starts)] == ["sign", "rank", "bands", "confirm",
+                                                          "cluster", "apply"]
+    assert starts.count("rank") == 3 and starts.count("cluster") >= 8
     sign = [c for c in calls if c[0] == "sign"]
     assert [c[:3] for c in sign] == [("sign", 0, 2), ("sign", 1, 2), ("sign", 2, 2)]
     assert sign[0][3] == 0 and 0 < sign[1][3] < 483 and sign[2][3] == 483

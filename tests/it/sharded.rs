@@ -1077,6 +1077,277 @@ fn rank_steps_from_the_command_line_and_a_dropped_result_fails() {
     );
 }
 
+/// A corpus whose clusters are long chains (a window of words moved one word at a time), one
+/// giant star (a template with a few words of its own), many small ones, and documents in
+/// none; ids hashed, so ranks follow no chain.
+fn graph_lines() -> Vec<String> {
+    let mut lines = corpus_lines();
+    let word = |i: u64| format!("w{}", (i.wrapping_mul(2654435761)) % 100_000);
+    for c in 0..3u64 {
+        for i in 0..150u64 {
+            let text: Vec<String> = (i..i + 60).map(|w| word(w + c * 1_000_000)).collect();
+            let id = format!("{:016x}", xxhash(c * 1000 + i));
+            lines.push(serde_json::json!({ "id": id, "text": text.join(" ") }).to_string());
+        }
+    }
+    let template: Vec<String> = (0..80).map(|w| word(w + 5_000_000)).collect();
+    for i in 0..200u64 {
+        let text = format!("{} own{} own{}", template.join(" "), i, i % 7);
+        let id = format!("t{:08x}", xxhash(10_000 + i) as u32);
+        lines.push(serde_json::json!({ "id": id, "text": text, "g": i % 3 }).to_string());
+    }
+    for (i, l) in lines.iter_mut().enumerate() {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        v["n"] = serde_json::json!((i * 7) % 13);
+        *l = v.to_string();
+    }
+    lines
+}
+
+fn xxhash(i: u64) -> u64 {
+    let mut x = i.wrapping_add(0x9e3779b97f4a7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d049bb133111eb);
+    x ^ (x >> 31)
+}
+
+/// `cluster` as parallel steps, for each part count the budget gives and each policy, writes
+/// the files of `cluster` in one process: every shard's cluster file, the clusters and pairs
+/// files, the chaining rows and the summary (but its seconds).
+#[test]
+fn cluster_as_steps_writes_the_files_of_cluster_in_one_process() {
+    use neardup::progress::ProgressFactory;
+    use neardup::stages::sharded::{cluster, cluster_tasks, WorkDir};
+    let dir = tempfile::tempdir().unwrap();
+    let lines = graph_lines();
+    let inputs = shards(dir.path(), &lines, 4, Some(1));
+    let ins = strs(&inputs);
+    let configs: [&[&str]; 3] = [
+        &["--exact"],
+        &["--tag-only", "--keep", "field:n:max"],
+        &[
+            "--exact",
+            "--keep",
+            "longest",
+            "--threshold",
+            "0.7",
+            "--group-field",
+            "g",
+            "--group-missing",
+            "own",
+        ],
+    ];
+    for (c, flags) in configs.iter().enumerate() {
+        let ready = |name: &str| {
+            let w = dir.path().join(format!("{name}-{c}"));
+            let ws = w.display().to_string();
+            let mut init = vec!["init", ws.as_str(), "--partitions", "3"];
+            init.extend(ins.iter().map(|s| s.as_str()));
+            init.extend(flags.iter());
+            stage(&init);
+            for s in 0..4 {
+                stage(&["sign", &ws, "--shard", &s.to_string(), "--engine", "cpu"]);
+            }
+            stage(&["rank", &ws]);
+            for s in 0..4 {
+                stage(&["bands", &ws, "--shard", &s.to_string()]);
+            }
+            stage(&["confirm", &ws, "--partition", "0", "1", "2"]);
+            WorkDir::open(&w).unwrap()
+        };
+        let one = ready("one");
+        let want = cluster::cluster(&one, &ProgressFactory::hidden())
+            .unwrap()
+            .unwrap();
+        assert!(want.largest_cluster >= 150, "{:?}", want.largest_cluster);
+        let files = |w: &WorkDir| -> Vec<String> {
+            let mut f: Vec<PathBuf> = (0..4).map(|s| w.cluster_file(s)).collect();
+            f.extend([
+                w.clusters_jsonl(),
+                w.pairs_jsonl(),
+                w.root().join("cluster/chaining.rows"),
+            ]);
+            f.iter().map(|p| sha256(p)).collect()
+        };
+        let strip = |s: &cluster::ClusterSummary| {
+            let mut v = serde_json::to_value(s).unwrap();
+            for k in [
+                "order_seconds",
+                "confirm_seconds",
+                "sets_seconds",
+                "cluster_seconds",
+            ] {
+                v["stats"][k] = serde_json::Value::Null;
+            }
+            v
+        };
+        for budget in [usize::MAX, 400_000, 100_000] {
+            let w = ready(&format!("steps-{budget}"));
+            let plan = cluster_tasks::plan(&w, budget).unwrap();
+            match budget {
+                usize::MAX => assert_eq!(plan.parts, 1),
+                _ => assert!(plan.parts > 3 && plan.parts < 100, "{plan:?}"),
+            }
+            for p in (0..3).rev() {
+                assert!(cluster_tasks::edges(&w, p).unwrap());
+                assert!(!cluster_tasks::edges(&w, p).unwrap());
+            }
+            for s in 0..4 {
+                assert!(cluster_tasks::locate(&w, s).unwrap());
+            }
+            let rounds = cluster_tasks::stars(&w).unwrap();
+            assert!((2..40).contains(&rounds), "{rounds} rounds");
+            for k in 0..plan.parts {
+                assert!(cluster_tasks::roots(&w, k).unwrap());
+            }
+            for s in (0..4).rev() {
+                assert!(cluster_tasks::attributes(&w, s).unwrap());
+            }
+            for k in 0..plan.parts {
+                assert!(cluster_tasks::clusters(&w, k).unwrap());
+            }
+            for s in 0..4 {
+                assert!(cluster_tasks::verdicts(&w, s).unwrap());
+                assert!(!cluster_tasks::verdicts(&w, s).unwrap());
+            }
+            let got = cluster_tasks::finish(&w).unwrap().unwrap();
+            assert!(cluster_tasks::finish(&w).unwrap().is_none());
+            assert_eq!(strip(&got), strip(&want), "{flags:?}, budget {budget}");
+            assert_eq!(files(&w), files(&one), "{flags:?}, budget {budget}");
+            assert!(!w.root().join("cluster").join("tasks").exists());
+        }
+    }
+}
+
+/// The command line runs the same steps; a dropped round result, or one edited, fails naming
+/// the job to run again; greedy runs refuse the steps.
+#[test]
+fn cluster_steps_from_the_command_line_and_a_dropped_round_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = graph_lines();
+    let inputs = shards(dir.path(), &lines, 2, None);
+    let ins = strs(&inputs);
+    let want = dir.path().join("want");
+    let w = dir.path().join("work");
+    for w in [&want, &w] {
+        let ws = w.display().to_string();
+        let mut init = vec!["init", ws.as_str(), "--partitions", "2", "--exact"];
+        init.extend(ins.iter().map(|s| s.as_str()));
+        stage(&init);
+        for s in ["0", "1"] {
+            stage(&["sign", &ws, "--shard", s, "--engine", "cpu"]);
+        }
+        stage(&["rank", &ws]);
+        for s in ["0", "1"] {
+            stage(&["bands", &ws, "--shard", s]);
+        }
+        stage(&["confirm", &ws, "--partition", "0", "1"]);
+    }
+    let want_cl = dir.path().join("want.clusters.jsonl");
+    stage(&[
+        "cluster",
+        want.to_str().unwrap(),
+        "--clusters",
+        want_cl.to_str().unwrap(),
+    ]);
+    let ws = w.display().to_string();
+    let step = |args: &[&str]| {
+        let mut all = vec!["stage", "cluster", ws.as_str(), "--step"];
+        all.extend(args);
+        neardup(&all)
+    };
+    ok(&step(&["plan", "--task-memory", "1"]));
+    for p in ["0", "1"] {
+        ok(&step(&["edges", "--partition", p]));
+    }
+    for s in ["0", "1"] {
+        ok(&step(&["locate", "--shard", s]));
+    }
+    let parts = neardup::stages::sharded::cluster_tasks::read_plan(
+        &neardup::stages::sharded::WorkDir::open(&w).unwrap(),
+    )
+    .unwrap()
+    .parts;
+    let mut r = 0;
+    loop {
+        let mut last = None;
+        for k in 0..parts {
+            last = Some(step(&[
+                "star",
+                "--round",
+                &r.to_string(),
+                "--part",
+                &k.to_string(),
+            ]));
+            ok(last.as_ref().unwrap());
+        }
+        let said = stderr(last.as_ref().unwrap());
+        if said.contains("found the components") {
+            break;
+        }
+        assert!(
+            said.contains(&format!("run round {} next", r + 1)),
+            "{said}"
+        );
+        r += 1;
+        assert!(r < 40);
+    }
+    assert!(r >= 1);
+    // A round's result dropped: the roots step names the job to run again.
+    let tasks = w.join("cluster").join("tasks");
+    let dropped = tasks.join(format!("star-{:04}-00000.json", r - 1));
+    let kept = std::fs::read(&dropped).unwrap();
+    std::fs::remove_file(&dropped).unwrap();
+    let o = step(&["roots", "--part", "0"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains(&format!("--round {}", r - 1)),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(&dropped, kept).unwrap();
+    for k in 0..parts {
+        ok(&step(&["roots", "--part", &k.to_string()]));
+    }
+    for s in ["0", "1"] {
+        ok(&step(&["attributes", "--shard", s]));
+    }
+    for k in 0..parts {
+        ok(&step(&["clusters", "--part", &k.to_string()]));
+    }
+    let o = step(&["finish"]);
+    assert!(
+        stderr(&o).contains("--step verdicts --shard 0"),
+        "{}",
+        stderr(&o)
+    );
+    for s in ["0", "1"] {
+        ok(&step(&["verdicts", "--shard", s]));
+    }
+    let cl = dir.path().join("clusters.jsonl");
+    ok(&step(&["finish", "--clusters", cl.to_str().unwrap()]));
+    assert_eq!(
+        std::fs::read(&cl).unwrap(),
+        std::fs::read(&want_cl).unwrap()
+    );
+    for s in 0..2 {
+        let f = format!("cluster/{s:05}.parquet");
+        assert_eq!(sha256(&w.join(&f)), sha256(&want.join(&f)));
+    }
+    // Under the greedy rule the stage is one job.
+    let g = dir.path().join("greedy");
+    let gs = g.display().to_string();
+    let mut init = vec!["init", gs.as_str(), "--cluster", "greedy"];
+    init.extend(ins.iter().map(|s| s.as_str()));
+    stage(&init);
+    let o = neardup(&["stage", "cluster", &gs, "--step", "plan"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("greedy"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// Of several repeated ids, each in another id-range bucket, `rank` names the one met first
 /// in input order, with both places, whatever its budget.
 #[test]

@@ -14,7 +14,8 @@
 //!    Under `--cluster greedy` it keeps the buckets instead, and answers the first of the
 //!    [`greedy`] rule's rounds; the others run per partition too, each settled in one pass.
 //! 5. [`cluster`]: union-find over every partition's pairs (or the greedy rounds' verdicts);
-//!    each document's tag and verdict.
+//!    each document's tag and verdict; in one process, or as parallel tasks
+//!    ([`cluster_tasks`]) that hold a part of the members each.
 //! 6. [`apply`], per shard: the kept records, in input order.
 //!
 //! [`summary`] reads the run's counts back for its reports.
@@ -28,6 +29,7 @@
 pub mod apply;
 pub mod bands;
 pub mod cluster;
+pub mod cluster_tasks;
 pub mod confirm;
 mod gather;
 pub mod greedy;

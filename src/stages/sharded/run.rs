@@ -49,11 +49,31 @@ pub fn cluster_to(
     pairs: Option<&str>,
     progress: &ProgressFactory,
 ) -> Result<Option<cluster::ClusterSummary>, Error> {
+    copy_cluster_outputs(work, clusters, pairs, || cluster::cluster(work, progress))
+}
+
+/// [`cluster_to`] for the last of `cluster`'s parallel steps
+/// ([`cluster_tasks::finish`](super::cluster_tasks::finish)).
+pub fn cluster_finish_to(
+    work: &WorkDir,
+    clusters: Option<&str>,
+    pairs: Option<&str>,
+) -> Result<Option<cluster::ClusterSummary>, Error> {
+    copy_cluster_outputs(work, clusters, pairs, || super::cluster_tasks::finish(work))
+}
+
+/// Check the copies' paths, run `stage`, then copy the clusters and pairs files out.
+fn copy_cluster_outputs(
+    work: &WorkDir,
+    clusters: Option<&str>,
+    pairs: Option<&str>,
+    stage: impl FnOnce() -> Result<Option<cluster::ClusterSummary>, Error>,
+) -> Result<Option<cluster::ClusterSummary>, Error> {
     let mut outs = Vec::new();
     outs.extend(clusters.map(|p| ("--clusters", p)));
     outs.extend(pairs.map(|p| ("--pairs", p)));
     work.check_outputs(&outs)?;
-    let ran = cluster::cluster(work, progress)?;
+    let ran = stage()?;
     let s = cluster::summary(work)?;
     for (to, from, sum) in [
         (clusters, work.clusters_jsonl(), &s.clusters_checksum),

@@ -130,6 +130,72 @@ impl SlicedFile {
     }
 }
 
+impl SlicedFile {
+    /// The bytes of `slice` as a stream, checked against its checksum at its end.
+    pub fn stream(&self, slice: &Slice) -> Result<SliceReader, Error> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = self
+            .file
+            .try_clone()
+            .map_err(|e| Error::io(&self.name, e))?;
+        f.seek(SeekFrom::Start(slice.offset))
+            .map_err(|e| Error::io(&self.name, e))?;
+        Ok(SliceReader {
+            r: std::io::BufReader::with_capacity(1 << 16, f.take(slice.bytes)),
+            left: slice.bytes,
+            hasher: xxhash_rust::xxh3::Xxh3::new(),
+            slice: slice.clone(),
+            name: self.name.clone(),
+            remedy: self.remedy.clone(),
+        })
+    }
+}
+
+/// A slice read as a stream ([`SlicedFile::stream`]).
+pub(crate) struct SliceReader {
+    r: std::io::BufReader<std::io::Take<File>>,
+    left: u64,
+    hasher: xxhash_rust::xxh3::Xxh3,
+    slice: Slice,
+    name: String,
+    remedy: String,
+}
+
+impl SliceReader {
+    /// Fill `buf` with the next bytes; `false` at the slice's end, once its checksum is
+    /// checked. A slice that ends inside `buf` is an error.
+    pub fn next(&mut self, buf: &mut [u8]) -> Result<bool, Error> {
+        use std::io::Read;
+        let bad = |what: String| Error::Work {
+            path: self.name.clone(),
+            msg: format!("{what}: {}", self.remedy),
+        };
+        if self.left == 0 {
+            if format!("{:016x}", self.hasher.digest()) != self.slice.checksum {
+                return Err(bad(format!(
+                    "bytes {}..{} do not match their checksum (edited or damaged since                      neardup wrote them)",
+                    self.slice.offset,
+                    self.slice.offset + self.slice.bytes
+                )));
+            }
+            return Ok(false);
+        }
+        if (buf.len() as u64) > self.left {
+            return Err(bad("a record runs past its slice".into()));
+        }
+        self.r.read_exact(buf).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                bad("cut short".into())
+            } else {
+                Error::io(&self.name, e)
+            }
+        })?;
+        self.hasher.update(buf);
+        self.left -= buf.len() as u64;
+        Ok(true)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +228,11 @@ mod tests {
         let f = SlicedFile::open(&p, "t").unwrap();
         let e = f.read(&slices[0]).unwrap_err().to_string();
         assert!(e.contains("f.bin") && e.contains("checksum"), "{e}");
+        let mut r = f.stream(&slices[0]).unwrap();
+        let mut buf = [0u8; 5];
+        assert!(r.next(&mut buf).unwrap());
+        let e = r.next(&mut buf).unwrap_err().to_string();
+        assert!(e.contains("checksum"), "{e}");
         std::fs::write(&p, b"hello").unwrap();
         let f = SlicedFile::open(&p, "t").unwrap();
         assert!(f

@@ -841,6 +841,13 @@ pub enum Stage {
     },
     /// Stage 5, once, after every partition is confirmed (and under `--cluster greedy`, every
     /// round run): clusters and who survives.
+    ///
+    /// Without --step, the whole stage in this process. With --step (not under `--cluster
+    /// greedy`), one of its parallel jobs, in this order: `plan` once (it prints how many
+    /// parts), `edges` per partition and `locate` per shard, `star` per part for rounds 0, 1,
+    /// ... until a round says the components are found, `roots` per part, `attributes` per
+    /// shard, `clusters` per part, `verdicts` per shard, `finish` once (with --clusters and
+    /// --pairs). Both forms write the same files.
     Cluster {
         #[arg(value_name = "DIR")]
         dir: PathBuf,
@@ -850,6 +857,25 @@ pub enum Stage {
         /// Copy the pairs file (as `dedup --pairs` writes it) here.
         #[arg(long, value_name = "FILE")]
         pairs: Option<String>,
+        /// One parallel job of the stage (see above).
+        #[arg(long, value_enum, value_name = "STEP")]
+        step: Option<ClusterStep>,
+        /// The partition of an `edges` job.
+        #[arg(long, value_name = "P", requires = "step")]
+        partition: Option<usize>,
+        /// The shard of a `locate`, `attributes` or `verdicts` job.
+        #[arg(long, value_name = "I", requires = "step")]
+        shard: Option<usize>,
+        /// The part of a `star`, `roots` or `clusters` job.
+        #[arg(long, value_name = "K", requires = "step")]
+        part: Option<usize>,
+        /// The round of a `star` job.
+        #[arg(long, value_name = "R", requires = "step")]
+        round: Option<u32>,
+        /// MiB a job holds at most, at least 1: `plan` cuts as many parts as the pairs and
+        /// documents need at this much each.
+        #[arg(long = "task-memory", value_name = "MIB", default_value_t = defaults::TASK_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(1..), requires = "step")]
+        task_memory: u64,
     },
     /// Stage 6, per shard, after cluster: the shard's kept records, tagged, in input order.
     Apply {
@@ -1136,6 +1162,20 @@ pub enum RankStep {
     Sort,
     Exact,
     Write,
+    Finish,
+}
+
+/// A parallel job of `neardup stage cluster`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClusterStep {
+    Plan,
+    Edges,
+    Locate,
+    Star,
+    Roots,
+    Attributes,
+    Clusters,
+    Verdicts,
     Finish,
 }
 

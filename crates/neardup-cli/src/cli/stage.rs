@@ -1,7 +1,9 @@
 //! `neardup stage`: one stage of the sharded dedup, over a work directory.
 
 use neardup::stages::dedup::ClusterRule;
-use neardup::stages::sharded::{bands, confirm, greedy, rank, rank_tasks, run, sign, WorkDir};
+use neardup::stages::sharded::{
+    bands, cluster_tasks, confirm, greedy, rank, rank_tasks, run, sign, WorkDir,
+};
 
 use super::*;
 
@@ -155,6 +157,30 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             dir,
             clusters,
             pairs,
+            step: Some(step),
+            partition,
+            shard,
+            part,
+            round,
+            task_memory,
+        } => {
+            let w = WorkDir::open(&dir)?;
+            let budget = usize::try_from(task_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+            let job = ClusterJob {
+                partition,
+                shard,
+                part,
+                round,
+                clusters: clusters.as_deref(),
+                pairs: pairs.as_deref(),
+            };
+            cluster_step(&w, step, job, budget, done, skipped)?;
+        }
+        Stage::Cluster {
+            dir,
+            clusters,
+            pairs,
+            ..
         } => {
             let w = WorkDir::open(&dir)?;
             let ran = run::cluster_to(&w, clusters.as_deref(), pairs.as_deref(), &progress)?;
@@ -266,4 +292,108 @@ fn step_name(step: RankStep) -> &'static str {
         RankStep::Write => "write",
         RankStep::Finish => "finish",
     }
+}
+
+/// The indices and outputs a `cluster --step` job was given.
+struct ClusterJob<'a> {
+    partition: Option<usize>,
+    shard: Option<usize>,
+    part: Option<usize>,
+    round: Option<u32>,
+    clusters: Option<&'a str>,
+    pairs: Option<&'a str>,
+}
+
+/// One parallel job of `cluster` (`--step`).
+fn cluster_step(
+    w: &WorkDir,
+    step: ClusterStep,
+    job: ClusterJob,
+    budget: usize,
+    done: impl Fn(String),
+    skipped: impl Fn(String),
+) -> Result<()> {
+    let name = format!("{step:?}").to_lowercase();
+    let need = |what: Option<usize>, flag: &str| {
+        what.ok_or_else(|| neardup::Error::Param(format!("`cluster --step {name}` needs {flag}")))
+    };
+    let report = |ran: bool, what: String| {
+        if ran {
+            done(format!("cluster {what}"))
+        } else {
+            skipped(format!("cluster {what}"))
+        }
+    };
+    match step {
+        ClusterStep::Plan => {
+            let p = cluster_tasks::plan(w, budget)?;
+            done(format!(
+                "cluster plan: {} {}: run `--step star --round R --part K` for K in 0 to {}",
+                p.parts,
+                if p.parts == 1 { "part" } else { "parts" },
+                p.parts - 1
+            ));
+        }
+        ClusterStep::Edges => {
+            let p = need(job.partition, "--partition")?;
+            report(cluster_tasks::edges(w, p)?, format!("edges: partition {p}"));
+        }
+        ClusterStep::Locate => {
+            let s = need(job.shard, "--shard")?;
+            report(cluster_tasks::locate(w, s)?, format!("locate: shard {s}"));
+        }
+        ClusterStep::Star => {
+            let k = need(job.part, "--part")?;
+            let r = job.round.ok_or_else(|| {
+                neardup::Error::Param("`cluster --step star` needs --round".into())
+            })?;
+            match cluster_tasks::star(w, r, k)? {
+                Some(_) => done(format!("cluster star: round {r}, part {k}")),
+                None => skipped(format!("cluster star: round {r}, part {k}")),
+            }
+            match cluster_tasks::round_done(w, r)? {
+                Some(true) => done(format!(
+                    "cluster star: round {r} found the components: run `--step roots` next"
+                )),
+                Some(false) => done(format!(
+                    "cluster star: round {r} done in every part: run round {} next",
+                    r + 1
+                )),
+                None => {}
+            }
+        }
+        ClusterStep::Roots => {
+            let k = need(job.part, "--part")?;
+            report(cluster_tasks::roots(w, k)?, format!("roots: part {k}"));
+        }
+        ClusterStep::Attributes => {
+            let s = need(job.shard, "--shard")?;
+            report(
+                cluster_tasks::attributes(w, s)?,
+                format!("attributes: shard {s}"),
+            );
+        }
+        ClusterStep::Clusters => {
+            let k = need(job.part, "--part")?;
+            report(
+                cluster_tasks::clusters(w, k)?,
+                format!("clusters: part {k}"),
+            );
+        }
+        ClusterStep::Verdicts => {
+            let s = need(job.shard, "--shard")?;
+            report(
+                cluster_tasks::verdicts(w, s)?,
+                format!("verdicts: shard {s}"),
+            );
+        }
+        ClusterStep::Finish => match run::cluster_finish_to(w, job.clusters, job.pairs)? {
+            Some(s) => done(format!(
+                "cluster: {} near duplicates, {} clusters, {} documents written",
+                s.stats.near_duplicates, s.stats.clusters, s.documents_written
+            )),
+            None => skipped("cluster".into()),
+        },
+    }
+    Ok(())
 }

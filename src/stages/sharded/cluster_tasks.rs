@@ -1,0 +1,1454 @@
+//! Stage 5 ([`cluster`](super::cluster)) as parallel tasks, none holding more than its part of
+//! the members and pairs, writing the same files. Members are split into parts by rank range
+//! (as many as the task budget asks for):
+//!
+//! 1. `plan`, once: the parts.
+//! 2. `edges`, per confirm partition: its pairs, each as two directed edges by the part of
+//!    their first end, and as a pair by the part of its smaller rank.
+//!    `locate`, per shard: each document's shard and row by the part of its rank, and its
+//!    exact-duplicate relation as two edges.
+//! 3. `star`, per part and round: connected components by the alternating large-star and
+//!    small-star rounds (Kiveris et al., "Connected Components in MapReduce and Beyond"),
+//!    each round's edges shuffled through files; each round first checks whether its part's
+//!    edges are stars around their smallest member already. Once every part's are, each
+//!    member's root is its star's centre: the smallest rank of its component, as union-find
+//!    finds it.
+//! 4. `roots`, per part: each member's root, sent to its shard (for its attributes), and each
+//!    pair and exact relation sent to the part of its root.
+//! 5. `attributes`, per shard: each member's id, words, keep value and group, sent to the part
+//!    of its root, so that every cluster is whole in one part.
+//! 6. `clusters`, per part: its clusters' survivors, lines, pairs' lines, chaining rows,
+//!    counts and each member's verdict, sent to its shard.
+//! 7. `verdicts`, per shard: the shard's cluster file.
+//! 8. `finish`, once: the clusters file (the parts' lines in order), the pairs file and the
+//!    chaining rows (the parts' sorted runs merged) and the summary; the task files removed.
+//!
+//! Under `--cluster greedy` the stage runs as one task ([`cluster`](super::cluster)).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::{ArrayRef, BooleanArray, StringArray};
+use arrow_schema::{DataType, Field};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::cluster::{ClusterSummary, LargeCluster};
+use super::rank::NO_REP;
+use super::sliced::{Slice, SlicedFile, SlicedWriter};
+use super::table::{col, f64s, strings, u32s, u64s, BATCH_ROWS};
+use super::WorkDir;
+use crate::error::Error;
+use crate::io::Output;
+use crate::stages::dedup::{
+    cluster_line, keep_key, largest_cluster_hops, pair_line, ClusterRule, ClusterStats,
+    GroupCounts, Keep, EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
+};
+
+/// Bytes a task holds for each pair or exact relation (its edges both ways, sorted, and its
+/// members' attributes) and for each document it locates.
+const PER_LINK: u64 = 256;
+const PER_DOC: u64 = 64;
+
+/// The most parts a plan cuts.
+const MAX_PARTS: usize = 1 << 14;
+
+/// The parts of the members.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ClusterPlan {
+    pub parts: usize,
+    /// Ranks per part: part `k` holds ranks `k * span ..`.
+    pub span: u64,
+    pub documents: u64,
+    pub budget: u64,
+}
+
+impl ClusterPlan {
+    fn part(&self, rank: u64) -> usize {
+        (rank / self.span) as usize
+    }
+}
+
+/// What a step wrote: its files' slices for the tasks of the next steps, and its counts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct StepSummary {
+    /// Per named output (`edges`, `pairs`, ...), the file and its slices.
+    outputs: BTreeMap<String, (String, Vec<Slice>)>,
+    /// Whether a `star` round's input edges were stars already.
+    #[serde(default)]
+    stars: bool,
+    #[serde(default)]
+    edges: u64,
+    #[serde(default)]
+    counts: PartCounts,
+    seconds: f64,
+}
+
+/// A `clusters` task's counts, and an `attributes` task's documents per group.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct PartCounts {
+    sizes: BTreeMap<u64, u64>,
+    members: u64,
+    not_written: u64,
+    id_bytes: u64,
+    pairs: u64,
+    /// Per group: documents (of a shard), clusters, members not written.
+    groups: Vec<(u64, u64, u64)>,
+    largest: Vec<LargeCluster>,
+    /// The part's largest cluster: size, its root's rank, diameter.
+    biggest: Option<(u64, u64, u64)>,
+}
+
+impl WorkDir {
+    fn cluster_task(&self, name: &str) -> PathBuf {
+        self.root().join("cluster").join("tasks").join(name)
+    }
+}
+
+/// How `neardup stage` names a step, for the errors that ask for it.
+fn step(name: &str, index: Option<(&str, usize)>) -> String {
+    match index {
+        Some((flag, i)) => format!("cluster --step {name} --{flag} {i}"),
+        None => format!("cluster --step {name}"),
+    }
+}
+
+fn unit(work: &WorkDir, name: &str) -> Result<super::UnitLock, Error> {
+    let lock = work.lock(&format!("cluster-{name}"))?;
+    work.remove_partials("cluster/tasks", name)?;
+    Ok(lock)
+}
+
+fn clustered(work: &WorkDir) -> Result<bool, Error> {
+    Ok(work
+        .read_json::<ClusterSummary>(&work.cluster_summary())?
+        .is_some())
+}
+
+fn refuse_greedy(work: &WorkDir) -> Result<(), Error> {
+    if work.config().cluster == ClusterRule::Greedy {
+        return Err(Error::Param(
+            "this work directory's run keeps greedy survivors (`--cluster greedy`): its \
+             `cluster` runs as one job; run `neardup stage cluster` without --step"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A step's summary, `None` when not there yet.
+fn summary_of(work: &WorkDir, name: &str) -> Result<Option<StepSummary>, Error> {
+    work.read_json(&work.cluster_task(&format!("{name}.json")))
+}
+
+fn need_summary(work: &WorkDir, name: &str, step: &str) -> Result<StepSummary, Error> {
+    work.need_json(&work.cluster_task(&format!("{name}.json")), step)
+}
+
+/// The slice `slice` of the output `output` of the step `name`.
+fn read_output(
+    work: &WorkDir,
+    name: &str,
+    step: &str,
+    output: &str,
+    slice: usize,
+) -> Result<Vec<u8>, Error> {
+    let s = need_summary(work, name, step)?;
+    let Some((file, slices)) = s.outputs.get(output) else {
+        return Ok(Vec::new());
+    };
+    SlicedFile::open(&work.cluster_task(file), step)?.read(&slices[slice])
+}
+
+/// Writes a step's outputs, each sliced, and its summary.
+struct Outputs<'w> {
+    work: &'w WorkDir,
+    name: String,
+    files: BTreeMap<String, (SlicedWriter, usize)>,
+}
+
+impl<'w> Outputs<'w> {
+    fn new(work: &'w WorkDir, name: &str) -> Self {
+        Outputs {
+            work,
+            name: name.to_string(),
+            files: BTreeMap::new(),
+        }
+    }
+
+    /// Write `records` (slice, bytes), sorted by slice, as the output `output` of `slices`.
+    fn write(
+        &mut self,
+        output: &str,
+        slices: usize,
+        records: &[(usize, Vec<u8>)],
+    ) -> Result<(), Error> {
+        let file = format!("{}.{output}", self.name);
+        let mut w = SlicedWriter::create(&self.work.cluster_task(&file))?;
+        for (s, bytes) in records {
+            w.push(*s, bytes)?;
+        }
+        self.files.insert(output.to_string(), (w, slices));
+        Ok(())
+    }
+
+    fn finish(self, mut summary: StepSummary, t0: Instant) -> Result<StepSummary, Error> {
+        for (output, (w, slices)) in self.files {
+            let file = format!("{}.{output}", self.name);
+            summary.outputs.insert(output, (file, w.finish(slices)?));
+        }
+        summary.seconds = t0.elapsed().as_secs_f64();
+        self.work.write_json(
+            &self.work.cluster_task(&format!("{}.json", self.name)),
+            &summary,
+        )?;
+        Ok(summary)
+    }
+}
+
+/// Little-endian fields read in order.
+struct Rd<'a>(&'a [u8]);
+
+impl<'a> Rd<'a> {
+    fn u64(&mut self) -> u64 {
+        let (a, b) = self.0.split_at(8);
+        self.0 = b;
+        u64::from_le_bytes(a.try_into().unwrap())
+    }
+    fn u32(&mut self) -> u32 {
+        let (a, b) = self.0.split_at(4);
+        self.0 = b;
+        u32::from_le_bytes(a.try_into().unwrap())
+    }
+    fn u8(&mut self) -> u8 {
+        let (a, b) = self.0.split_at(1);
+        self.0 = b;
+        a[0]
+    }
+    fn str(&mut self) -> &'a str {
+        let n = self.u32() as usize;
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        std::str::from_utf8(a).expect("ids are UTF-8")
+    }
+    fn done(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn le(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Step 1: the parts for tasks of about `budget` bytes each. A plan made already is kept.
+pub fn plan(work: &WorkDir, budget: usize) -> Result<ClusterPlan, Error> {
+    refuse_greedy(work)?;
+    let _lock = unit(work, "plan")?;
+    let path = work.cluster_task("plan.json");
+    if let Some(p) = work.read_json::<ClusterPlan>(&path)? {
+        return Ok(p);
+    }
+    let rs = super::rank::summary(work)?;
+    let n: u64 = rs.rows.iter().sum();
+    let mut links = rs.exact_duplicates;
+    for p in 0..work.partitions() {
+        links += super::confirm::summary(work, p)?.counts.confirmed;
+    }
+    let cost = n * PER_DOC + links * PER_LINK;
+    let parts = (cost.div_ceil(budget.max(1) as u64) as usize).clamp(1, MAX_PARTS);
+    let span = n.div_ceil(parts as u64).max(1);
+    let plan = ClusterPlan {
+        parts: n.div_ceil(span).max(1) as usize,
+        span,
+        documents: n,
+        budget: budget as u64,
+    };
+    work.write_json(&path, &plan)?;
+    Ok(plan)
+}
+
+/// The plan `plan` made.
+pub fn read_plan(work: &WorkDir) -> Result<ClusterPlan, Error> {
+    work.need_json(&work.cluster_task("plan.json"), &step("plan", None))
+}
+
+/// Step 2 for confirm partition `p`: its pairs as edges and pairs by part. `false` when done.
+pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
+    refuse_greedy(work)?;
+    work.check_partition(p)?;
+    let name = format!("edges-{p:05}");
+    let _lock = unit(work, &name)?;
+    if clustered(work)? || summary_of(work, &name)?.is_some() {
+        return Ok(false);
+    }
+    let t0 = Instant::now();
+    let plan = read_plan(work)?;
+    let n = plan.documents;
+    let file = work.pairs_file(p);
+    let mut edges: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut pairs: Vec<(usize, Vec<u8>)> = Vec::new();
+    let cols = ["rank_a", "rank_b", "estimate", "jaccard"];
+    for batch in work.open_table(&file, "confirm", &cols)? {
+        let batch = batch?;
+        let (a, b) = (u64s(&batch, "rank_a"), u64s(&batch, "rank_b"));
+        let est = f64s(&batch, "estimate");
+        let jac = batch.column_by_name("jaccard").expect("a projected column");
+        let jac = arrow_array::cast::AsArray::as_primitive::<arrow_array::types::Float64Type>(
+            jac.as_ref(),
+        );
+        for i in 0..batch.num_rows() {
+            if a[i] >= n || b[i] >= n {
+                return Err(Error::Work {
+                    path: file.display().to_string(),
+                    msg: format!(
+                        "a pair of ranks {} and {} in a corpus of {n} documents; confirm \
+                         partition {p} again",
+                        a[i], b[i]
+                    ),
+                });
+            }
+            edges.push((plan.part(a[i]), le(&[a[i], b[i]])));
+            edges.push((plan.part(b[i]), le(&[b[i], a[i]])));
+            let j = (!arrow_array::Array::is_null(jac, i)).then(|| jac.value(i));
+            let mut rec = le(&[a[i], b[i], est[i].to_bits()]);
+            rec.push(j.is_some() as u8);
+            rec.extend_from_slice(&j.unwrap_or(0.0).to_bits().to_le_bytes());
+            pairs.push((plan.part(a[i]), rec));
+        }
+    }
+    edges.par_sort_by_key(|e| e.0);
+    pairs.par_sort_by_key(|e| e.0);
+    let mut out = Outputs::new(work, &name);
+    out.write("edges", plan.parts, &edges)?;
+    out.write("pairs", plan.parts, &pairs)?;
+    out.finish(StepSummary::default(), t0)?;
+    Ok(true)
+}
+
+/// Step 2 for shard `s`: each document's place by the part of its rank, and its exact
+/// relation as edges. `false` when done.
+pub fn locate(work: &WorkDir, s: usize) -> Result<bool, Error> {
+    refuse_greedy(work)?;
+    work.check_shard(s)?;
+    let name = format!("locate-{s:05}");
+    let _lock = unit(work, &name)?;
+    if clustered(work)? || summary_of(work, &name)?.is_some() {
+        return Ok(false);
+    }
+    let t0 = Instant::now();
+    let plan = read_plan(work)?;
+    let exact = work.config().exact;
+    let mut cols = vec!["rank"];
+    if exact {
+        cols.push("exact_rep");
+    }
+    let mut places: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut edges: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut links: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut row = 0u64;
+    for batch in work.open_table(&work.rank_file(s), "rank", &cols)? {
+        let batch = batch?;
+        let rank = u64s(&batch, "rank");
+        let rep = if exact {
+            u64s(&batch, "exact_rep")
+        } else {
+            &[]
+        };
+        for (i, &r) in rank.iter().enumerate() {
+            places.push((plan.part(r), le(&[r, s as u64, row + i as u64])));
+            if exact && rep[i] != NO_REP {
+                let e = rep[i];
+                edges.push((plan.part(r), le(&[r, e])));
+                edges.push((plan.part(e), le(&[e, r])));
+                links.push((plan.part(r), le(&[r, e])));
+            }
+        }
+        row += rank.len() as u64;
+    }
+    places.par_sort_by_key(|e| e.0);
+    edges.par_sort_by_key(|e| e.0);
+    links.par_sort_by_key(|e| e.0);
+    let mut out = Outputs::new(work, &name);
+    out.write("places", plan.parts, &places)?;
+    out.write("edges", plan.parts, &edges)?;
+    out.write("exact", plan.parts, &links)?;
+    out.finish(StepSummary::default(), t0)?;
+    Ok(true)
+}
+
+/// The edges of part `k` that round `r` reads: the `edges` and `locate` steps' for round 0,
+/// else round `r - 1`'s; sorted, each once.
+fn round_input(
+    work: &WorkDir,
+    plan: &ClusterPlan,
+    r: u32,
+    k: usize,
+) -> Result<Vec<(u64, u64)>, Error> {
+    let mut bytes = Vec::new();
+    if r == 0 {
+        for p in 0..work.partitions() {
+            let name = format!("edges-{p:05}");
+            bytes.extend(read_output(
+                work,
+                &name,
+                &step("edges", Some(("partition", p))),
+                "edges",
+                k,
+            )?);
+        }
+        for s in 0..work.shards() {
+            let name = format!("locate-{s:05}");
+            bytes.extend(read_output(
+                work,
+                &name,
+                &step("locate", Some(("shard", s))),
+                "edges",
+                k,
+            )?);
+        }
+    } else {
+        for j in 0..plan.parts {
+            let name = format!("star-{:04}-{j:05}", r - 1);
+            let st = step(&format!("star --round {}", r - 1), Some(("part", j)));
+            bytes.extend(read_output(work, &name, &st, "edges", k)?);
+        }
+    }
+    let mut e: Vec<(u64, u64)> = bytes
+        .chunks_exact(16)
+        .map(|c| {
+            let mut r = Rd(c);
+            (r.u64(), r.u64())
+        })
+        .collect();
+    drop(bytes);
+    e.par_sort_unstable();
+    e.dedup();
+    Ok(e)
+}
+
+/// Each node of `edges` (sorted) with its neighbours.
+fn nodes(edges: &[(u64, u64)]) -> impl Iterator<Item = (u64, &[(u64, u64)])> {
+    edges.chunk_by(|a, b| a.0 == b.0).map(|c| (c[0].0, c))
+}
+
+/// Whether every node of `edges` is a centre (all its neighbours larger) or a leaf (one
+/// neighbour, smaller): then, over every part, the edges are stars around each component's
+/// smallest node.
+fn are_stars(edges: &[(u64, u64)]) -> bool {
+    nodes(edges).all(|(u, n)| n[0].1 > u || (n.len() == 1 && n[0].1 < u))
+}
+
+/// Step 3: round `r` of part `k` (large-star when `r` is even, small-star when odd). `None`
+/// when done already, else whether its input edges were stars already.
+pub fn star(work: &WorkDir, r: u32, k: usize) -> Result<Option<bool>, Error> {
+    refuse_greedy(work)?;
+    let name = format!("star-{r:04}-{k:05}");
+    let _lock = unit(work, &name)?;
+    if clustered(work)? || summary_of(work, &name)?.is_some() {
+        return Ok(None);
+    }
+    let t0 = Instant::now();
+    let plan = read_plan(work)?;
+    check_part(&plan, k)?;
+    let input = round_input(work, &plan, r, k)?;
+    let stars = are_stars(&input);
+    let mut out: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut emit = |v: u64, m: u64| {
+        out.push((plan.part(v), le(&[v, m])));
+        out.push((plan.part(m), le(&[m, v])));
+    };
+    for (u, n) in nodes(&input) {
+        if r.is_multiple_of(2) {
+            // Large-star: every larger neighbour to the smallest of the neighbourhood.
+            let m = u.min(n[0].1);
+            for &(_, v) in n.iter().filter(|e| e.1 > u) {
+                emit(v, m);
+            }
+        } else if n[0].1 < u {
+            // Small-star: the node and its smaller neighbours to the smallest of them.
+            let m = n[0].1;
+            for v in n.iter().map(|e| e.1).filter(|&v| v < u).chain([u]) {
+                if v != m {
+                    emit(v, m);
+                }
+            }
+        }
+    }
+    out.par_sort_by_key(|e| e.0);
+    let mut o = Outputs::new(work, &name);
+    o.write("edges", plan.parts, &out)?;
+    let summary = StepSummary {
+        stars,
+        edges: input.len() as u64,
+        ..Default::default()
+    };
+    o.finish(summary, t0)?;
+    Ok(Some(stars))
+}
+
+fn check_part(plan: &ClusterPlan, k: usize) -> Result<(), Error> {
+    if k >= plan.parts {
+        return Err(Error::Param(format!(
+            "part {k} does not exist: the plan has {} (0 to {})",
+            plan.parts,
+            plan.parts - 1
+        )));
+    }
+    Ok(())
+}
+
+/// Whether round `r`'s every part found its edges stars (the rounds are over, and round `r`'s
+/// input holds the roots); `None` while some part of it has not run.
+pub fn round_done(work: &WorkDir, r: u32) -> Result<Option<bool>, Error> {
+    let plan = read_plan(work)?;
+    let mut all = true;
+    for k in 0..plan.parts {
+        match summary_of(work, &format!("star-{r:04}-{k:05}"))? {
+            Some(s) => all &= s.stars,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(all))
+}
+
+/// The last round, whose input edges were stars in every part.
+fn last_round(work: &WorkDir) -> Result<u32, Error> {
+    let mut r = 0;
+    loop {
+        match round_done(work, r)? {
+            Some(true) => return Ok(r),
+            Some(false) => r += 1,
+            None => {
+                return Err(Error::Work {
+                    path: work.cluster_task("").display().to_string(),
+                    msg: format!(
+                        "round {r} of the components has not run in every part: run `neardup \
+                         stage cluster --step star --round {r}` for each part first"
+                    ),
+                })
+            }
+        }
+    }
+}
+
+/// Step 3, every round in this process, each round's parts in parallel: returns the rounds.
+pub fn stars(work: &WorkDir) -> Result<u32, Error> {
+    let plan = read_plan(work)?;
+    let mut r = 0;
+    loop {
+        (0..plan.parts)
+            .into_par_iter()
+            .map(|k| star(work, r, k).map(|_| ()))
+            .collect::<Result<Vec<()>, Error>>()?;
+        if round_done(work, r)? == Some(true) {
+            return Ok(r + 1);
+        }
+        r += 1;
+    }
+}
+
+/// Step 4 for part `k`: its members' roots, to their shards; its pairs and exact relations,
+/// to their roots' parts. `false` when done.
+pub fn roots(work: &WorkDir, k: usize) -> Result<bool, Error> {
+    refuse_greedy(work)?;
+    let name = format!("roots-{k:05}");
+    let _lock = unit(work, &name)?;
+    if clustered(work)? || summary_of(work, &name)?.is_some() {
+        return Ok(false);
+    }
+    let t0 = Instant::now();
+    let plan = read_plan(work)?;
+    check_part(&plan, k)?;
+    let last = last_round(work)?;
+    let input = round_input(work, &plan, last, k)?;
+    // Each member of the part and its root (its star's centre).
+    let root: Vec<(u64, u64)> = nodes(&input).map(|(u, n)| (u, u.min(n[0].1))).collect();
+    drop(input);
+    let root_of = |r: u64| -> Option<u64> {
+        root.binary_search_by_key(&r, |x| x.0)
+            .ok()
+            .map(|i| root[i].1)
+    };
+    let mut places = Vec::new();
+    for s in 0..work.shards() {
+        let name = format!("locate-{s:05}");
+        places.extend(read_output(
+            work,
+            &name,
+            &step("locate", Some(("shard", s))),
+            "places",
+            k,
+        )?);
+    }
+    let mut requests: Vec<(usize, Vec<u8>)> = Vec::new();
+    for c in places.chunks_exact(24) {
+        let mut rd = Rd(c);
+        let (rank, s, row) = (rd.u64(), rd.u64() as usize, rd.u64());
+        if let Some(root) = root_of(rank) {
+            requests.push((s, le(&[row, rank, root])));
+        }
+    }
+    drop(places);
+    if requests.len() != root.len() {
+        return Err(Error::Work {
+            path: work.cluster_task("").display().to_string(),
+            msg: format!(
+                "{} of part {k}'s {} members were located: run the cluster steps again in an \
+                 empty work directory",
+                requests.len(),
+                root.len()
+            ),
+        });
+    }
+    requests.par_sort_unstable();
+    // Pairs, each once, and exact relations, to the part of their root.
+    let mut pairs: Vec<Vec<u8>> = Vec::new();
+    for p in 0..work.partitions() {
+        let name = format!("edges-{p:05}");
+        let bytes = read_output(
+            work,
+            &name,
+            &step("edges", Some(("partition", p))),
+            "pairs",
+            k,
+        )?;
+        pairs.extend(bytes.chunks_exact(33).map(|c| c.to_vec()));
+    }
+    pairs.par_sort_unstable_by(|a, b| a[..16].cmp(&b[..16]).then(a.cmp(b)));
+    pairs.dedup_by(|a, b| a[..16] == b[..16]);
+    let mut links: Vec<(usize, Vec<u8>)> = Vec::new();
+    for p in pairs {
+        let a = Rd(&p).u64();
+        let root = root_of(a).expect("a pair's ends are members");
+        let mut rec = vec![0u8];
+        rec.extend_from_slice(&p);
+        links.push((plan.part(root), rec));
+    }
+    for s in 0..work.shards() {
+        let name = format!("locate-{s:05}");
+        let bytes = read_output(work, &name, &step("locate", Some(("shard", s))), "exact", k)?;
+        for c in bytes.chunks_exact(16) {
+            let r = Rd(c).u64();
+            let root = root_of(r).expect("an exact copy is a member");
+            let mut rec = vec![1u8];
+            rec.extend_from_slice(c);
+            links.push((plan.part(root), rec));
+        }
+    }
+    links.par_sort_by_key(|l| l.0);
+    let mut out = Outputs::new(work, &name);
+    out.write("requests", work.shards(), &requests)?;
+    out.write("links", plan.parts, &links)?;
+    out.finish(StepSummary::default(), t0)?;
+    Ok(true)
+}
+
+/// Step 5 for shard `s`: its members' attributes, to their roots' parts; its documents per
+/// group. `false` when done.
+pub fn attributes(work: &WorkDir, s: usize) -> Result<bool, Error> {
+    refuse_greedy(work)?;
+    work.check_shard(s)?;
+    let name = format!("attributes-{s:05}");
+    let _lock = unit(work, &name)?;
+    if clustered(work)? || summary_of(work, &name)?.is_some() {
+        return Ok(false);
+    }
+    let t0 = Instant::now();
+    let plan = read_plan(work)?;
+    let rs = super::rank::summary(work)?;
+    let base: u64 = rs.rows[..s].iter().sum();
+    let mut want: Vec<(u64, u64, u64)> = Vec::new();
+    for k in 0..plan.parts {
+        let bytes = read_output(
+            work,
+            &format!("roots-{k:05}"),
+            &step("roots", Some(("part", k))),
+            "requests",
+            s,
+        )?;
+        want.extend(bytes.chunks_exact(24).map(|c| {
+            let mut r = Rd(c);
+            (r.u64(), r.u64(), r.u64())
+        }));
+    }
+    want.sort_unstable();
+    let grouped = work.fields().group.is_some();
+    let keep_field = work.fields().keep.is_some();
+    let mut groups = vec![0u64; rs.groups.len()];
+    if grouped {
+        for batch in work.open_table(&work.rank_file(s), "rank", &["group"])? {
+            for &g in u32s(&batch?, "group") {
+                groups[g as usize] += 1;
+            }
+        }
+    } else if let Some(g) = groups.first_mut() {
+        *g = rs.rows[s];
+    }
+    let mut member_group = vec![0u32; want.len()];
+    if grouped {
+        let mut at = 0usize;
+        let mut row = 0u64;
+        for batch in work.open_table(&work.rank_file(s), "rank", &["group"])? {
+            let batch = batch?;
+            let g = u32s(&batch, "group");
+            while at < want.len() && want[at].0 < row + g.len() as u64 {
+                member_group[at] = g[(want[at].0 - row) as usize];
+                at += 1;
+            }
+            row += g.len() as u64;
+        }
+    }
+    let mut cols = vec!["id", "words"];
+    if keep_field {
+        cols.push("keep");
+    }
+    let mut out: Vec<(usize, Vec<u8>)> = Vec::with_capacity(want.len());
+    let mut at = 0usize;
+    let mut row = 0u64;
+    for batch in work.open_table(&work.sign_file(s), "sign", &cols)? {
+        let batch = batch?;
+        let id = strings(&batch, "id");
+        let w = u32s(&batch, "words");
+        let kv = if keep_field {
+            f64s(&batch, "keep")
+        } else {
+            &[]
+        };
+        while at < want.len() && want[at].0 < row + batch.num_rows() as u64 {
+            let (r, rank, root) = want[at];
+            let i = (r - row) as usize;
+            let mut rec = le(&[
+                root,
+                rank,
+                base + r,
+                kv.get(i).copied().unwrap_or(0.0).to_bits(),
+            ]);
+            rec.extend_from_slice(&w[i].to_le_bytes());
+            rec.extend_from_slice(&member_group[at].to_le_bytes());
+            put_str(&mut rec, id.value(i));
+            out.push((plan.part(root), rec));
+            at += 1;
+        }
+        row += batch.num_rows() as u64;
+    }
+    if at != want.len() {
+        return Err(Error::Work {
+            path: work.sign_file(s).display().to_string(),
+            msg: format!("holds {row} rows, fewer than its members ask for: sign shard {s} again"),
+        });
+    }
+    out.par_sort_by_key(|e| e.0);
+    let mut o = Outputs::new(work, &name);
+    o.write("members", plan.parts, &out)?;
+    let summary = StepSummary {
+        counts: PartCounts {
+            groups: groups.into_iter().map(|d| (d, 0, 0)).collect(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    o.finish(summary, t0)?;
+    Ok(true)
+}
+
+/// One member of a part's clusters.
+struct Member {
+    root: u64,
+    rank: u64,
+    doc: u64,
+    value: f64,
+    words: u32,
+    group: u32,
+    id: String,
+}
+
+/// Step 6 for part `k`: the clusters whose roots it holds. `false` when done.
+pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
+    refuse_greedy(work)?;
+    let name = format!("clusters-{k:05}");
+    let _lock = unit(work, &name)?;
+    if clustered(work)? || summary_of(work, &name)?.is_some() {
+        return Ok(false);
+    }
+    let t0 = Instant::now();
+    let cfg = work.config();
+    let plan = read_plan(work)?;
+    check_part(&plan, k)?;
+    let rs = super::rank::summary(work)?;
+    let mut offsets = vec![0u64];
+    for &r in &rs.rows {
+        offsets.push(offsets.last().unwrap() + r);
+    }
+    let mut members: Vec<Member> = Vec::new();
+    for s in 0..work.shards() {
+        let bytes = read_output(
+            work,
+            &format!("attributes-{s:05}"),
+            &step("attributes", Some(("shard", s))),
+            "members",
+            k,
+        )?;
+        let mut rd = Rd(&bytes);
+        while !rd.done() {
+            members.push(Member {
+                root: rd.u64(),
+                rank: rd.u64(),
+                doc: rd.u64(),
+                value: f64::from_bits(rd.u64()),
+                words: rd.u32(),
+                group: rd.u32(),
+                id: rd.str().to_string(),
+            });
+        }
+    }
+    members.par_sort_unstable_by_key(|m| m.rank);
+    let m = members.len();
+    let index = |r: u64| -> u32 {
+        members
+            .binary_search_by_key(&r, |x| x.rank)
+            .expect("a member of the part's clusters") as u32
+    };
+    let root: Vec<u32> = members.iter().map(|x| index(x.root)).collect();
+    // Pairs (by ranks) and exact relations, of these clusters.
+    let mut pairs: Vec<(u64, u64, f64, Option<f64>)> = Vec::new();
+    let mut exact: Vec<(u64, u64)> = Vec::new();
+    for j in 0..plan.parts {
+        let bytes = read_output(
+            work,
+            &format!("roots-{j:05}"),
+            &step("roots", Some(("part", j))),
+            "links",
+            k,
+        )?;
+        let mut rd = Rd(&bytes);
+        while !rd.done() {
+            if rd.u8() == 0 {
+                let (a, b, est) = (rd.u64(), rd.u64(), f64::from_bits(rd.u64()));
+                let has = rd.u8() == 1;
+                let j = f64::from_bits(rd.u64());
+                pairs.push((a, b, est, has.then_some(j)));
+            } else {
+                exact.push((rd.u64(), rd.u64()));
+            }
+        }
+    }
+    pairs.par_sort_unstable_by_key(|p| (p.0, p.1));
+
+    let mut counts = PartCounts {
+        members: m as u64,
+        pairs: pairs.len() as u64,
+        groups: vec![(0, 0, 0); rs.groups.len()],
+        id_bytes: members.iter().map(|x| x.id.len() as u64).sum(),
+        ..Default::default()
+    };
+    let mut size: BTreeMap<u32, u64> = BTreeMap::new();
+    for (i, &r) in root.iter().enumerate() {
+        if r as usize != i {
+            *size.entry(r).or_insert(1) += 1;
+        }
+    }
+    for &s in size.values() {
+        *counts.sizes.entry(s).or_default() += 1;
+    }
+    let survives: Vec<bool> = if cfg.keep == Keep::SmallestId {
+        (0..m).map(|i| root[i] as usize == i).collect()
+    } else {
+        crate::stages::dedup::best_of_clusters(
+            &root,
+            |i| keep_key(cfg.keep, members[i].words, members[i].value, members[i].doc),
+            |i| members[i].rank,
+        )
+    };
+    let (largest_size, diameter) = largest_cluster_hops(
+        &root,
+        |i| members[i].rank,
+        |big, edge| {
+            for p in &pairs {
+                let (a, b) = (index(p.0), index(p.1));
+                if root[a as usize] == big {
+                    edge(a, b);
+                }
+            }
+            for &(r, e) in &exact {
+                let (a, b) = (index(r), index(e));
+                if root[a as usize] == big {
+                    edge(a, b);
+                }
+            }
+        },
+    );
+    if largest_size > 0 {
+        let big = size
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(&r, _)| members[r as usize].rank)
+            .expect("a cluster");
+        counts.biggest = Some((largest_size, big, diameter));
+    }
+
+    // Clusters by root in id order, members in id order: as `dedup --clusters`.
+    let mut by_root: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for (i, &r) in root.iter().enumerate() {
+        by_root.entry(r).or_default().push(i as u32);
+    }
+    let id = |i: u32| members[i as usize].id.as_str();
+    let mut lines = Vec::new();
+    for (&r, ms) in &by_root {
+        let names: Vec<&str> = ms.iter().map(|&i| id(i)).collect();
+        lines.extend_from_slice(cluster_line(id(r), &names).as_bytes());
+    }
+    let shard_of = |d: u64| offsets.partition_point(|&o| o <= d) - 1;
+    let mut largest: Vec<(&u32, &Vec<u32>)> = by_root.iter().collect();
+    largest.sort_by_key(|(_, m)| std::cmp::Reverse(m.len()));
+    largest.truncate(EXAMPLE_CLUSTERS);
+    counts.largest = largest
+        .into_iter()
+        .map(|(&r, ms)| LargeCluster {
+            root: id(r).to_string(),
+            size: ms.len(),
+            members: ms
+                .iter()
+                .take(EXAMPLE_MEMBERS)
+                .map(|&i| {
+                    let d = members[i as usize].doc;
+                    let s = shard_of(d);
+                    (s, d - offsets[s], id(i).to_string())
+                })
+                .collect(),
+        })
+        .collect();
+    // Pairs' lines, by ranks (merged over the parts by `finish`).
+    let mut pair_lines = Vec::new();
+    for &(a, b, est, jac) in &pairs {
+        let line = pair_line(id(index(a)), id(index(b)), est, jac);
+        pair_lines.extend(le(&[a, b]));
+        put_str(&mut pair_lines, &line);
+    }
+    let written = |i: usize| !cfg.drop || survives[i];
+    let grouped = work.fields().group.is_some();
+    for (i, x) in members.iter().enumerate() {
+        if !written(i) {
+            counts.not_written += 1;
+        }
+        if grouped {
+            let c = &mut counts.groups[x.group as usize];
+            if root[i] as usize == i {
+                c.1 += 1;
+            }
+            if !written(i) {
+                c.2 += 1;
+            }
+        }
+    }
+    // Chaining rows: each dropped member and its cluster's survivor, unless identical copies
+    // or a confirmed pair already; by the dropped member's rank.
+    let mut unit: Vec<u32> = (0..m as u32).collect();
+    for &(r, e) in &exact {
+        unit[index(r) as usize] = index(e);
+    }
+    let mut survivor: HashMap<u32, u32> = HashMap::new();
+    for i in (0..m).filter(|&i| survives[i]) {
+        survivor.insert(root[i], i as u32);
+    }
+    let confirmed: HashSet<(u32, u32)> = pairs.iter().map(|p| (index(p.0), index(p.1))).collect();
+    let mut chaining = Vec::new();
+    for i in (0..m).filter(|&i| !survives[i]) {
+        let s = survivor[&root[i]] as usize;
+        let (a, b) = (unit[i].min(unit[s]), unit[i].max(unit[s]));
+        if a != b && !confirmed.contains(&(a, b)) {
+            let r = members[i].rank;
+            chaining.extend(le(&[r, r, members[i].doc, members[s].doc]));
+        }
+    }
+    // Each member's verdict, to its shard: row, survives, tag, survivor.
+    let mut verdicts: Vec<(usize, u64, Vec<u8>)> = Vec::with_capacity(m);
+    for (i, x) in members.iter().enumerate() {
+        let s = shard_of(x.doc);
+        let row = x.doc - offsets[s];
+        let mut rec = le(&[row]);
+        rec.push(survives[i] as u8);
+        put_str(&mut rec, id(root[i]));
+        put_str(&mut rec, id(survivor[&root[i]]));
+        verdicts.push((s, row, rec));
+    }
+    verdicts.par_sort_unstable_by_key(|v| (v.0, v.1));
+    let verdicts: Vec<(usize, Vec<u8>)> = verdicts.into_iter().map(|(s, _, r)| (s, r)).collect();
+    let mut o = Outputs::new(work, &name);
+    o.write("verdicts", work.shards(), &verdicts)?;
+    o.write("lines", 1, &[(0, lines)])?;
+    o.write("pairs", 1, &[(0, pair_lines)])?;
+    o.write("chaining", 1, &[(0, chaining)])?;
+    o.finish(
+        StepSummary {
+            counts,
+            ..Default::default()
+        },
+        t0,
+    )?;
+    Ok(true)
+}
+
+/// Step 7 for shard `s`: its cluster file. `false` when done.
+pub fn verdicts(work: &WorkDir, s: usize) -> Result<bool, Error> {
+    refuse_greedy(work)?;
+    work.check_shard(s)?;
+    let _lock = unit(work, &format!("verdicts-{s:05}"))?;
+    work.remove_partials("cluster", &format!("{s:05}"))?;
+    if clustered(work)? || work.table_done(&work.cluster_file(s))? {
+        return Ok(false);
+    }
+    let cfg = work.config();
+    let plan = read_plan(work)?;
+    let rows = super::rank::summary(work)?.rows[s] as usize;
+    // Each member row's verdict: survives, tag, survivor.
+    let mut got: Vec<(u64, bool, String, String)> = Vec::new();
+    for k in 0..plan.parts {
+        let bytes = read_output(
+            work,
+            &format!("clusters-{k:05}"),
+            &step("clusters", Some(("part", k))),
+            "verdicts",
+            s,
+        )?;
+        let mut rd = Rd(&bytes);
+        while !rd.done() {
+            let row = rd.u64();
+            let survives = rd.u8() == 1;
+            let (tag, survivor) = (rd.str().to_string(), rd.str().to_string());
+            got.push((row, survives, tag, survivor));
+        }
+    }
+    got.sort_unstable_by_key(|g| g.0);
+    if got.windows(2).any(|w| w[0].0 == w[1].0) || got.last().is_some_and(|g| g.0 >= rows as u64) {
+        return Err(Error::Work {
+            path: work.cluster_task("").display().to_string(),
+            msg: format!(
+                "shard {s} has a member row twice or past its end: run the cluster steps again \
+                 in an empty work directory"
+            ),
+        });
+    }
+    let mut columns = vec![
+        Field::new("tag", DataType::Utf8, true),
+        col("survives", DataType::Boolean),
+    ];
+    if cfg.tags_survivor() {
+        columns.push(Field::new("survivor", DataType::Utf8, true));
+    }
+    let mut w = work.create_table(&work.cluster_file(s), columns, &[])?;
+    let mut next = 0usize;
+    let mut at = 0;
+    loop {
+        let end = (at + BATCH_ROWS).min(rows);
+        let (mut tags, mut survive, mut survivor) = (Vec::new(), Vec::new(), Vec::new());
+        for r in at..end {
+            match got.get(next).filter(|g| g.0 == r as u64) {
+                Some(g) => {
+                    tags.push(Some(g.2.as_str()));
+                    survive.push(g.1);
+                    survivor.push(Some(g.3.as_str()));
+                    next += 1;
+                }
+                None => {
+                    tags.push(None);
+                    survive.push(true);
+                    survivor.push(None);
+                }
+            }
+        }
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(tags)),
+            Arc::new(BooleanArray::from(survive)),
+        ];
+        if cfg.tags_survivor() {
+            cols.push(Arc::new(StringArray::from(survivor)));
+        }
+        if end == rows {
+            w.write_then_finish(cols)?;
+            break;
+        }
+        w.write(cols)?;
+        at = end;
+    }
+    Ok(true)
+}
+
+/// The sorted runs of every part's output `output`, merged by their keys, streaming: `head`
+/// bytes a record begin with, the first 16 its keys (two u64), and `tail(head)` the bytes
+/// after them.
+fn merge_runs(
+    work: &WorkDir,
+    plan: &ClusterPlan,
+    output: &str,
+    head: usize,
+    tail: impl Fn(&[u8]) -> usize,
+    mut f: impl FnMut(&[u8]) -> Result<(), Error>,
+) -> Result<(), Error> {
+    use super::sliced::SliceReader;
+    let mut readers: Vec<SliceReader> = Vec::new();
+    for k in 0..plan.parts {
+        let name = format!("clusters-{k:05}");
+        let st = step("clusters", Some(("part", k)));
+        let s = need_summary(work, &name, &st)?;
+        let (file, slices) = &s.outputs[output];
+        readers.push(SlicedFile::open(&work.cluster_task(file), &st)?.stream(&slices[0])?);
+    }
+    let next = |r: &mut SliceReader| -> Result<Option<Vec<u8>>, Error> {
+        let mut rec = vec![0u8; head];
+        if !r.next(&mut rec)? {
+            return Ok(None);
+        }
+        let more = tail(&rec);
+        rec.resize(head + more, 0);
+        if more > 0 && !r.next(&mut rec[head..])? {
+            unreachable!("a record's tail is checked to lie in its slice");
+        }
+        Ok(Some(rec))
+    };
+    let key = |rec: &[u8]| {
+        let mut rd = Rd(rec);
+        (rd.u64(), rd.u64())
+    };
+    let mut heads: Vec<Option<Vec<u8>>> = Vec::new();
+    let mut heap = std::collections::BinaryHeap::new();
+    for (k, r) in readers.iter_mut().enumerate() {
+        let rec = next(r)?;
+        if let Some(rec) = &rec {
+            heap.push(std::cmp::Reverse((key(rec), k)));
+        }
+        heads.push(rec);
+    }
+    while let Some(std::cmp::Reverse((_, k))) = heap.pop() {
+        let rec = heads[k].take().expect("a record");
+        f(&rec[16..])?;
+        heads[k] = next(&mut readers[k])?;
+        if let Some(rec) = &heads[k] {
+            heap.push(std::cmp::Reverse((key(rec), k)));
+        }
+    }
+    Ok(())
+}
+
+/// Step 8: the clusters and pairs files, the chaining rows and the summary; the task files
+/// removed. `None` when done already.
+pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
+    refuse_greedy(work)?;
+    let _lock = work.lock("cluster")?;
+    work.remove_partials("cluster", "")?;
+    if clustered(work)? {
+        return Ok(None);
+    }
+    let t0 = Instant::now();
+    let plan = read_plan(work)?;
+    let rs = super::rank::summary(work)?;
+    let n = plan.documents;
+    for s in 0..work.shards() {
+        if !work.table_done(&work.cluster_file(s))? {
+            return Err(work.missing(&work.cluster_file(s), &step("verdicts", Some(("shard", s)))));
+        }
+    }
+    let mut stats = ClusterStats {
+        order_seconds: rs.seconds,
+        wordless: rs.wordless,
+        exact_duplicates: rs.exact_duplicates,
+        ..Default::default()
+    };
+    for p in 0..work.partitions() {
+        let cs = super::confirm::summary(work, p)?;
+        stats.buckets += cs.buckets;
+        stats.pairs_checked += cs.counts.checked;
+        stats.pairs_rejected += cs.counts.rejected;
+        stats.pairs_already_joined += cs.counts.already_joined;
+        stats.pairs_other_group += cs.counts.other_group;
+        stats.pairs_filtered += cs.counts.filtered;
+        stats.sets_loaded += cs.sets_loaded;
+        stats.confirm_seconds += cs.seconds;
+        stats.sets_seconds += cs.sets_seconds;
+    }
+    let mut seconds = 0.0;
+    let mut groups: Vec<GroupCounts> = rs
+        .groups
+        .iter()
+        .map(|g| GroupCounts {
+            group: g.clone(),
+            ..Default::default()
+        })
+        .collect();
+    for s in 0..work.shards() {
+        let a = need_summary(
+            work,
+            &format!("attributes-{s:05}"),
+            &step("attributes", Some(("shard", s))),
+        )?;
+        seconds += a.seconds;
+        for (g, &(docs, _, _)) in groups.iter_mut().zip(&a.counts.groups) {
+            g.documents += docs;
+        }
+    }
+    let mut members = 0u64;
+    let mut id_bytes = 0u64;
+    let mut not_written = 0u64;
+    let mut largest: Vec<LargeCluster> = Vec::new();
+    let mut biggest: Option<(u64, u64, u64)> = None;
+    let mut parts = Vec::new();
+    for k in 0..plan.parts {
+        let c = need_summary(
+            work,
+            &format!("clusters-{k:05}"),
+            &step("clusters", Some(("part", k))),
+        )?;
+        seconds += c.seconds;
+        let c = c.counts;
+        members += c.members;
+        id_bytes += c.id_bytes;
+        not_written += c.not_written;
+        stats.pairs_confirmed += c.pairs;
+        for (&size, &count) in &c.sizes {
+            *stats.cluster_sizes.entry(size).or_default() += count;
+            stats.clusters += count;
+            stats.documents_in_clusters += size * count;
+        }
+        for (g, &(_, clusters, dropped)) in groups.iter_mut().zip(&c.groups) {
+            g.clusters += clusters;
+            g.documents_written += dropped;
+        }
+        // Parts hold ascending roots: among equal sizes the earlier part's come first.
+        largest.extend(c.largest);
+        if let Some(b) = c.biggest {
+            if biggest.is_none_or(|x| b.0 > x.0) {
+                biggest = Some(b);
+            }
+        }
+        parts.push(k);
+    }
+    for g in &mut groups {
+        // Counted as not written above.
+        g.documents_written = g.documents - g.documents_written;
+    }
+    stats.near_duplicates = stats.documents_in_clusters - stats.clusters - stats.exact_duplicates;
+    largest.sort_by_key(|c| std::cmp::Reverse(c.size));
+    largest.truncate(EXAMPLE_CLUSTERS);
+
+    let dir = work.clusters_jsonl();
+    let dir = dir.parent().expect("a file in the work directory");
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(&dir.display().to_string(), e))?;
+    let mut out = Output::with_checksum(&work.clusters_jsonl().display().to_string())?;
+    for k in 0..plan.parts {
+        let name = format!("clusters-{k:05}");
+        let st = step("clusters", Some(("part", k)));
+        let s = need_summary(work, &name, &st)?;
+        let (file, slices) = &s.outputs["lines"];
+        let mut r = SlicedFile::open(&work.cluster_task(file), &st)?.stream(&slices[0])?;
+        let mut left = slices[0].bytes;
+        let mut buf = vec![0u8; 1 << 16];
+        while left > 0 {
+            let n = left.min(buf.len() as u64) as usize;
+            r.next(&mut buf[..n])?;
+            out.write_all(&buf[..n])?;
+            left -= n as u64;
+        }
+        r.next(&mut [])?;
+    }
+    let (clusters_checksum, _) = out.checksum().expect("kept");
+    out.finish()?;
+    let mut out = Output::with_checksum(&work.pairs_jsonl().display().to_string())?;
+    // Pairs' lines: ranks a and b, the line's length, the line.
+    let len = |h: &[u8]| u32::from_le_bytes(h[16..20].try_into().unwrap()) as usize;
+    merge_runs(work, &plan, "pairs", 20, len, |r| out.write_all(&r[4..]))?;
+    let (pairs_checksum, _) = out.checksum().expect("kept");
+    out.finish()?;
+    // Chaining rows: the dropped member's rank (twice, as the keys), its document and its
+    // survivor's.
+    let mut w = work.create_keyed(&work.chaining_file())?;
+    merge_runs(work, &plan, "chaining", 32, |_| 0, |row| w.values(row))?;
+    w.finish()?;
+
+    stats.cluster_seconds = seconds + t0.elapsed().as_secs_f64();
+    let words = n.div_ceil(64);
+    let heap_bytes = (words + words.div_ceil(8) + 1) * 8;
+    let (largest_cluster, _, largest_cluster_diameter) = biggest.unwrap_or((0, 0, 0));
+    let summary = ClusterSummary {
+        stats,
+        largest,
+        groups,
+        documents_written: n - not_written,
+        table_bytes: heap_bytes + members * 60 + id_bytes,
+        clusters_checksum,
+        pairs_checksum,
+        rounds: 0,
+        largest_cluster,
+        largest_cluster_diameter,
+    };
+    work.write_json(&work.cluster_summary(), &summary)?;
+    remove_tasks(work)?;
+    Ok(Some(summary))
+}
+
+/// Remove the task files (`cluster/tasks/`), then the directory if that leaves it empty:
+/// nothing else in it is neardup's to delete.
+pub(super) fn remove_tasks(work: &WorkDir) -> Result<(), Error> {
+    let dir = work.cluster_task("");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(&dir.display().to_string(), e)),
+    };
+    for e in entries.flatten() {
+        if is_task_name(&e.file_name().to_string_lossy()) {
+            let p = e.path();
+            std::fs::remove_file(&p).map_err(|e| Error::io(&p.display().to_string(), e))?;
+        }
+    }
+    let _ = std::fs::remove_dir(&dir);
+    Ok(())
+}
+
+/// Whether `name` is the name of a task file: `plan.json`, or `STEP-NNNNN.json` and
+/// `STEP-NNNNN.OUTPUT` (`star-RRRR-NNNNN` for a round).
+fn is_task_name(name: &str) -> bool {
+    if name == "plan.json" {
+        return true;
+    }
+    let Some((stem, ext)) = name.split_once('.') else {
+        return false;
+    };
+    let outputs = [
+        "json", "edges", "pairs", "places", "exact", "requests", "links", "members", "verdicts",
+        "lines", "chaining",
+    ];
+    if !outputs.contains(&ext) {
+        return false;
+    }
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    match stem.split_once('-') {
+        Some(("star", rest)) => rest
+            .split_once('-')
+            .is_some_and(|(r, k)| digits(r, 4) && digits(k, 5)),
+        Some(("edges" | "locate" | "roots" | "attributes" | "clusters", n)) => digits(n, 5),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every round of the alternating algorithm in memory, over one part.
+    fn components(edges: &[(u64, u64)]) -> (Vec<(u64, u64)>, u32) {
+        let mut e: Vec<(u64, u64)> = edges.iter().flat_map(|&(a, b)| [(a, b), (b, a)]).collect();
+        let mut r = 0;
+        loop {
+            e.sort_unstable();
+            e.dedup();
+            if are_stars(&e) {
+                return (nodes(&e).map(|(u, n)| (u, u.min(n[0].1))).collect(), r);
+            }
+            let mut out = Vec::new();
+            for (u, n) in nodes(&e) {
+                if r % 2 == 0 {
+                    let m = u.min(n[0].1);
+                    for &(_, v) in n.iter().filter(|x| x.1 > u) {
+                        out.extend([(v, m), (m, v)]);
+                    }
+                } else if n[0].1 < u {
+                    let m = n[0].1;
+                    for v in n.iter().map(|x| x.1).filter(|&v| v < u).chain([u]) {
+                        if v != m {
+                            out.extend([(v, m), (m, v)]);
+                        }
+                    }
+                }
+            }
+            e = out;
+            r += 1;
+        }
+    }
+
+    fn union_find(edges: &[(u64, u64)]) -> Vec<(u64, u64)> {
+        let n = edges
+            .iter()
+            .map(|e| e.0.max(e.1))
+            .max()
+            .map_or(0, |x| x + 1) as usize;
+        let mut uf = crate::index::unionfind::UnionFind::new(n);
+        let mut seen = std::collections::BTreeSet::new();
+        for &(a, b) in edges {
+            uf.union(a as u32, b as u32);
+            seen.extend([a, b]);
+        }
+        seen.into_iter()
+            .map(|v| (v, uf.find(v as u32) as u64))
+            .collect()
+    }
+
+    #[test]
+    fn stars_find_the_roots_union_find_finds_on_chains_stars_and_many_small_graphs() {
+        let mut graphs: Vec<Vec<(u64, u64)>> = vec![
+            vec![(0, 1)],
+            (0..1000).map(|i| (i, i + 1)).collect(),
+            (0..1000).rev().map(|i| (i + 1, i)).collect(),
+            (1..500).map(|i| (0, i)).collect(),
+            (0..499).map(|i| (i, 499)).collect(),
+            (0..300).map(|i| (2 * i, 2 * i + 1)).collect(),
+        ];
+        // A chain in a shuffled order of ranks, and random graphs.
+        let mut x = 12345u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let perm: Vec<u64> = {
+            let mut p: Vec<u64> = (0..2000).collect();
+            for i in (1..p.len()).rev() {
+                p.swap(i, (next() % (i as u64 + 1)) as usize);
+            }
+            p
+        };
+        graphs.push((0..1999).map(|i| (perm[i], perm[i + 1])).collect());
+        for size in [10u64, 100, 3000] {
+            graphs.push(
+                (0..size)
+                    .map(|_| (next() % size, next() % size))
+                    .filter(|e| e.0 != e.1)
+                    .collect(),
+            );
+        }
+        for g in &graphs {
+            let (roots, rounds) = components(g);
+            assert_eq!(roots, union_find(g), "graph of {} edges", g.len());
+            assert!(rounds < 60, "{rounds} rounds");
+        }
+    }
+
+    #[test]
+    fn only_task_files_are_task_names() {
+        for n in [
+            "plan.json",
+            "edges-00001.json",
+            "edges-00001.pairs",
+            "star-0003-00002.edges",
+            "locate-00000.places",
+            "clusters-00004.verdicts",
+        ] {
+            assert!(is_task_name(n), "{n}");
+        }
+        for n in [
+            "mine.json",
+            "edges-1.json",
+            "star-3-00002.edges",
+            "clusters-00004.txt",
+            "notes",
+        ] {
+            assert!(!is_task_name(n), "{n}");
+        }
+    }
+}
