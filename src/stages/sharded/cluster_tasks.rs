@@ -179,16 +179,16 @@ impl<'w> Outputs<'w> {
     }
 
     /// Write `records` (slice, bytes), sorted by slice, as the output `output` of `slices`.
-    fn write(
+    fn write<B: AsRef<[u8]>>(
         &mut self,
         output: &str,
         slices: usize,
-        records: &[(usize, Vec<u8>)],
+        records: &[(usize, B)],
     ) -> Result<(), Error> {
         let file = format!("{}.{output}", self.name);
         let mut w = SlicedWriter::create(&self.work.cluster_task(&file))?;
         for (s, bytes) in records {
-            w.push(*s, bytes)?;
+            w.push(*s, bytes.as_ref())?;
         }
         self.files.insert(output.to_string(), (w, slices));
         Ok(())
@@ -247,6 +247,22 @@ fn le(values: &[u64]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
+/// Two little-endian u64s, without an allocation (edges, held by the million).
+fn le2(a: u64, b: u64) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&a.to_le_bytes());
+    out[8..].copy_from_slice(&b.to_le_bytes());
+    out
+}
+
+/// Three little-endian u64s, without an allocation (places, held by the million).
+fn le3(a: u64, b: u64, c: u64) -> [u8; 24] {
+    let mut out = [0u8; 24];
+    out[..16].copy_from_slice(&le2(a, b));
+    out[16..].copy_from_slice(&c.to_le_bytes());
+    out
+}
+
 /// Step 1: the parts for tasks of about `budget` bytes each. A plan made already is kept.
 pub fn plan(work: &WorkDir, budget: usize) -> Result<ClusterPlan, Error> {
     refuse_greedy(work)?;
@@ -292,7 +308,7 @@ pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
     let plan = read_plan(work)?;
     let n = plan.documents;
     let file = work.pairs_file(p);
-    let mut edges: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut edges: Vec<(usize, [u8; 16])> = Vec::new();
     let mut pairs: Vec<(usize, Vec<u8>)> = Vec::new();
     let cols = ["rank_a", "rank_b", "estimate", "jaccard"];
     for batch in work.open_table(&file, "confirm", &cols)? {
@@ -314,8 +330,8 @@ pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
                     ),
                 });
             }
-            edges.push((plan.part(a[i]), le(&[a[i], b[i]])));
-            edges.push((plan.part(b[i]), le(&[b[i], a[i]])));
+            edges.push((plan.part(a[i]), le2(a[i], b[i])));
+            edges.push((plan.part(b[i]), le2(b[i], a[i])));
             let j = (!arrow_array::Array::is_null(jac, i)).then(|| jac.value(i));
             let mut rec = le(&[a[i], b[i], est[i].to_bits()]);
             rec.push(j.is_some() as u8);
@@ -349,9 +365,9 @@ pub fn locate(work: &WorkDir, s: usize) -> Result<bool, Error> {
     if exact {
         cols.push("exact_rep");
     }
-    let mut places: Vec<(usize, Vec<u8>)> = Vec::new();
-    let mut edges: Vec<(usize, Vec<u8>)> = Vec::new();
-    let mut links: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut places: Vec<(usize, [u8; 24])> = Vec::new();
+    let mut edges: Vec<(usize, [u8; 16])> = Vec::new();
+    let mut links: Vec<(usize, [u8; 16])> = Vec::new();
     let mut row = 0u64;
     for batch in work.open_table(&work.rank_file(s), "rank", &cols)? {
         let batch = batch?;
@@ -362,12 +378,12 @@ pub fn locate(work: &WorkDir, s: usize) -> Result<bool, Error> {
             &[]
         };
         for (i, &r) in rank.iter().enumerate() {
-            places.push((plan.part(r), le(&[r, s as u64, row + i as u64])));
+            places.push((plan.part(r), le3(r, s as u64, row + i as u64)));
             if exact && rep[i] != NO_REP {
                 let e = rep[i];
-                edges.push((plan.part(r), le(&[r, e])));
-                edges.push((plan.part(e), le(&[e, r])));
-                links.push((plan.part(r), le(&[r, e])));
+                edges.push((plan.part(r), le2(r, e)));
+                edges.push((plan.part(e), le2(e, r)));
+                links.push((plan.part(r), le2(r, e)));
             }
         }
         row += rank.len() as u64;
@@ -459,10 +475,10 @@ pub fn star(work: &WorkDir, r: u32, k: usize) -> Result<Option<bool>, Error> {
     check_part(&plan, k)?;
     let input = round_input(work, &plan, r, k)?;
     let stars = are_stars(&input);
-    let mut out: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut out: Vec<(usize, [u8; 16])> = Vec::new();
     let mut emit = |v: u64, m: u64| {
-        out.push((plan.part(v), le(&[v, m])));
-        out.push((plan.part(m), le(&[m, v])));
+        out.push((plan.part(v), le2(v, m)));
+        out.push((plan.part(m), le2(m, v)));
     };
     for (u, n) in nodes(&input) {
         if r.is_multiple_of(2) {
@@ -587,12 +603,12 @@ pub fn roots(work: &WorkDir, k: usize) -> Result<bool, Error> {
             k,
         )?);
     }
-    let mut requests: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut requests: Vec<(usize, [u8; 24])> = Vec::new();
     for c in places.chunks_exact(24) {
         let mut rd = Rd(c);
         let (rank, s, row) = (rd.u64(), rd.u64() as usize, rd.u64());
         if let Some(root) = root_of(rank) {
-            requests.push((s, le(&[row, rank, root])));
+            requests.push((s, le3(row, rank, root)));
         }
     }
     drop(places);
