@@ -555,6 +555,8 @@ pub fn cluster(
         largest_cluster_diameter,
     };
     work.write_json(&work.cluster_summary(), &summary)?;
+    // Whatever cluster jobs left: the stage is done.
+    super::cluster_tasks::remove_tasks(work)?;
     Ok(Some(summary))
 }
 
