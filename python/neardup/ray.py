@@ -4,7 +4,7 @@
 partitions (as many groups as the cluster runs tasks at once, so that a document in buckets of
 several partitions of a group is read and signed again once), ``rank`` as parallel steps
 (per shard, per id range, per shard again), ``cluster`` as parallel steps too (per partition,
-shard and part of the members, and rounds per part; once under ``cluster="greedy"``),
+shard and part of the members, and rounds per part),
 under ``cluster="greedy"`` the rule's rounds (``greedy_round`` per partition, then
 ``greedy_settle`` once, round after round), and ``apply`` per shard, each stage's tasks in
 parallel on the cluster that ``ray.init()`` connects to (a local one when none is running). Its outputs are
@@ -324,10 +324,7 @@ def dedup(
         "clusters": None if clusters is None else os.path.join(output_dir, clusters),
         "pairs": None if pairs is None else os.path.join(output_dir, pairs),
     }
-    if options.get("cluster", _D["cluster"]) == "greedy":
-        c = stage("cluster", [(None, (work_dir,), side_paths)])[0]
-    else:
-        c = cluster_steps(stage, work_dir, shards, parts, task_memory, side_paths)
+    c = cluster_steps(stage, work_dir, shards, parts, task_memory, side_paths)
     say.info("cluster: %d near duplicates, %d clusters, %.2f s",
              c["stats"]["near_duplicates"], c["stats"]["clusters"], seconds["cluster"])
     applied = stage("apply", [(s, (work_dir, s, outputs[s]), {}) for s in range(shards)])

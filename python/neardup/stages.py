@@ -262,8 +262,8 @@ def cluster_step(
     clusters: "str | os.PathLike[str] | None" = None,
     pairs: "str | os.PathLike[str] | None" = None,
 ) -> Any:
-    """One parallel job of stage 5 (``neardup stage cluster --step``; not under
-    ``cluster="greedy"``), writing the same files as :func:`cluster`. In order: ``"plan"``
+    """One parallel job of stage 5 (``neardup stage cluster --step``), writing the same files
+    as :func:`cluster`. In order: ``"plan"``
     once (returns the number of parts), ``"edges"`` per partition and ``"locate"`` per shard
     (``index``), ``"star"`` per part (``index``) for ``round`` 0, 1, ... until
     ``cluster_step(W, "converged", round=r)`` is true, ``"roots"`` per part, ``"attributes"``

@@ -1111,8 +1111,8 @@ fn xxhash(i: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// `cluster` as parallel steps, for each part count the budget gives and each policy, writes
-/// the files of `cluster` in one process: every shard's cluster file, the clusters and pairs
+/// `cluster` as parallel steps, for each part count the budget gives and each policy (the
+/// greedy rule's included), writes the files of `cluster` in one process: every shard's cluster file, the clusters and pairs
 /// files, the chaining rows and the summary (but its seconds).
 #[test]
 fn cluster_as_steps_writes_the_files_of_cluster_in_one_process() {
@@ -1122,8 +1122,10 @@ fn cluster_as_steps_writes_the_files_of_cluster_in_one_process() {
     let lines = graph_lines();
     let inputs = shards(dir.path(), &lines, 4, Some(1));
     let ins = strs(&inputs);
-    let configs: [&[&str]; 3] = [
+    let configs: [&[&str]; 5] = [
         &["--exact"],
+        &["--cluster", "greedy", "--exact", "--keep", "longest"],
+        &["--cluster", "greedy", "--tag-only"],
         &["--tag-only", "--keep", "field:n:max"],
         &[
             "--exact",
@@ -1153,6 +1155,9 @@ fn cluster_as_steps_writes_the_files_of_cluster_in_one_process() {
                 stage(&["bands", &ws, "--shard", &s.to_string()]);
             }
             stage(&["confirm", &ws, "--partition", "0", "1", "2"]);
+            if flags.contains(&"greedy") {
+                stage(&["greedy", &ws]);
+            }
             WorkDir::open(&w).unwrap()
         };
         let one = ready("one");
@@ -1181,12 +1186,14 @@ fn cluster_as_steps_writes_the_files_of_cluster_in_one_process() {
             }
             v
         };
-        for budget in [usize::MAX, 400_000, 100_000] {
+        for budget in [usize::MAX, 400_000, 60_000] {
             let w = ready(&format!("steps-{budget}"));
             let plan = cluster_tasks::plan(&w, budget).unwrap();
+            // The greedy rule's fewer edges ask for fewer parts.
             match budget {
                 usize::MAX => assert_eq!(plan.parts, 1),
-                _ => assert!(plan.parts > 3 && plan.parts < 100, "{plan:?}"),
+                400_000 => assert!(plan.parts < 100, "{plan:?}"),
+                _ => assert!(plan.parts >= 3 && plan.parts < 100, "{plan:?}"),
             }
             for p in (0..3).rev() {
                 assert!(cluster_tasks::edges(&w, p).unwrap());
@@ -1196,7 +1203,9 @@ fn cluster_as_steps_writes_the_files_of_cluster_in_one_process() {
                 assert!(cluster_tasks::locate(&w, s).unwrap());
             }
             let rounds = cluster_tasks::stars(&w).unwrap();
-            assert!((2..40).contains(&rounds), "{rounds} rounds");
+            // Chains need rounds; the greedy rule's edges may be stars at once.
+            assert!((1..40).contains(&rounds), "{rounds} rounds");
+            assert!(c != 0 || rounds >= 2, "{rounds} rounds");
             for k in 0..plan.parts {
                 assert!(cluster_tasks::roots(&w, k).unwrap());
             }
@@ -1219,8 +1228,8 @@ fn cluster_as_steps_writes_the_files_of_cluster_in_one_process() {
     }
 }
 
-/// The command line runs the same steps; a dropped round result, or one edited, fails naming
-/// the job to run again; greedy runs refuse the steps.
+/// The command line runs the same steps; a dropped round result fails naming the job to run
+/// again.
 #[test]
 fn cluster_steps_from_the_command_line_and_a_dropped_round_fails() {
     let dir = tempfile::tempdir().unwrap();
@@ -1334,18 +1343,6 @@ fn cluster_steps_from_the_command_line_and_a_dropped_round_fails() {
         let f = format!("cluster/{s:05}.parquet");
         assert_eq!(sha256(&w.join(&f)), sha256(&want.join(&f)));
     }
-    // Under the greedy rule the stage is one job.
-    let g = dir.path().join("greedy");
-    let gs = g.display().to_string();
-    let mut init = vec!["init", gs.as_str(), "--cluster", "greedy"];
-    init.extend(ins.iter().map(|s| s.as_str()));
-    stage(&init);
-    let o = neardup(&["stage", "cluster", &gs, "--step", "plan"]);
-    assert!(
-        !o.status.success() && stderr(&o).contains("greedy"),
-        "{}",
-        stderr(&o)
-    );
 }
 
 /// Of several repeated ids, each in another id-range bucket, `rank` names the one met first

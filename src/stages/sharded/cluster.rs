@@ -83,7 +83,7 @@ fn is_zero(n: &u32) -> bool {
 /// root; a surviving unit's lead (its best copy) is the root of the others, their pairs
 /// identical (estimate 1, and Jaccard 1 when `jaccard`).
 #[allow(clippy::type_complexity)]
-fn greedy_roots(
+pub(super) fn greedy_roots(
     m: usize,
     rank_of: &[u64],
     exact: &[(u64, u64)],

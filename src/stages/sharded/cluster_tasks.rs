@@ -23,7 +23,9 @@
 //! 8. `finish`, once: the clusters file (the parts' lines in order), the pairs file and the
 //!    chaining rows (the parts' sorted runs merged) and the summary; the task files removed.
 //!
-//! Under `--cluster greedy` the stage runs as one task ([`cluster`](super::cluster)).
+//! Under `--cluster greedy` the edges are each dropped unit's to its root (from the rounds'
+//! verdicts, a rank range of them per `edges` task) and the exact copies', so a component is a
+//! cluster, and `clusters` gives it the root and pairs of the greedy rule.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -43,7 +45,7 @@ use super::WorkDir;
 use crate::error::Error;
 use crate::io::Output;
 use crate::stages::dedup::{
-    cluster_line, keep_key, largest_cluster_hops, pair_line, ClusterRule, ClusterStats,
+    cluster_line, keep_key, largest_cluster_hops, pair_line, ClusterRule, ClusterStats, Confirm,
     GroupCounts, Keep, EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
 };
 
@@ -97,6 +99,8 @@ struct PartCounts {
     /// Per group: documents (of a shard), clusters, members not written.
     groups: Vec<(u64, u64, u64)>,
     largest: Vec<LargeCluster>,
+    /// Their roots' ranks.
+    largest_roots: Vec<u64>,
     /// The part's largest cluster: size, its root's rank, diameter.
     biggest: Option<(u64, u64, u64)>,
 }
@@ -125,17 +129,6 @@ fn clustered(work: &WorkDir) -> Result<bool, Error> {
     Ok(work
         .read_json::<ClusterSummary>(&work.cluster_summary())?
         .is_some())
-}
-
-fn refuse_greedy(work: &WorkDir) -> Result<(), Error> {
-    if work.config().cluster == ClusterRule::Greedy {
-        return Err(Error::Param(
-            "this work directory's run keeps greedy survivors (`--cluster greedy`): its \
-             `cluster` runs as one job; run `neardup stage cluster` without --step"
-                .into(),
-        ));
-    }
-    Ok(())
 }
 
 /// A step's summary, `None` when not there yet.
@@ -265,7 +258,6 @@ fn le3(a: u64, b: u64, c: u64) -> [u8; 24] {
 
 /// Step 1: the parts for tasks of about `budget` bytes each. A plan made already is kept.
 pub fn plan(work: &WorkDir, budget: usize) -> Result<ClusterPlan, Error> {
-    refuse_greedy(work)?;
     let _lock = unit(work, "plan")?;
     let path = work.cluster_task("plan.json");
     if let Some(p) = work.read_json::<ClusterPlan>(&path)? {
@@ -276,6 +268,17 @@ pub fn plan(work: &WorkDir, budget: usize) -> Result<ClusterPlan, Error> {
     let mut links = rs.exact_duplicates;
     for p in 0..work.partitions() {
         links += super::confirm::summary(work, p)?.counts.confirmed;
+    }
+    if work.config().cluster == ClusterRule::Greedy {
+        // Each dropped unit's edge to its root; the last round counts them all.
+        let mut r = 0;
+        while let Some(s) = super::greedy::round_summary(work, r)? {
+            if s.undecided == 0 {
+                links += s.dropped;
+                break;
+            }
+            r += 1;
+        }
     }
     let cost = n * PER_DOC + links * PER_LINK;
     let parts = (cost.div_ceil(budget.max(1) as u64) as usize).clamp(1, MAX_PARTS);
@@ -297,7 +300,6 @@ pub fn read_plan(work: &WorkDir) -> Result<ClusterPlan, Error> {
 
 /// Step 2 for confirm partition `p`: its pairs as edges and pairs by part. `false` when done.
 pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
-    refuse_greedy(work)?;
     work.check_partition(p)?;
     let name = format!("edges-{p:05}");
     let _lock = unit(work, &name)?;
@@ -310,6 +312,37 @@ pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
     let file = work.pairs_file(p);
     let mut edges: Vec<(usize, [u8; 16])> = Vec::new();
     let mut pairs: Vec<(usize, Vec<u8>)> = Vec::new();
+    let pair_record = |a: u64, b: u64, est: f64, j: Option<f64>| {
+        let mut rec = le(&[a, b, est.to_bits()]);
+        rec.push(j.is_some() as u8);
+        rec.extend_from_slice(&j.unwrap_or(0.0).to_bits().to_le_bytes());
+        rec
+    };
+    if work.config().cluster == ClusterRule::Greedy {
+        // The dropped units of this task's rank range, each to its root.
+        let of = work.partitions() as u128;
+        let lo = (p as u128 * n as u128 / of) as u64;
+        let hi = ((p as u128 + 1) * n as u128 / of) as u64;
+        super::greedy::verdicts(work, |v| {
+            if v.dropped() && (lo..hi).contains(&v.rank) {
+                if v.root >= n {
+                    return Err(Error::Work {
+                        path: work.root().display().to_string(),
+                        msg: format!(
+                            "a verdict of ranks {} and {} in a corpus of {n} documents: run \
+                             the greedy rounds again in an empty work directory",
+                            v.rank, v.root
+                        ),
+                    });
+                }
+                edges.push((plan.part(v.rank), le2(v.rank, v.root)));
+                edges.push((plan.part(v.root), le2(v.root, v.rank)));
+                let rec = pair_record(v.rank, v.root, v.estimate, v.jaccard);
+                pairs.push((plan.part(v.rank), rec));
+            }
+            Ok(())
+        })?;
+    }
     let cols = ["rank_a", "rank_b", "estimate", "jaccard"];
     for batch in work.open_table(&file, "confirm", &cols)? {
         let batch = batch?;
@@ -333,10 +366,7 @@ pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
             edges.push((plan.part(a[i]), le2(a[i], b[i])));
             edges.push((plan.part(b[i]), le2(b[i], a[i])));
             let j = (!arrow_array::Array::is_null(jac, i)).then(|| jac.value(i));
-            let mut rec = le(&[a[i], b[i], est[i].to_bits()]);
-            rec.push(j.is_some() as u8);
-            rec.extend_from_slice(&j.unwrap_or(0.0).to_bits().to_le_bytes());
-            pairs.push((plan.part(a[i]), rec));
+            pairs.push((plan.part(a[i]), pair_record(a[i], b[i], est[i], j)));
         }
     }
     edges.par_sort_by_key(|e| e.0);
@@ -351,7 +381,6 @@ pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
 /// Step 2 for shard `s`: each document's place by the part of its rank, and its exact
 /// relation as edges. `false` when done.
 pub fn locate(work: &WorkDir, s: usize) -> Result<bool, Error> {
-    refuse_greedy(work)?;
     work.check_shard(s)?;
     let name = format!("locate-{s:05}");
     let _lock = unit(work, &name)?;
@@ -464,7 +493,6 @@ fn are_stars(edges: &[(u64, u64)]) -> bool {
 /// Step 3: round `r` of part `k` (large-star when `r` is even, small-star when odd). `None`
 /// when done already, else whether its input edges were stars already.
 pub fn star(work: &WorkDir, r: u32, k: usize) -> Result<Option<bool>, Error> {
-    refuse_greedy(work)?;
     let name = format!("star-{r:04}-{k:05}");
     let _lock = unit(work, &name)?;
     if clustered(work)? || summary_of(work, &name)?.is_some() {
@@ -573,7 +601,6 @@ pub fn stars(work: &WorkDir) -> Result<u32, Error> {
 /// Step 4 for part `k`: its members' roots, to their shards; its pairs and exact relations,
 /// to their roots' parts. `false` when done.
 pub fn roots(work: &WorkDir, k: usize) -> Result<bool, Error> {
-    refuse_greedy(work)?;
     let name = format!("roots-{k:05}");
     let _lock = unit(work, &name)?;
     if clustered(work)? || summary_of(work, &name)?.is_some() {
@@ -669,7 +696,6 @@ pub fn roots(work: &WorkDir, k: usize) -> Result<bool, Error> {
 /// Step 5 for shard `s`: its members' attributes, to their roots' parts; its documents per
 /// group. `false` when done.
 pub fn attributes(work: &WorkDir, s: usize) -> Result<bool, Error> {
-    refuse_greedy(work)?;
     work.check_shard(s)?;
     let name = format!("attributes-{s:05}");
     let _lock = unit(work, &name)?;
@@ -787,7 +813,6 @@ struct Member {
 
 /// Step 6 for part `k`: the clusters whose roots it holds. `false` when done.
 pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
-    refuse_greedy(work)?;
     let name = format!("clusters-{k:05}");
     let _lock = unit(work, &name)?;
     if clustered(work)? || summary_of(work, &name)?.is_some() {
@@ -831,8 +856,8 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
             .binary_search_by_key(&r, |x| x.rank)
             .expect("a member of the part's clusters") as u32
     };
-    let root: Vec<u32> = members.iter().map(|x| index(x.root)).collect();
-    // Pairs (by ranks) and exact relations, of these clusters.
+    // Pairs (by ranks; under the greedy rule each dropped unit's verdict) and exact relations,
+    // of these clusters.
     let mut pairs: Vec<(u64, u64, f64, Option<f64>)> = Vec::new();
     let mut exact: Vec<(u64, u64)> = Vec::new();
     for j in 0..plan.parts {
@@ -856,6 +881,24 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
         }
     }
     pairs.par_sort_unstable_by_key(|p| (p.0, p.1));
+    let greedy = cfg.cluster == ClusterRule::Greedy;
+    let (root, pairs): (Vec<u32>, _) = if greedy {
+        let rank_of: Vec<u64> = members.iter().map(|x| x.rank).collect();
+        super::cluster::greedy_roots(
+            m,
+            &rank_of,
+            &exact,
+            &pairs,
+            index,
+            |i| {
+                let x = &members[i];
+                super::greedy::place(keep_key(cfg.keep, x.words, x.value, x.doc), x.rank)
+            },
+            cfg.confirm == Confirm::Jaccard,
+        )
+    } else {
+        (members.iter().map(|x| index(x.root)).collect(), pairs)
+    };
 
     let mut counts = PartCounts {
         members: m as u64,
@@ -873,7 +916,7 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     for &s in size.values() {
         *counts.sizes.entry(s).or_default() += 1;
     }
-    let survives: Vec<bool> = if cfg.keep == Keep::SmallestId {
+    let survives: Vec<bool> = if greedy || cfg.keep == Keep::SmallestId {
         (0..m).map(|i| root[i] as usize == i).collect()
     } else {
         crate::stages::dedup::best_of_clusters(
@@ -915,15 +958,22 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
         by_root.entry(r).or_default().push(i as u32);
     }
     let id = |i: u32| members[i as usize].id.as_str();
+    // Keyed by the root's rank (merged over the parts by `finish`: a greedy root may lie in
+    // another part's range).
     let mut lines = Vec::new();
     for (&r, ms) in &by_root {
         let names: Vec<&str> = ms.iter().map(|&i| id(i)).collect();
-        lines.extend_from_slice(cluster_line(id(r), &names).as_bytes());
+        lines.extend(le(&[members[r as usize].rank, 0]));
+        put_str(&mut lines, &cluster_line(id(r), &names));
     }
     let shard_of = |d: u64| offsets.partition_point(|&o| o <= d) - 1;
     let mut largest: Vec<(&u32, &Vec<u32>)> = by_root.iter().collect();
     largest.sort_by_key(|(_, m)| std::cmp::Reverse(m.len()));
     largest.truncate(EXAMPLE_CLUSTERS);
+    counts.largest_roots = largest
+        .iter()
+        .map(|(&r, _)| members[r as usize].rank)
+        .collect();
     counts.largest = largest
         .into_iter()
         .map(|(&r, ms)| LargeCluster {
@@ -975,7 +1025,9 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     }
     let confirmed: HashSet<(u32, u32)> = pairs.iter().map(|p| (index(p.0), index(p.1))).collect();
     let mut chaining = Vec::new();
-    for i in (0..m).filter(|&i| !survives[i]) {
+    // Under the greedy rule every dropped document joined a confirmed surviving near
+    // duplicate: there is none to test.
+    for i in (0..m).filter(|&i| !greedy && !survives[i]) {
         let s = survivor[&root[i]] as usize;
         let (a, b) = (unit[i].min(unit[s]), unit[i].max(unit[s]));
         if a != b && !confirmed.contains(&(a, b)) {
@@ -1013,7 +1065,6 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
 
 /// Step 7 for shard `s`: its cluster file. `false` when done.
 pub fn verdicts(work: &WorkDir, s: usize) -> Result<bool, Error> {
-    refuse_greedy(work)?;
     work.check_shard(s)?;
     let _lock = unit(work, &format!("verdicts-{s:05}"))?;
     work.remove_partials("cluster", &format!("{s:05}"))?;
@@ -1155,7 +1206,6 @@ fn merge_runs(
 /// Step 8: the clusters and pairs files, the chaining rows and the summary; the task files
 /// removed. `None` when done already.
 pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
-    refuse_greedy(work)?;
     let _lock = work.lock("cluster")?;
     work.remove_partials("cluster", "")?;
     if clustered(work)? {
@@ -1211,7 +1261,7 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
     let mut members = 0u64;
     let mut id_bytes = 0u64;
     let mut not_written = 0u64;
-    let mut largest: Vec<LargeCluster> = Vec::new();
+    let mut largest: Vec<(u64, LargeCluster)> = Vec::new();
     let mut biggest: Option<(u64, u64, u64)> = None;
     let mut parts = Vec::new();
     for k in 0..plan.parts {
@@ -1235,10 +1285,9 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
             g.clusters += clusters;
             g.documents_written += dropped;
         }
-        // Parts hold ascending roots: among equal sizes the earlier part's come first.
-        largest.extend(c.largest);
+        largest.extend(c.largest_roots.into_iter().zip(c.largest));
         if let Some(b) = c.biggest {
-            if biggest.is_none_or(|x| b.0 > x.0) {
+            if biggest.is_none_or(|x| b.0 > x.0 || (b.0 == x.0 && b.1 < x.1)) {
                 biggest = Some(b);
             }
         }
@@ -1249,29 +1298,26 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
         g.documents_written = g.documents - g.documents_written;
     }
     stats.near_duplicates = stats.documents_in_clusters - stats.clusters - stats.exact_duplicates;
-    largest.sort_by_key(|c| std::cmp::Reverse(c.size));
+    // Largest first, then by root in id order.
+    largest.sort_by_key(|(r, c)| (std::cmp::Reverse(c.size), *r));
     largest.truncate(EXAMPLE_CLUSTERS);
+    let largest: Vec<LargeCluster> = largest.into_iter().map(|(_, c)| c).collect();
+    let mut rounds = 0;
+    if work.config().cluster == ClusterRule::Greedy {
+        let (last, counts) = super::greedy::verdicts(work, |_| Ok(()))?;
+        rounds = last + 1;
+        stats.pairs_checked += counts.checked;
+        stats.pairs_rejected += counts.rejected;
+        stats.pairs_other_group += counts.other_group;
+    }
 
     let dir = work.clusters_jsonl();
     let dir = dir.parent().expect("a file in the work directory");
     std::fs::create_dir_all(dir).map_err(|e| Error::io(&dir.display().to_string(), e))?;
     let mut out = Output::with_checksum(&work.clusters_jsonl().display().to_string())?;
-    for k in 0..plan.parts {
-        let name = format!("clusters-{k:05}");
-        let st = step("clusters", Some(("part", k)));
-        let s = need_summary(work, &name, &st)?;
-        let (file, slices) = &s.outputs["lines"];
-        let mut r = SlicedFile::open(&work.cluster_task(file), &st)?.stream(&slices[0])?;
-        let mut left = slices[0].bytes;
-        let mut buf = vec![0u8; 1 << 16];
-        while left > 0 {
-            let n = left.min(buf.len() as u64) as usize;
-            r.next(&mut buf[..n])?;
-            out.write_all(&buf[..n])?;
-            left -= n as u64;
-        }
-        r.next(&mut [])?;
-    }
+    // Clusters' lines: their roots' ranks (and a 0), the line's length, the line.
+    let len = |h: &[u8]| u32::from_le_bytes(h[16..20].try_into().unwrap()) as usize;
+    merge_runs(work, &plan, "lines", 20, len, |r| out.write_all(&r[4..]))?;
     let (clusters_checksum, _) = out.checksum().expect("kept");
     out.finish()?;
     let mut out = Output::with_checksum(&work.pairs_jsonl().display().to_string())?;
@@ -1298,7 +1344,7 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
         table_bytes: heap_bytes + members * 60 + id_bytes,
         clusters_checksum,
         pairs_checksum,
-        rounds: 0,
+        rounds,
         largest_cluster,
         largest_cluster_diameter,
     };

@@ -842,8 +842,8 @@ pub enum Stage {
     /// Stage 5, once, after every partition is confirmed (and under `--cluster greedy`, every
     /// round run): clusters and who survives.
     ///
-    /// Without --step, the whole stage in this process. With --step (not under `--cluster
-    /// greedy`), one of its parallel jobs, in this order: `plan` once (it prints how many
+    /// Without --step, the whole stage in this process. With --step, one of its parallel jobs,
+    /// in this order: `plan` once (it prints how many
     /// parts), `edges` per partition and `locate` per shard, `star` per part for rounds 0, 1,
     /// ... until a round says the components are found, `roots` per part, `attributes` per
     /// shard, `clusters` per part, `verdicts` per shard, `finish` once (with --clusters and
