@@ -2,8 +2,7 @@
 # stages.sh DIR PARTITIONS: every stage of `neardup stage` over DIR/sh-*, each as its own job
 # under /usr/bin/time, as a scheduler runs them; prints each stage's wall time over its jobs,
 # its largest peak RSS, the run's counts and the work directory's bytes. The shards' outputs
-# are written and removed one at a time. With RANK_TASK_MEMORY=MIB, `rank` runs as its parallel
-# jobs (`--step`, each timed on its own) at that task memory.
+# are written and removed one at a time.
 set -euo pipefail
 N=${NEARDUP:-$(cd "$(dirname "$0")/../.." && pwd)/target/release/neardup}
 cd "$1"
@@ -12,18 +11,7 @@ S=$(ls sh-* | wc -l)
 T="/usr/bin/time -f %e:%M"
 "$N" stage init wd sh-* --partitions "$P" --exact -q
 for s in $(seq 0 $((S - 1))); do $T -o t.sign.$s "$N" stage sign wd --shard "$s" --engine cpu -q; done
-if [ -n "${RANK_TASK_MEMORY:-}" ]; then
-  R="$N stage rank wd -q --task-memory $RANK_TASK_MEMORY --step"
-  for s in $(seq 0 $((S - 1))); do $T -o t.rank.split.$s $R split --shard "$s"; done
-  $T -o t.rank.plan $R plan
-  M=$(python3 -c "import json; print(json.load(open('wd/rank/tasks/plan.json'))['summary']['ranges'])")
-  for r in $(seq 0 $((M - 1))); do $T -o t.rank.sort.$r $R sort --range "$r"; done
-  for r in $(seq 0 $((M - 1))); do $T -o t.rank.exact.$r $R exact --range "$r"; done
-  for s in $(seq 0 $((S - 1))); do $T -o t.rank.write.$s $R write --shard "$s"; done
-  $T -o t.rank.finish $R finish
-else
-  $T -o t.rank "$N" stage rank wd -q
-fi
+$T -o t.rank "$N" stage rank wd -q
 for s in $(seq 0 $((S - 1))); do $T -o t.bands.$s "$N" stage bands wd --shard "$s" -q; done
 du -sb wd > du.bands
 for p in $(seq 0 $((P - 1))); do $T -o t.confirm.$p "$N" stage confirm wd --partition "$p" -q; done

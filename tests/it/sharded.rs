@@ -960,6 +960,70 @@ fn rank_as_tasks_writes_the_files_of_rank_in_one_process() {
     }
 }
 
+/// Shards longer than a `write` job's window of rows (65,536 at the smallest budget) are
+/// written a window at a time, in the same bytes.
+#[test]
+fn rank_files_of_long_shards_are_written_a_window_at_a_time() {
+    use neardup::progress::ProgressFactory;
+    use neardup::stages::sharded::{rank, rank_tasks, WorkDir};
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("c.jsonl");
+    ok(&neardup(&[
+        "synth",
+        "140000",
+        "--words",
+        "4",
+        "-o",
+        corpus.to_str().unwrap(),
+        "-q",
+    ]));
+    let mut lines = lines_of(&corpus);
+    // Exact copies across the windows and shards.
+    for i in [5usize, 70_000, 100_000] {
+        let mut v: serde_json::Value = serde_json::from_str(&lines[i]).unwrap();
+        v["id"] = serde_json::json!(format!("copy-{i}"));
+        lines.push(v.to_string());
+    }
+    let inputs = shards(dir.path(), &lines, 2, None);
+    let ready = |name: &str| {
+        let w = dir.path().join(name);
+        let ws = w.display().to_string();
+        let mut init = vec!["init", ws.as_str(), "--exact"];
+        let ins = strs(&inputs);
+        init.extend(ins.iter().map(|s| s.as_str()));
+        stage(&init);
+        for s in ["0", "1"] {
+            stage(&["sign", &ws, "--shard", s, "--engine", "cpu"]);
+        }
+        WorkDir::open(&w).unwrap()
+    };
+    let one = ready("one");
+    rank::rank(&one, &ProgressFactory::hidden())
+        .unwrap()
+        .unwrap();
+    let work = ready("tasks");
+    for s in 0..2 {
+        rank_tasks::split(&work, s, 1 << 20).unwrap();
+    }
+    let plan = rank_tasks::plan(&work, 1 << 20).unwrap();
+    assert!(plan.ranges > 1, "{plan:?}");
+    for r in 0..plan.ranges {
+        rank_tasks::sort(&work, r).unwrap();
+    }
+    for r in 0..plan.ranges {
+        rank_tasks::exact(&work, r).unwrap();
+    }
+    for s in 0..2 {
+        assert!(rank_tasks::write(&work, s).unwrap());
+        assert_eq!(
+            sha256(&work.rank_file(s)),
+            sha256(&one.rank_file(s)),
+            "shard {s}"
+        );
+    }
+    assert!(rank_tasks::finish(&work).unwrap().unwrap().exact_duplicates >= 3);
+}
+
 /// The command line runs the same steps: `--task-memory 1` on this corpus cuts several ranges,
 /// and a step whose result is gone, or whose file was edited, is an error naming it.
 #[test]

@@ -11,7 +11,8 @@
 //!    shard, exact keys sliced by key part.
 //! 4. `exact`, per key part (with `--exact`): each identical document's representative, the
 //!    rank of its smallest id, sliced by shard.
-//! 5. `write`, per shard: the shard's rank file, from its slice of every range and key part.
+//! 5. `write`, per shard: the shard's rank file, a window of rows at a time, from the window's
+//!    slice of every range and key part.
 //! 6. `finish`, once: the summary [`rank`](super::rank) writes; the task files removed.
 //!
 //! Each step's output appears atomically under the step's own lock and is skipped when there,
@@ -40,6 +41,23 @@ const PER_RECORD: u64 = 128;
 
 /// The most ranges a plan cuts.
 const MAX_RANGES: usize = 1 << 16;
+
+/// Rows of a shard a `write` task holds at once, about 36 bytes each within the plan's budget,
+/// in whole batches: its memory does not grow with the shard, since ranks and
+/// representatives go out in a slice per window of rows.
+fn window_rows(plan: &RankPlan) -> u64 {
+    (plan.budget / 36 / BATCH_ROWS as u64).max(1) * BATCH_ROWS as u64
+}
+
+/// The first slice of each shard's windows of `window` rows, and the total after the last
+/// shard.
+fn window_bases(offsets: &[u64], window: u64) -> Vec<usize> {
+    let mut out = vec![0usize];
+    for w in offsets.windows(2) {
+        out.push(out.last().unwrap() + (w[1] - w[0]).div_ceil(window) as usize);
+    }
+    out
+}
 
 /// Records of a block: a run of `n` records is cut into about 256 blocks, of at most 4096.
 fn block_records(n: usize) -> usize {
@@ -423,6 +441,8 @@ pub fn sort(work: &WorkDir, r: usize) -> Result<Option<u64>, Error> {
     }
     let (maps, _) = group_maps(&splits);
     let shards = work.shards();
+    let window = window_rows(&plan);
+    let bases = window_bases(&offsets, window);
     let parts = plan.ranges;
     // (shard, row, rank, group), into shard and row order.
     let mut ranks: Vec<(u32, u64, u64, u32)> = Vec::with_capacity(order.len());
@@ -457,9 +477,9 @@ pub fn sort(work: &WorkDir, r: usize) -> Result<Option<u64>, Error> {
         o[..8].copy_from_slice(&row.to_le_bytes());
         o[8..16].copy_from_slice(&rank.to_le_bytes());
         o[16..].copy_from_slice(&group.to_le_bytes());
-        w.push(s as usize, &o)?;
+        w.push(bases[s as usize] + (row / window) as usize, &o)?;
     }
-    let ranks = w.finish(shards)?;
+    let ranks = w.finish(bases[shards])?;
     keys.par_sort_unstable_by_key(|k| k.0);
     let mut w = SlicedWriter::create(&work.rank_task(format!("{name}.keys")))?;
     for (p, k) in &keys {
@@ -513,6 +533,8 @@ pub fn exact(work: &WorkDir, k: usize) -> Result<Option<u64>, Error> {
         )));
     }
     let offsets = offsets(work)?;
+    let window = window_rows(&plan);
+    let bases = window_bases(&offsets, window);
     let mut rows: Vec<(u128, u32, u64, u64)> = Vec::new();
     for (r, s) in sorts(work, &plan)?.iter().enumerate() {
         let path = work.rank_task(format!("sort-{r:05}.keys"));
@@ -548,11 +570,11 @@ pub fn exact(work: &WorkDir, k: usize) -> Result<Option<u64>, Error> {
         let mut o = [0u8; 16];
         o[..8].copy_from_slice(&row.to_le_bytes());
         o[8..].copy_from_slice(&rep.to_le_bytes());
-        w.push(s as usize, &o)?;
+        w.push(bases[s as usize] + (row / window) as usize, &o)?;
     }
     let summary = ExactSummary {
         exact_duplicates: reps.len() as u64,
-        reps: w.finish(work.shards())?,
+        reps: w.finish(bases[work.shards()])?,
         seconds: t0.elapsed().as_secs_f64(),
     };
     work.write_json(&exact_json(work, k), &summary)?;
@@ -570,67 +592,22 @@ pub fn write(work: &WorkDir, s: usize) -> Result<bool, Error> {
     }
     let plan = read_plan(work)?;
     let layout = layout(work);
-    let rows = super::sign::scan_stats(work, s)?.documents as usize;
-    let mut rank = vec![u64::MAX; rows];
-    let mut rep = vec![NO_REP; if layout.exact { rows } else { 0 }];
-    let mut group = vec![0u32; if layout.grouped { rows } else { 0 }];
+    let offsets = offsets(work)?;
+    let window = window_rows(&plan);
+    let bases = window_bases(&offsets, window);
+    let rows = offsets[s + 1] - offsets[s];
     let bad = |path: &Path, what: String| Error::Work {
         path: path.display().to_string(),
         msg: format!("{what}: run the rank steps again in an empty work directory"),
     };
-    let mut filled = 0usize;
-    for (r, sum) in sorts(work, &plan)?.iter().enumerate() {
-        let path = work.rank_task(format!("sort-{r:05}.ranks"));
-        let bytes = SlicedFile::open(&path, &step("sort", Some(r)))?.read(&sum.ranks[s])?;
-        for o in bytes.chunks_exact(20) {
-            let row = u64::from_le_bytes(o[..8].try_into().unwrap()) as usize;
-            if row >= rows || rank[row] != u64::MAX {
-                return Err(bad(
-                    &path,
-                    format!("row {row} of shard {s} is ranked twice"),
-                ));
-            }
-            rank[row] = u64::from_le_bytes(o[8..16].try_into().unwrap());
-            if layout.grouped {
-                group[row] = u32::from_le_bytes(o[16..].try_into().unwrap());
-            }
-            filled += 1;
-        }
-    }
-    if filled != rows {
-        return Err(bad(
-            &work.rank_task(String::new()),
-            format!("the ranges ranked {filled} of shard {s}'s {rows} documents"),
-        ));
-    }
-    if layout.exact {
-        for k in 0..plan.ranges {
-            let sum: ExactSummary =
-                work.need_json(&exact_json(work, k), &step("exact", Some(k)))?;
-            let path = work.rank_task(format!("exact-{k:05}.reps"));
-            let bytes = SlicedFile::open(&path, &step("exact", Some(k)))?.read(&sum.reps[s])?;
-            for o in bytes.chunks_exact(16) {
-                let row = u64::from_le_bytes(o[..8].try_into().unwrap()) as usize;
-                if row >= rows {
-                    return Err(bad(&path, format!("row {row} is past shard {s}'s end")));
-                }
-                rep[row] = u64::from_le_bytes(o[8..].try_into().unwrap());
-            }
-        }
-    }
-    write_rank_file(work, s, layout, &rank, &rep, &group)?;
-    Ok(true)
-}
-
-/// Shard `s`'s rank file from its columns, in the batches `rank` writes.
-pub(super) fn write_rank_file(
-    work: &WorkDir,
-    s: usize,
-    layout: Layout,
-    rank: &[u64],
-    rep: &[u64],
-    group: &[u32],
-) -> Result<(), Error> {
+    let sorts = sorts(work, &plan)?;
+    let exacts: Vec<ExactSummary> = if layout.exact {
+        (0..plan.ranges)
+            .map(|k| work.need_json(&exact_json(work, k), &step("exact", Some(k))))
+            .collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    };
     let mut columns = vec![col("rank", DataType::UInt64)];
     if layout.exact {
         columns.push(col("exact_rep", DataType::UInt64));
@@ -638,24 +615,88 @@ pub(super) fn write_rank_file(
     if layout.grouped {
         columns.push(col("group", DataType::UInt32));
     }
-    let mut w = work.create_table(&work.rank_file(s), columns, &[])?;
-    let rows = rank.len();
-    let mut at = 0;
-    loop {
-        let to = (at + BATCH_ROWS).min(rows);
-        let mut cols: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from(rank[at..to].to_vec()))];
+    let mut out = work.create_table(&work.rank_file(s), columns, &[])?;
+    let windows = rows.div_ceil(window);
+    if windows == 0 {
+        let mut cols: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from(Vec::<u64>::new()))];
         if layout.exact {
-            cols.push(Arc::new(UInt64Array::from(rep[at..to].to_vec())));
+            cols.push(Arc::new(UInt64Array::from(Vec::<u64>::new())));
         }
         if layout.grouped {
-            cols.push(Arc::new(UInt32Array::from(group[at..to].to_vec())));
+            cols.push(Arc::new(UInt32Array::from(Vec::<u32>::new())));
         }
-        if to == rows {
-            return w.write_then_finish(cols);
-        }
-        w.write(cols)?;
-        at = to;
+        out.write_then_finish(cols)?;
+        return Ok(true);
     }
+    // A window of rows at a time, its slice of every range and key part.
+    for win in 0..windows {
+        let first = win * window;
+        let len = (rows - first).min(window) as usize;
+        let slice = bases[s] + win as usize;
+        let mut rank = vec![u64::MAX; len];
+        let mut rep = vec![NO_REP; if layout.exact { len } else { 0 }];
+        let mut group = vec![0u32; if layout.grouped { len } else { 0 }];
+        let mut filled = 0usize;
+        for (r, sum) in sorts.iter().enumerate() {
+            let path = work.rank_task(format!("sort-{r:05}.ranks"));
+            let bytes = SlicedFile::open(&path, &step("sort", Some(r)))?.read(&sum.ranks[slice])?;
+            for o in bytes.chunks_exact(20) {
+                let row = u64::from_le_bytes(o[..8].try_into().unwrap());
+                let at = row.wrapping_sub(first) as usize;
+                if at >= len || rank[at] != u64::MAX {
+                    return Err(bad(
+                        &path,
+                        format!("row {row} of shard {s} is ranked twice or out of its place"),
+                    ));
+                }
+                rank[at] = u64::from_le_bytes(o[8..16].try_into().unwrap());
+                if layout.grouped {
+                    group[at] = u32::from_le_bytes(o[16..].try_into().unwrap());
+                }
+                filled += 1;
+            }
+        }
+        if filled != len {
+            return Err(bad(
+                &work.rank_task(String::new()),
+                format!(
+                    "the ranges ranked {filled} of the {len} documents of shard {s} from row \
+                     {first}"
+                ),
+            ));
+        }
+        for (k, sum) in exacts.iter().enumerate() {
+            let path = work.rank_task(format!("exact-{k:05}.reps"));
+            let bytes = SlicedFile::open(&path, &step("exact", Some(k)))?.read(&sum.reps[slice])?;
+            for o in bytes.chunks_exact(16) {
+                let row = u64::from_le_bytes(o[..8].try_into().unwrap());
+                let at = row.wrapping_sub(first) as usize;
+                if at >= len {
+                    return Err(bad(
+                        &path,
+                        format!("row {row} of shard {s} is out of its place"),
+                    ));
+                }
+                rep[at] = u64::from_le_bytes(o[8..].try_into().unwrap());
+            }
+        }
+        // The batches `rank` writes: windows are whole batches.
+        let mut at = 0;
+        while at < len {
+            let to = (at + BATCH_ROWS).min(len);
+            let mut cols: Vec<ArrayRef> = vec![Arc::new(UInt64Array::from(rank[at..to].to_vec()))];
+            if layout.exact {
+                cols.push(Arc::new(UInt64Array::from(rep[at..to].to_vec())));
+            }
+            if layout.grouped {
+                cols.push(Arc::new(UInt32Array::from(group[at..to].to_vec())));
+            }
+            out.write(cols)?;
+            at = to;
+        }
+    }
+    out.finish()?;
+    Ok(true)
 }
 
 /// Step 6: the stage's summary, once every shard's rank file is written; the task files
