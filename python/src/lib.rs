@@ -715,6 +715,16 @@ fn stage_rank(
     })
 }
 
+/// The bytes a task may hold, from `task_memory=` (MiB, at least 1).
+fn task_budget(task_memory: u64) -> PyResult<usize> {
+    if task_memory == 0 {
+        return Err(PyValueError::new_err(
+            "task_memory must be at least 1 (MiB)",
+        ));
+    }
+    Ok(usize::try_from(task_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX))
+}
+
 /// One parallel job of `rank` (`neardup stage rank --step`): its result as JSON (`null` when
 /// done already).
 #[pyfunction]
@@ -727,12 +737,7 @@ fn stage_rank_step(
     task_memory: u64,
 ) -> PyResult<String> {
     use sharded::rank_tasks;
-    if task_memory == 0 {
-        return Err(PyValueError::new_err(
-            "task_memory must be at least 1 (MiB)",
-        ));
-    }
-    let budget = usize::try_from(task_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+    let budget = task_budget(task_memory)?;
     let step = step.to_string();
     let need = move |what: &str| {
         index.ok_or_else(|| PyValueError::new_err(format!("rank step {what:?} needs an index")))
@@ -879,12 +884,7 @@ fn stage_cluster_step(
     pairs: Option<String>,
 ) -> PyResult<String> {
     use sharded::cluster_tasks as ct;
-    if task_memory == 0 {
-        return Err(PyValueError::new_err(
-            "task_memory must be at least 1 (MiB)",
-        ));
-    }
-    let budget = usize::try_from(task_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+    let budget = task_budget(task_memory)?;
     let step = step.to_string();
     let need = move |what: &str| {
         index.ok_or_else(|| PyValueError::new_err(format!("cluster step {what:?} needs an index")))

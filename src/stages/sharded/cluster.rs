@@ -183,43 +183,10 @@ pub fn cluster(
         exact_duplicates: rs.exact_duplicates,
         ..Default::default()
     };
+    add_confirm_stats(work, &mut stats)?;
     let mut pairs: Vec<(u64, u64, f64, Option<f64>)> = Vec::new();
     for p in 0..work.partitions() {
-        let cs = super::confirm::summary(work, p)?;
-        stats.buckets += cs.buckets;
-        stats.pairs_checked += cs.counts.checked;
-        stats.pairs_rejected += cs.counts.rejected;
-        stats.pairs_already_joined += cs.counts.already_joined;
-        stats.pairs_other_group += cs.counts.other_group;
-        stats.pairs_filtered += cs.counts.filtered;
-        stats.sets_loaded += cs.sets_loaded;
-        stats.confirm_seconds += cs.seconds;
-        stats.sets_seconds += cs.sets_seconds;
-        let cols = ["rank_a", "rank_b", "estimate", "jaccard"];
-        let file = work.pairs_file(p);
-        for batch in work.open_table(&file, "confirm", &cols)? {
-            let batch = batch?;
-            let (a, b) = (u64s(&batch, "rank_a"), u64s(&batch, "rank_b"));
-            let est = f64s(&batch, "estimate");
-            let jac = batch.column_by_name("jaccard").expect("a projected column");
-            let jac = arrow_array::cast::AsArray::as_primitive::<arrow_array::types::Float64Type>(
-                jac.as_ref(),
-            );
-            for i in 0..batch.num_rows() {
-                if a[i] >= n || b[i] >= n {
-                    return Err(Error::Work {
-                        path: file.display().to_string(),
-                        msg: format!(
-                            "a pair of ranks {} and {} in a corpus of {n} documents; confirm \
-                             partition {p} again",
-                            a[i], b[i]
-                        ),
-                    });
-                }
-                let j = (!arrow_array::Array::is_null(jac, i)).then(|| jac.value(i));
-                pairs.push((a[i], b[i], est[i], j));
-            }
-        }
+        for_each_pair(work, p, n, |a, b, est, j| pairs.push((a, b, est, j)))?;
     }
     let t_cluster = Instant::now();
     pairs.sort_unstable_by_key(|p| (p.0, p.1));
@@ -558,6 +525,59 @@ pub fn cluster(
     // Whatever cluster jobs left: the stage is done.
     super::cluster_tasks::remove_tasks(work)?;
     Ok(Some(summary))
+}
+
+/// Add every partition's `confirm` counts and times to `stats`.
+pub(super) fn add_confirm_stats(work: &WorkDir, stats: &mut ClusterStats) -> Result<(), Error> {
+    for p in 0..work.partitions() {
+        let cs = super::confirm::summary(work, p)?;
+        stats.buckets += cs.buckets;
+        stats.pairs_checked += cs.counts.checked;
+        stats.pairs_rejected += cs.counts.rejected;
+        stats.pairs_already_joined += cs.counts.already_joined;
+        stats.pairs_other_group += cs.counts.other_group;
+        stats.pairs_filtered += cs.counts.filtered;
+        stats.sets_loaded += cs.sets_loaded;
+        stats.confirm_seconds += cs.seconds;
+        stats.sets_seconds += cs.sets_seconds;
+    }
+    Ok(())
+}
+
+/// Call `f(a, b, estimate, jaccard)` with each confirmed pair of partition `p` (ranks), each
+/// checked to lie in a corpus of `n` documents.
+pub(super) fn for_each_pair(
+    work: &WorkDir,
+    p: usize,
+    n: u64,
+    mut f: impl FnMut(u64, u64, f64, Option<f64>),
+) -> Result<(), Error> {
+    let cols = ["rank_a", "rank_b", "estimate", "jaccard"];
+    let file = work.pairs_file(p);
+    for batch in work.open_table(&file, "confirm", &cols)? {
+        let batch = batch?;
+        let (a, b) = (u64s(&batch, "rank_a"), u64s(&batch, "rank_b"));
+        let est = f64s(&batch, "estimate");
+        let jac = batch.column_by_name("jaccard").expect("a projected column");
+        let jac = arrow_array::cast::AsArray::as_primitive::<arrow_array::types::Float64Type>(
+            jac.as_ref(),
+        );
+        for i in 0..batch.num_rows() {
+            if a[i] >= n || b[i] >= n {
+                return Err(Error::Work {
+                    path: file.display().to_string(),
+                    msg: format!(
+                        "a pair of ranks {} and {} in a corpus of {n} documents; confirm \
+                         partition {p} again",
+                        a[i], b[i]
+                    ),
+                });
+            }
+            let j = (!arrow_array::Array::is_null(jac, i)).then(|| jac.value(i));
+            f(a[i], b[i], est[i], j);
+        }
+    }
+    Ok(())
 }
 
 /// The summary of a finished `cluster`.

@@ -1,6 +1,7 @@
 //! Stage 5 ([`cluster`](super::cluster)) as parallel tasks, none holding more than its part of
-//! the members and pairs, writing the same files. Members are split into parts by rank range
-//! (as many as the task budget asks for):
+//! the members and pairs, writing the same files. Members are split into parts by a hash of
+//! their rank (as many as the task budget asks for), and every output the parts share is
+//! merged in rank order by `finish`:
 //!
 //! 1. `plan`, once: the parts.
 //! 2. `edges`, per confirm partition: its pairs, each as two directed edges by the part of
@@ -61,15 +62,19 @@ const MAX_PARTS: usize = 1 << 14;
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ClusterPlan {
     pub parts: usize,
-    /// Ranks per part: part `k` holds ranks `k * span ..`.
-    pub span: u64,
     pub documents: u64,
     pub budget: u64,
 }
 
 impl ClusterPlan {
+    /// The part of the member of rank `rank`: by a hash of it, not by rank range, so that
+    /// members, edges and clusters spread evenly over the parts whatever the ids (a corpus whose
+    /// near copies share an id prefix would put every cluster's root in one range).
     fn part(&self, rank: u64) -> usize {
-        (rank / self.span) as usize
+        let mut x = rank.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((x ^ (x >> 31)) % self.parts as u64) as usize
     }
 }
 
@@ -282,10 +287,8 @@ pub fn plan(work: &WorkDir, budget: usize) -> Result<ClusterPlan, Error> {
     }
     let cost = n * PER_DOC + links * PER_LINK;
     let parts = (cost.div_ceil(budget.max(1) as u64) as usize).clamp(1, MAX_PARTS);
-    let span = n.div_ceil(parts as u64).max(1);
     let plan = ClusterPlan {
-        parts: n.div_ceil(span).max(1) as usize,
-        span,
+        parts: parts.min(n.max(1) as usize),
         documents: n,
         budget: budget as u64,
     };
@@ -309,7 +312,6 @@ pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
     let t0 = Instant::now();
     let plan = read_plan(work)?;
     let n = plan.documents;
-    let file = work.pairs_file(p);
     let mut edges: Vec<(usize, [u8; 16])> = Vec::new();
     let mut pairs: Vec<(usize, Vec<u8>)> = Vec::new();
     let pair_record = |a: u64, b: u64, est: f64, j: Option<f64>| {
@@ -343,32 +345,11 @@ pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
             Ok(())
         })?;
     }
-    let cols = ["rank_a", "rank_b", "estimate", "jaccard"];
-    for batch in work.open_table(&file, "confirm", &cols)? {
-        let batch = batch?;
-        let (a, b) = (u64s(&batch, "rank_a"), u64s(&batch, "rank_b"));
-        let est = f64s(&batch, "estimate");
-        let jac = batch.column_by_name("jaccard").expect("a projected column");
-        let jac = arrow_array::cast::AsArray::as_primitive::<arrow_array::types::Float64Type>(
-            jac.as_ref(),
-        );
-        for i in 0..batch.num_rows() {
-            if a[i] >= n || b[i] >= n {
-                return Err(Error::Work {
-                    path: file.display().to_string(),
-                    msg: format!(
-                        "a pair of ranks {} and {} in a corpus of {n} documents; confirm \
-                         partition {p} again",
-                        a[i], b[i]
-                    ),
-                });
-            }
-            edges.push((plan.part(a[i]), le2(a[i], b[i])));
-            edges.push((plan.part(b[i]), le2(b[i], a[i])));
-            let j = (!arrow_array::Array::is_null(jac, i)).then(|| jac.value(i));
-            pairs.push((plan.part(a[i]), pair_record(a[i], b[i], est[i], j)));
-        }
-    }
+    super::cluster::for_each_pair(work, p, n, |a, b, est, j| {
+        edges.push((plan.part(a), le2(a, b)));
+        edges.push((plan.part(b), le2(b, a)));
+        pairs.push((plan.part(a), pair_record(a, b, est, j)));
+    })?;
     edges.par_sort_by_key(|e| e.0);
     pairs.par_sort_by_key(|e| e.0);
     let mut out = Outputs::new(work, &name);
@@ -1226,18 +1207,7 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
         exact_duplicates: rs.exact_duplicates,
         ..Default::default()
     };
-    for p in 0..work.partitions() {
-        let cs = super::confirm::summary(work, p)?;
-        stats.buckets += cs.buckets;
-        stats.pairs_checked += cs.counts.checked;
-        stats.pairs_rejected += cs.counts.rejected;
-        stats.pairs_already_joined += cs.counts.already_joined;
-        stats.pairs_other_group += cs.counts.other_group;
-        stats.pairs_filtered += cs.counts.filtered;
-        stats.sets_loaded += cs.sets_loaded;
-        stats.confirm_seconds += cs.seconds;
-        stats.sets_seconds += cs.sets_seconds;
-    }
+    super::cluster::add_confirm_stats(work, &mut stats)?;
     let mut seconds = 0.0;
     let mut groups: Vec<GroupCounts> = rs
         .groups
@@ -1356,20 +1326,7 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
 /// Remove the task files (`cluster/tasks/`), then the directory if that leaves it empty:
 /// nothing else in it is neardup's to delete.
 pub(super) fn remove_tasks(work: &WorkDir) -> Result<(), Error> {
-    let dir = work.cluster_task("");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(&dir.display().to_string(), e)),
-    };
-    for e in entries.flatten() {
-        if is_task_name(&e.file_name().to_string_lossy()) {
-            let p = e.path();
-            std::fs::remove_file(&p).map_err(|e| Error::io(&p.display().to_string(), e))?;
-        }
-    }
-    let _ = std::fs::remove_dir(&dir);
-    Ok(())
+    super::remove_own_files(&work.cluster_task(""), is_task_name)
 }
 
 /// Whether `name` is the name of a task file: `plan.json`, or `STEP-NNNNN.json` and

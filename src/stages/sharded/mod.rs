@@ -165,6 +165,25 @@ impl Manifest {
     }
 }
 
+/// Remove the files of `dir` whose names `ours` accepts, then `dir` if that leaves it empty:
+/// nothing else in it is neardup's to delete.
+fn remove_own_files(dir: &Path, ours: impl Fn(&str) -> bool) -> Result<(), Error> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(&dir.display().to_string(), e)),
+    };
+    for e in entries.flatten() {
+        if ours(&e.file_name().to_string_lossy()) {
+            let p = e.path();
+            std::fs::remove_file(&p).map_err(|e| Error::io(&p.display().to_string(), e))?;
+        }
+    }
+    // Left in place when something else is in it.
+    let _ = std::fs::remove_dir(dir);
+    Ok(())
+}
+
 /// The checksum ([`crate::io::checksum`]) of a summary's compact JSON, as read back from the
 /// file: the same for the writer and every reader.
 fn summary_checksum(v: &serde_json::Value) -> String {

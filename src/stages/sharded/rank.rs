@@ -372,21 +372,7 @@ fn flush_at(budget: usize, parts: usize) -> usize {
 /// Remove the spill files (`ids-NNNNN.bin`, `keys-NNNNN.bin`) a run left in `dir`, then `dir`
 /// if that leaves it empty: nothing else in it is neardup's to delete.
 fn remove_dir(dir: &Path) -> Result<(), Error> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(&dir.display().to_string(), e)),
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        if is_spill_name(&name.to_string_lossy()) {
-            let p = e.path();
-            std::fs::remove_file(&p).map_err(|e| Error::io(&p.display().to_string(), e))?;
-        }
-    }
-    // Left in place when something else is in it.
-    let _ = std::fs::remove_dir(dir);
-    Ok(())
+    super::remove_own_files(dir, is_spill_name)
 }
 
 /// Whether `name` is the name of a spill file ([`Spill::path`]).

@@ -739,21 +739,7 @@ pub fn finish(work: &WorkDir) -> Result<Option<RankSummary>, Error> {
 /// Remove the task files (`rank/tasks/`), then the directory if that leaves it empty: nothing
 /// else in it is neardup's to delete.
 pub(super) fn remove_tasks(work: &WorkDir) -> Result<(), Error> {
-    let dir = work.root().join("rank").join("tasks");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(&dir.display().to_string(), e)),
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        if is_task_name(&name.to_string_lossy()) {
-            let p = e.path();
-            std::fs::remove_file(&p).map_err(|e| Error::io(&p.display().to_string(), e))?;
-        }
-    }
-    let _ = std::fs::remove_dir(&dir);
-    Ok(())
+    super::remove_own_files(&work.root().join("rank").join("tasks"), is_task_name)
 }
 
 /// Whether `name` is the name of a task file.

@@ -62,23 +62,16 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             ..
         } => {
             let w = WorkDir::open(&dir)?;
-            let budget = usize::try_from(task_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+            let budget = mib(task_memory);
             rank_step(&w, step, shard, range, budget, done, skipped)?;
         }
         Stage::Rank {
             dir, sort_memory, ..
         } => {
             let w = WorkDir::open(&dir)?;
-            let budget = usize::try_from(sort_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+            let budget = mib(sort_memory);
             match rank::rank_within(&w, &progress, budget)? {
-                Some(s) => done(format!(
-                    "rank: {} documents in {} shards, {} exact duplicates, sorted in {} {}",
-                    s.rows.iter().sum::<u64>(),
-                    s.rows.len(),
-                    s.exact_duplicates,
-                    s.buckets,
-                    if s.buckets == 1 { "bucket" } else { "buckets" }
-                )),
+                Some(s) => done(ranked(&s, "bucket")),
                 None => skipped("rank".into()),
             }
         }
@@ -165,7 +158,7 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             task_memory,
         } => {
             let w = WorkDir::open(&dir)?;
-            let budget = usize::try_from(task_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+            let budget = mib(task_memory);
             let job = ClusterJob {
                 partition,
                 shard,
@@ -269,14 +262,7 @@ fn rank_step(
             }
         }
         RankStep::Finish => match rank_tasks::finish(w)? {
-            Some(s) => done(format!(
-                "rank: {} documents in {} shards, {} exact duplicates, sorted in {} {}",
-                s.rows.iter().sum::<u64>(),
-                s.rows.len(),
-                s.exact_duplicates,
-                s.buckets,
-                if s.buckets == 1 { "range" } else { "ranges" }
-            )),
+            Some(s) => done(ranked(&s, "range")),
             None => skipped("rank".into()),
         },
     }
@@ -396,4 +382,21 @@ fn cluster_step(
         },
     }
     Ok(())
+}
+
+/// Bytes from MiB.
+fn mib(m: u64) -> usize {
+    usize::try_from(m.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+}
+
+/// The summary line of a finished `rank`, sorted in buckets (`unit`) of id ranges.
+fn ranked(s: &rank::RankSummary, unit: &str) -> String {
+    format!(
+        "rank: {} documents in {} shards, {} exact duplicates, sorted in {} {unit}{}",
+        s.rows.iter().sum::<u64>(),
+        s.rows.len(),
+        s.exact_duplicates,
+        s.buckets,
+        if s.buckets == 1 { "" } else { "s" }
+    )
 }
