@@ -960,8 +960,8 @@ fn rank_as_tasks_writes_the_files_of_rank_in_one_process() {
     }
 }
 
-/// Shards longer than a `write` job's window of rows (65,536 at the smallest budget) are
-/// written a window at a time, in the same bytes.
+/// Shards longer than a `write` or `locate` job's window of rows (65,536 at the smallest
+/// budget) are read and written a window at a time, in the same bytes.
 #[test]
 fn rank_files_of_long_shards_are_written_a_window_at_a_time() {
     use neardup::progress::ProgressFactory;
@@ -1022,6 +1022,64 @@ fn rank_files_of_long_shards_are_written_a_window_at_a_time() {
         );
     }
     assert!(rank_tasks::finish(&work).unwrap().unwrap().exact_duplicates >= 3);
+    // `cluster`'s locate jobs read such shards a window of rows at a time too.
+    use neardup::stages::sharded::{cluster, cluster_tasks};
+    for w in [&one, &work] {
+        let ws = w.root().display().to_string();
+        for s in ["0", "1"] {
+            stage(&["bands", &ws, "--shard", s]);
+        }
+        stage(&[
+            "confirm",
+            &ws,
+            "--partition",
+            "0",
+            "1",
+            "2",
+            "3",
+            "4",
+            "5",
+            "6",
+            "7",
+        ]);
+    }
+    cluster::cluster(&one, &ProgressFactory::hidden())
+        .unwrap()
+        .unwrap();
+    let plan = cluster_tasks::plan(&work, 1 << 20).unwrap();
+    assert!(plan.parts >= 2, "{plan:?}");
+    for p in 0..8 {
+        cluster_tasks::edges(&work, p).unwrap();
+    }
+    for s in 0..2 {
+        cluster_tasks::locate(&work, s).unwrap();
+    }
+    cluster_tasks::stars(&work).unwrap();
+    for k in 0..plan.parts {
+        cluster_tasks::roots(&work, k).unwrap();
+    }
+    for s in 0..2 {
+        cluster_tasks::attributes(&work, s).unwrap();
+    }
+    for k in 0..plan.parts {
+        cluster_tasks::clusters(&work, k).unwrap();
+    }
+    for s in 0..2 {
+        cluster_tasks::verdicts(&work, s).unwrap();
+    }
+    let got = cluster_tasks::finish(&work).unwrap().unwrap();
+    assert!(got.stats.exact_duplicates >= 3);
+    for s in 0..2 {
+        assert_eq!(
+            sha256(&work.cluster_file(s)),
+            sha256(&one.cluster_file(s)),
+            "shard {s}"
+        );
+    }
+    assert_eq!(
+        sha256(&work.clusters_jsonl()),
+        sha256(&one.clusters_jsonl())
+    );
 }
 
 /// The command line runs the same steps: `--task-memory 1` on this corpus cuts several ranges,

@@ -160,6 +160,28 @@ fn read_output(
     SlicedFile::open(&work.cluster_task(file), step)?.read(&slices[slice])
 }
 
+/// Every slice of part `k` of the output `output` of the step `name`, whose slices come in
+/// windows of one per part (`locate`'s), in order.
+fn read_part(
+    work: &WorkDir,
+    name: &str,
+    step: &str,
+    output: &str,
+    parts: usize,
+    k: usize,
+) -> Result<Vec<u8>, Error> {
+    let s = need_summary(work, name, step)?;
+    let Some((file, slices)) = s.outputs.get(output) else {
+        return Ok(Vec::new());
+    };
+    let f = SlicedFile::open(&work.cluster_task(file), step)?;
+    let mut out = Vec::new();
+    for slice in slices.iter().skip(k).step_by(parts) {
+        out.extend(f.read(slice)?);
+    }
+    Ok(out)
+}
+
 /// Writes a step's outputs, each sliced, and its summary.
 struct Outputs<'w> {
     work: &'w WorkDir,
@@ -375,9 +397,37 @@ pub fn locate(work: &WorkDir, s: usize) -> Result<bool, Error> {
     if exact {
         cols.push("exact_rep");
     }
+    // A window of rows at a time, so that the task's memory does not grow with the shard:
+    // window `w`'s records for part `k` are slice `w * parts + k` of each output.
+    let window = (plan.budget / 64).max(BATCH_ROWS as u64);
+    let parts = plan.parts;
+    let file = |output: &str| work.cluster_task(&format!("{name}.{output}"));
+    let mut out_places = SlicedWriter::create(&file("places"))?;
+    let mut out_edges = SlicedWriter::create(&file("edges"))?;
+    let mut out_exact = SlicedWriter::create(&file("exact"))?;
     let mut places: Vec<(usize, [u8; 24])> = Vec::new();
     let mut edges: Vec<(usize, [u8; 16])> = Vec::new();
     let mut links: Vec<(usize, [u8; 16])> = Vec::new();
+    let mut win = 0usize;
+    let mut flush = |win: usize,
+                     places: &mut Vec<(usize, [u8; 24])>,
+                     edges: &mut Vec<(usize, [u8; 16])>,
+                     links: &mut Vec<(usize, [u8; 16])>|
+     -> Result<(), Error> {
+        places.par_sort_by_key(|e| e.0);
+        edges.par_sort_by_key(|e| e.0);
+        links.par_sort_by_key(|e| e.0);
+        for (k, rec) in places.drain(..) {
+            out_places.push(win * parts + k, &rec)?;
+        }
+        for (k, rec) in edges.drain(..) {
+            out_edges.push(win * parts + k, &rec)?;
+        }
+        for (k, rec) in links.drain(..) {
+            out_exact.push(win * parts + k, &rec)?;
+        }
+        Ok(())
+    };
     let mut row = 0u64;
     for batch in work.open_table(&work.rank_file(s), "rank", &cols)? {
         let batch = batch?;
@@ -388,7 +438,12 @@ pub fn locate(work: &WorkDir, s: usize) -> Result<bool, Error> {
             &[]
         };
         for (i, &r) in rank.iter().enumerate() {
-            places.push((plan.part(r), le3(r, s as u64, row + i as u64)));
+            let at = row + i as u64;
+            while at >= (win as u64 + 1) * window {
+                flush(win, &mut places, &mut edges, &mut links)?;
+                win += 1;
+            }
+            places.push((plan.part(r), le3(r, s as u64, at)));
             if exact && rep[i] != NO_REP {
                 let e = rep[i];
                 edges.push((plan.part(r), le2(r, e)));
@@ -398,14 +453,21 @@ pub fn locate(work: &WorkDir, s: usize) -> Result<bool, Error> {
         }
         row += rank.len() as u64;
     }
-    places.par_sort_by_key(|e| e.0);
-    edges.par_sort_by_key(|e| e.0);
-    links.par_sort_by_key(|e| e.0);
-    let mut out = Outputs::new(work, &name);
-    out.write("places", plan.parts, &places)?;
-    out.write("edges", plan.parts, &edges)?;
-    out.write("exact", plan.parts, &links)?;
-    out.finish(StepSummary::default(), t0)?;
+    flush(win, &mut places, &mut edges, &mut links)?;
+    let slices = (win + 1) * parts;
+    let mut summary = StepSummary::default();
+    for (output, w) in [
+        ("places", out_places),
+        ("edges", out_edges),
+        ("exact", out_exact),
+    ] {
+        let f = format!("{name}.{output}");
+        summary
+            .outputs
+            .insert(output.to_string(), (f, w.finish(slices)?));
+    }
+    summary.seconds = t0.elapsed().as_secs_f64();
+    work.write_json(&work.cluster_task(&format!("{name}.json")), &summary)?;
     Ok(true)
 }
 
@@ -431,11 +493,12 @@ fn round_input(
         }
         for s in 0..work.shards() {
             let name = format!("locate-{s:05}");
-            bytes.extend(read_output(
+            bytes.extend(read_part(
                 work,
                 &name,
                 &step("locate", Some(("shard", s))),
                 "edges",
+                plan.parts,
                 k,
             )?);
         }
@@ -603,11 +666,12 @@ pub fn roots(work: &WorkDir, k: usize) -> Result<bool, Error> {
     let mut places = Vec::new();
     for s in 0..work.shards() {
         let name = format!("locate-{s:05}");
-        places.extend(read_output(
+        places.extend(read_part(
             work,
             &name,
             &step("locate", Some(("shard", s))),
             "places",
+            plan.parts,
             k,
         )?);
     }
@@ -657,7 +721,8 @@ pub fn roots(work: &WorkDir, k: usize) -> Result<bool, Error> {
     }
     for s in 0..work.shards() {
         let name = format!("locate-{s:05}");
-        let bytes = read_output(work, &name, &step("locate", Some(("shard", s))), "exact", k)?;
+        let st = step("locate", Some(("shard", s)));
+        let bytes = read_part(work, &name, &st, "exact", plan.parts, k)?;
         for c in bytes.chunks_exact(16) {
             let r = Rd(c).u64();
             let root = root_of(r).expect("an exact copy is a member");
