@@ -338,24 +338,8 @@ pub fn cluster(
     };
     drop(dropped);
     count_clusters(&root, &mut stats);
-    let (largest_cluster, largest_cluster_diameter) = largest_cluster_hops(
-        &root,
-        |i| i as u64,
-        |big, edge| {
-            for p in &pairs {
-                let (a, b) = (index(p.0), index(p.1));
-                if root[a as usize] == big {
-                    edge(a, b);
-                }
-            }
-            for &(r, e) in &exact {
-                let (a, b) = (index(r), index(e));
-                if root[a as usize] == big {
-                    edge(a, b);
-                }
-            }
-        },
-    );
+    let (largest_cluster, largest_cluster_diameter) =
+        largest_hops(&root, |i| i as u64, index, &pairs, &exact);
     // Each member's exact-copy representative, for the chaining rows below.
     let mut unit: Vec<u32> = (0..m as u32).collect();
     for &(r, e) in &exact {
@@ -525,6 +509,29 @@ pub fn cluster(
     // Whatever cluster jobs left: the stage is done.
     super::cluster_tasks::remove_tasks(work)?;
     Ok(Some(summary))
+}
+
+/// The largest cluster of `root` and its diameter ([`largest_cluster_hops`]) over its pairs
+/// and exact relations (by ranks; `index` numbers a member, `rank` gives a number's rank).
+pub(super) fn largest_hops(
+    root: &[u32],
+    rank: impl Fn(usize) -> u64,
+    index: impl Fn(u64) -> u32,
+    pairs: &[(u64, u64, f64, Option<f64>)],
+    exact: &[(u64, u64)],
+) -> (u64, u64) {
+    largest_cluster_hops(root, rank, |big, edge| {
+        let links = pairs
+            .iter()
+            .map(|p| (p.0, p.1))
+            .chain(exact.iter().copied());
+        for (x, y) in links {
+            let (a, b) = (index(x), index(y));
+            if root[a as usize] == big {
+                edge(a, b);
+            }
+        }
+    })
 }
 
 /// Add every partition's `confirm` counts and times to `stats`.

@@ -46,8 +46,8 @@ use super::WorkDir;
 use crate::error::Error;
 use crate::io::Output;
 use crate::stages::dedup::{
-    cluster_line, keep_key, largest_cluster_hops, pair_line, ClusterRule, ClusterStats, Confirm,
-    GroupCounts, Keep, EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
+    cluster_line, keep_key, pair_line, ClusterRule, ClusterStats, Confirm, GroupCounts, Keep,
+    EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
 };
 
 /// Bytes a task holds for each pair or exact relation (its edges both ways, sorted, and its
@@ -971,24 +971,8 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
             |i| members[i].rank,
         )
     };
-    let (largest_size, diameter) = largest_cluster_hops(
-        &root,
-        |i| members[i].rank,
-        |big, edge| {
-            for p in &pairs {
-                let (a, b) = (index(p.0), index(p.1));
-                if root[a as usize] == big {
-                    edge(a, b);
-                }
-            }
-            for &(r, e) in &exact {
-                let (a, b) = (index(r), index(e));
-                if root[a as usize] == big {
-                    edge(a, b);
-                }
-            }
-        },
-    );
+    let (largest_size, diameter) =
+        super::cluster::largest_hops(&root, |i| members[i].rank, index, &pairs, &exact);
     if largest_size > 0 {
         let big = size
             .iter()

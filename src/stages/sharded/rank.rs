@@ -248,18 +248,10 @@ pub fn rank_within(
                 .collect();
             drop(buf);
             rows.par_sort_unstable();
-            let mut i = 0;
-            while i < rows.len() {
-                let mut e = i + 1;
-                while e < rows.len() && rows[e].0 == rows[i].0 && rows[e].1 == rows[i].1 {
-                    e += 1;
-                }
-                for &(_, _, _, d) in &rows[i + 1..e] {
-                    scatter.rep(d, rows[i].2)?;
-                    summary.exact_duplicates += 1;
-                }
-                i = e;
-            }
+            each_copy(&rows, |d, rep| {
+                summary.exact_duplicates += 1;
+                scatter.rep(d, rep)
+            })?;
         }
     }
     drop(keyed);
@@ -317,6 +309,20 @@ pub fn rank_within(
     // Whatever rank tasks left: the stage is done.
     super::rank_tasks::remove_tasks(work)?;
     Ok(Some(summary))
+}
+
+/// Of exact-key records `(key, group, rank, document)` sorted, each copy's document and its
+/// representative (the rank of the first record of its key and group: its smallest id).
+pub(super) fn each_copy(
+    rows: &[(u128, u32, u64, u64)],
+    mut f: impl FnMut(u64, u64) -> Result<(), Error>,
+) -> Result<(), Error> {
+    for run in rows.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1) {
+        for &(_, _, _, d) in &run[1..] {
+            f(d, run[0].2)?;
+        }
+    }
+    Ok(())
 }
 
 /// The summary of a finished `rank`.

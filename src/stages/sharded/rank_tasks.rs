@@ -551,18 +551,11 @@ pub fn exact(work: &WorkDir, k: usize) -> Result<Option<u64>, Error> {
     rows.par_sort_unstable();
     // (shard, row, representative), into shard and row order.
     let mut reps: Vec<(u32, u64, u64)> = Vec::new();
-    let mut i = 0;
-    while i < rows.len() {
-        let mut e = i + 1;
-        while e < rows.len() && rows[e].0 == rows[i].0 && rows[e].1 == rows[i].1 {
-            e += 1;
-        }
-        for &(_, _, _, d) in &rows[i + 1..e] {
-            let s = offsets.partition_point(|&f| f <= d) - 1;
-            reps.push((s as u32, d - offsets[s], rows[i].2));
-        }
-        i = e;
-    }
+    super::rank::each_copy(&rows, |d, rep| {
+        let s = offsets.partition_point(|&f| f <= d) - 1;
+        reps.push((s as u32, d - offsets[s], rep));
+        Ok(())
+    })?;
     drop(rows);
     reps.par_sort_unstable();
     let mut w = SlicedWriter::create(&work.rank_task(format!("{name}.reps")))?;
