@@ -41,11 +41,42 @@ def defaults() -> Dict[str, Any]:
     return dict(_D)
 
 
-def _arrow_or_list(texts: Any) -> Any:
-    """A Hugging Face ``datasets.Dataset`` is a wrapper: its Arrow table is ``.data.table``."""
-    if type(texts).__module__.startswith("datasets.") and hasattr(texts, "data"):
-        data = texts.data
-        return getattr(data, "table", data)
+def _arrow_or_list(texts: Any, column: Optional[str] = None) -> Any:
+    """Arrow data for a Hugging Face ``datasets.Dataset`` or ``Column``; anything else as it is.
+
+    A ``Dataset`` made by ``shuffle``, ``filter``, ``select`` or a split is a view: its rows
+    are an indices mapping over a backing table that holds other rows, in another order. The
+    Arrow formatter applies that mapping, so the rows read are the view's, in its order (of
+    an unmapped dataset, a slice of the table, without a copy). Of a table only ``column`` is
+    taken, where it has one, so a mapping copies that column alone.
+    """
+    if not type(texts).__module__.startswith("datasets."):
+        return texts
+    if hasattr(texts, "source") and hasattr(texts, "column_name"):
+        # ``ds["text"]`` (datasets 4 and later): a lazy column of its source dataset or column.
+        source = _arrow_or_list(texts.source, texts.column_name)
+        name = texts.column_name
+        if hasattr(source, "column"):
+            return source.column(name)
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        return pa.chunked_array(
+            [pc.struct_field(c, name) for c in source.chunks], type=source.type.field(name).type
+        )
+    if hasattr(texts, "with_format") and hasattr(texts, "column_names"):
+        mapped = getattr(texts, "_indices", None) is not None
+        if column is not None and column in texts.column_names:
+            texts = texts.select_columns([column])
+        table = texts.with_format("arrow")[:]
+        if mapped:
+            # Gathered through the mapping, the rows come in runs of their own: one array, not
+            # thousands of small ones (the gather copied them anyway).
+            try:
+                table = table.combine_chunks()
+            except Exception:  # past 2 GiB of strings in one array: left in chunks
+                pass
+        return table
     return texts
 
 
@@ -80,7 +111,7 @@ def signatures(
     signatures are the same bits either way.
     """
     buf, n, _info = _neardup.signatures(
-        _arrow_or_list(texts),
+        _arrow_or_list(texts, column),
         k=k,
         num_perm=num_perm,
         seed=seed,
@@ -196,9 +227,11 @@ def dedup(
         group_missing=group_missing,
         cluster=cluster,
     )
+    ids = _arrow_or_list(ids, "id")
+    texts = _arrow_or_list(texts, "text")
     root, survives, exact_dup, stats, info = _neardup.dedup(
-        _arrow_or_list(ids),
-        _arrow_or_list(texts),
+        ids,
+        texts,
         options,
         keep_values=None if keep_values is None else [None if v is None else float(v) for v in keep_values],
         groups=None if groups is None else list(groups),
@@ -209,6 +242,8 @@ def dedup(
         progress=progress,
     )
     root_a = np.frombuffer(root, dtype=np.uint32)
+    if hasattr(ids, "column_names") and "id" in ids.column_names:
+        ids = ids.column("id")
     id_list = ids.to_pylist() if hasattr(ids, "to_pylist") else (ids.to_list() if hasattr(ids, "to_list") else list(ids))
     return DedupResult(
         root=root_a,

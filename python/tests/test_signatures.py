@@ -93,6 +93,45 @@ def test_a_hugging_face_dataset_is_read_through_its_arrow_table(synthetic):
     assert r.root_id == neardup.dedup([x["id"] for x in records], [x["text"] for x in records]).root_id
 
 
+def test_hugging_face_views_sign_the_rows_they_hold_in_their_order(synthetic):
+    # shuffle, filter, select and a split are index mappings over a backing table that holds
+    # other rows in another order: each must equal the plain list of its own rows.
+    datasets = need("datasets")
+    records = read_jsonl(synthetic)
+    ds = datasets.Dataset.from_dict(
+        {"id": [r["id"] for r in records], "text": [r["text"] for r in records]}
+    )
+    split = ds.train_test_split(test_size=0.3, seed=3)
+    views = {
+        "shuffle": ds.shuffle(seed=7),
+        "filter": ds.filter(lambda r: len(r["text"]) % 3 != 0),
+        "select": ds.select([len(records) - 1, 5, 0, 17, 5]),
+        "select_range": ds.select(range(10, 40)),
+        "train": split["train"],
+        "test": split["test"],
+        "shuffle_then_filter": ds.shuffle(seed=1).filter(lambda r: len(r["text"]) % 2 == 0),
+        "empty": ds.select([]),
+    }
+    for name, v in views.items():
+        rows = [v[i] for i in range(len(v))]
+        texts = [r["text"] for r in rows]
+        ids = [r["id"] for r in rows]
+        assert v["text"][:] == texts, name
+        want = neardup.signatures(texts, engine="cpu")
+        np.testing.assert_array_equal(neardup.signatures(v, engine="cpu"), want, err_msg=name)
+        # ``v["text"]``: a lazy Column in datasets 4 and later, a list before.
+        np.testing.assert_array_equal(
+            neardup.signatures(v["text"], engine="cpu"), want, err_msg=name
+        )
+        if not rows:
+            continue
+        got = neardup.dedup(v["id"], v["text"])
+        plain = neardup.dedup(ids, texts)
+        assert got.root_id == plain.root_id, name
+        np.testing.assert_array_equal(got.survives, plain.survives, err_msg=name)
+        np.testing.assert_array_equal(got.root, plain.root, err_msg=name)
+
+
 def test_empty_and_wordless_inputs():
     assert neardup.signatures([]).shape == (0, 128)
     got = neardup.signatures(["", "   ", "one"], num_perm=8)
