@@ -240,7 +240,11 @@ impl<'de> Visitor<'de> for FieldValueVisitor {
         Ok(FieldValue::Integer(v.to_string()))
     }
     fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(FieldValue::Other("a non-integer number"))
+        // serde_json reads an integer past 64 bits as a float, so this is not only fractions.
+        Ok(FieldValue::Other(
+            "a number that is not a 64-bit integer (a fraction, an exponent, or an integer past \
+             64 bits)",
+        ))
     }
     fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
         Ok(FieldValue::Other("a boolean"))

@@ -286,6 +286,9 @@ pub struct DecontamCounts {
     pub contaminated: u64,
     pub documents_written: u64,
     pub protected_ngrams: u64,
+    /// Short texts protected whole beside the n-grams (absent when none is).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub protected_whole: u64,
 }
 
 /// Seconds per stage.
@@ -325,6 +328,7 @@ impl<'a> DecontamReport<'a> {
                 contaminated: s.contaminated,
                 documents_written: s.documents_written,
                 protected_ngrams: s.protected_ngrams,
+                protected_whole: s.protected_whole,
             },
             protected_files: &s.files,
             protected_tasks: s.task_field.as_ref().map(|_| s.tasks.as_slice()),
@@ -339,4 +343,8 @@ impl<'a> DecontamReport<'a> {
             peak_rss_bytes: peak_rss_bytes(),
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -98,6 +98,8 @@ pub struct ProtectedSet {
     short_min: usize,
     /// The word counts of the texts protected whole (each is checked as a window length).
     short_lengths: std::collections::BTreeSet<usize>,
+    /// Keys of texts protected whole (the rest of `grams` are `n`-grams).
+    whole_keys: usize,
     /// Each item of a JSONL or Parquet file is one text (see
     /// [`ProtectedSet::with_joined_fields`]).
     join_fields: bool,
@@ -155,6 +157,7 @@ impl ProtectedSet {
             n,
             short_min: DEFAULT_PROTECT_SHORT,
             short_lengths: Default::default(),
+            whole_keys: 0,
             join_fields: false,
             task_field: None,
             grams: GramMap::default(),
@@ -250,6 +253,16 @@ impl ProtectedSet {
         self.grams.is_empty()
     }
 
+    /// The distinct `n`-grams protected (of [`ProtectedSet::len`] keys).
+    pub fn ngram_keys(&self) -> usize {
+        self.grams.len() - self.whole_keys
+    }
+
+    /// The distinct short texts protected whole (of [`ProtectedSet::len`] keys).
+    pub fn whole_keys(&self) -> usize {
+        self.whole_keys
+    }
+
     pub fn files(&self) -> &[ProtectedFile] {
         &self.files
     }
@@ -318,6 +331,9 @@ impl ProtectedSet {
                 match self.grams.get(&key) {
                     None => {
                         self.grams.insert(key, si);
+                        if len != self.n {
+                            self.whole_keys += 1;
+                        }
                         file.ngrams += 1;
                         self.sources[si as usize].ngrams += 1;
                     }
@@ -572,21 +588,33 @@ impl ProtectedSet {
             } else {
                 None
             }
-        } else if self.is_empty() {
-            Some(format!(
-                "warning: NOTHING IS PROTECTED: the protected files yield no {n}-gram ({short} of \
-                 their {texts} texts are shorter than {n} words, the others have no words), so \
-                 no document can be caught; --protect-short MIN protects short items whole (or \
-                 lower --n)"
-            ))
-        } else if short > 0 {
-            Some(format!(
-                "note: {short} of the {texts} protected texts are shorter than {n} words and \
-                 protect nothing (--protect-short MIN protects those of MIN words or more whole; \
-                 or lower --n)"
-            ))
         } else {
-            None
+            // Short items are not protected whole: turned off, or a minimum that is not below
+            // `n`. The advice names what would change that, not the flag as it was given.
+            let hint = match self.short_min {
+                0 => "short items are protected whole only with a minimum, and --protect-short \
+                      off turned that off; --protect-short MIN protects those of MIN words or \
+                      more"
+                    .to_string(),
+                m => format!(
+                    "--protect-short {m} is not below --n {n}, so none is protected whole; a MIN \
+                     below {n} protects those of MIN words or more"
+                ),
+            };
+            if self.is_empty() {
+                Some(format!(
+                    "warning: NOTHING IS PROTECTED: the protected files yield no {n}-gram \
+                     ({short} of their {texts} texts are shorter than {n} words, the others have \
+                     no words), so no document can be caught; {hint} (or lower --n)"
+                ))
+            } else if short > 0 {
+                Some(format!(
+                    "note: {short} of the {texts} protected texts are shorter than {n} words and \
+                     protect nothing ({hint}; or lower --n)"
+                ))
+            } else {
+                None
+            }
         }
     }
 }
@@ -714,7 +742,10 @@ pub struct DecontamSummary {
     /// See [`DecontamOptions`].
     pub min_score: Option<f64>,
     pub tag: bool,
+    /// Distinct `n`-grams protected.
     pub protected_ngrams: u64,
+    /// Distinct short texts protected whole (`--protect-short`), beside the `n`-grams.
+    pub protected_whole: u64,
     pub documents: u64,
     pub contaminated: u64,
     pub documents_written: u64,
@@ -921,7 +952,8 @@ pub fn run_decontam(
         join_fields: grams.join_fields,
         min_score: opts.min_score,
         tag: opts.tag,
-        protected_ngrams: grams.len() as u64,
+        protected_ngrams: grams.ngram_keys() as u64,
+        protected_whole: grams.whole_keys() as u64,
         documents,
         contaminated,
         documents_written: written,

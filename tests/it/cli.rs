@@ -767,6 +767,21 @@ fn decontam_protects_short_items_whole_by_default() {
     assert!(!err.contains("shorter than"), "{err}");
     assert_eq!(r["parameters"]["protect_short"], 8);
     assert_eq!(r["protected_files"][0]["texts_protected_whole"], 2);
+    // Items protected whole are counted as such, not as 13-grams.
+    assert_eq!(r["counts"]["protected_ngrams"], 0);
+    assert_eq!(r["counts"]["protected_whole"], 2);
+    assert!(
+        err.contains("0 protected 13-grams and 2 short texts protected whole from 1 files"),
+        "{err}"
+    );
+    // A minimum not below n protects nothing whole, and the advice says so rather than
+    // naming the flag that was given as the remedy.
+    let (_, err, r) = run(&["--protect-short", "13"]);
+    assert!(
+        err.contains("--protect-short 13 is not below --n 13"),
+        "{err}"
+    );
+    assert!(r["counts"].get("protected_whole").is_none());
     for off in ["off", "OFF", "0"] {
         let (kept, err, r) = run(&["--protect-short", off]);
         assert_eq!(kept, ["leak", "clean"], "{err}");
@@ -778,6 +793,7 @@ fn decontam_protects_short_items_whole_by_default() {
         );
         assert_eq!(r["parameters"]["protect_short"], 0);
         assert_eq!(r["protected_files"][0]["texts_too_short"], 2);
+        assert!(err.contains("--protect-short off turned that off"), "{err}");
     }
     // A value that is neither a number nor `off` is a usage error.
     let o = neardup(&[

@@ -83,7 +83,7 @@ fn a_record_that_is_not_an_object() {
 #[test]
 fn missing_or_mistyped_id_and_text() {
     let c = Case::new();
-    let cases: [(&str, &[&str]); 8] = [
+    let cases: [(&str, &[&str]); 9] = [
         (
             "{\"text\":\"x\"}",
             &[
@@ -101,6 +101,16 @@ fn missing_or_mistyped_id_and_text() {
         (
             "{\"id\":null,\"text\":\"x\"}",
             &["in.jsonl:2", "field `id`", "null"],
+        ),
+        (
+            // Past 64 bits: serde_json reads it as a float, and the message says both.
+            "{\"id\":123456789012345678901234567890,\"text\":\"x\"}",
+            &[
+                "in.jsonl:2",
+                "field `id`",
+                "not a 64-bit integer",
+                "past 64 bits",
+            ],
         ),
         (
             "{\"id\":\"\",\"text\":\"x\"}",

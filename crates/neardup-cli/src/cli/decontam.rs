@@ -64,13 +64,17 @@ pub(super) fn run(a: DecontamArgs) -> Result<ExitCode> {
         &a.run,
         format!(
             "neardup decontam: {} documents read, {} contaminated{}, {} written; {} protected \
-             {}-grams from {} files; {:.2} s, {} docs/s",
+             {}-grams{} from {} files; {:.2} s, {} docs/s",
             s.documents,
             s.contaminated,
             if opts.tag { " (tagged)" } else { "" },
             s.documents_written,
             s.protected_ngrams,
             a.n,
+            match s.protected_whole {
+                0 => String::new(),
+                w => format!(" and {w} short texts protected whole"),
+            },
             s.files.len(),
             secs,
             human_count(per_second(s.documents as f64, secs))
