@@ -705,35 +705,76 @@ pub fn check_sources(
     ))
 }
 
-/// Make `dir` a new, empty index for these parameters. A directory that is already an index,
-/// or holds other files, is refused; a missing one is made.
-pub fn create(dir: &Path, params: MinHashParams, lsh: LshParams) -> Result<IndexManifest, Error> {
-    lsh.check_num_perm(params.num_perm)?;
+/// The refusal of a new index in `dir`, which is one already.
+fn already_an_index(dir: &Path) -> Error {
+    index_error(
+        dir,
+        "already an index: `neardup index add` adds documents to it, and \
+         `dedup --update-index` adds a run's survivors"
+            .into(),
+    )
+}
+
+/// Refuse `dir` as the place of a new index, changing nothing: one that is an index already,
+/// or a directory holding other files. The temporary file of a manifest another run is
+/// publishing right now is no other file: that run and this one race for the name in
+/// [`create`].
+pub fn check_new(dir: &Path) -> Result<(), Error> {
     if dir.join(MANIFEST).exists() {
-        return Err(index_error(
-            dir,
-            "already an index: `neardup index add` adds documents to it, and \
-             `dedup --update-index` adds a run's survivors"
-                .into(),
-        ));
+        return Err(already_an_index(dir));
     }
-    match std::fs::read_dir(dir) {
-        Ok(mut entries) => {
-            if entries.next().is_some() {
-                return Err(index_error(
-                    dir,
-                    "exists and is not empty; an index is made in a new or empty directory".into(),
-                ));
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(&dir.display().to_string(), e))?
-        }
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(Error::io(&dir.display().to_string(), e)),
+    };
+    let partial = format!(".{MANIFEST}.");
+    let foreign = entries.flatten().any(|e| {
+        let n = e.file_name();
+        let n = n.to_string_lossy();
+        !(n.starts_with(&partial) && n.ends_with(".partial"))
+    });
+    if foreign {
+        return Err(match dir.join(MANIFEST).exists() {
+            true => already_an_index(dir),
+            false => index_error(
+                dir,
+                "exists and is not empty; an index is made in a new or empty directory".into(),
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Make `dir` a new, empty index for these parameters. A directory that is already an index,
+/// or holds other files, is refused ([`check_new`]); a missing one is made. Of several runs
+/// making one index at once exactly one succeeds: the manifest is published without replacing
+/// one, and the others are refused, naming `dir`. Returns whether this call made the directory
+/// (so that a failed build removes only what it made).
+pub fn create(dir: &Path, params: MinHashParams, lsh: LshParams) -> Result<bool, Error> {
+    lsh.check_num_perm(params.num_perm)?;
+    let name = dir.display().to_string();
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(&name, e))?;
+    }
+    // `create_dir`, not `create_dir_all`: of several runs, one makes it.
+    let made = match std::fs::create_dir(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(Error::io(&name, e)),
+    };
+    if !made {
+        check_new(dir)?;
     }
     let m = IndexManifest::new(params, lsh);
-    write_manifest(dir, &m)?;
-    Ok(m)
+    let mut text = serde_json::to_string_pretty(&m).expect("a manifest serializes");
+    text.push('\n');
+    let path = dir.join(MANIFEST).display().to_string();
+    if !crate::io::output::write_internal_new(&path, text.as_bytes())? {
+        // Another run published its manifest first: that run builds this index.
+        return Err(already_an_index(dir));
+    }
+    Ok(made)
 }
 
 /// Add the documents `docs` (indices into `ids` and `sigs`) to the index in `dir` as one new

@@ -48,6 +48,8 @@ pub struct Inputs {
     /// Which inputs are Parquet (by content).
     parquet: Vec<bool>,
     _spool: Option<tempfile::TempPath>,
+    /// Named pipes and other inputs that are not regular files, spooled to temporary files.
+    _pipes: Vec<tempfile::TempPath>,
     /// Plain (uncompressed) files are mapped into memory rather than read (see
     /// [`Inputs::with_mmap`]).
     mmap: bool,
@@ -63,6 +65,7 @@ impl Inputs {
         let mut files = Vec::new();
         let mut parquet = Vec::new();
         let mut spool = None;
+        let mut pipes = Vec::new();
         let mut stdin_seen = false;
         for s in specs {
             match s {
@@ -74,6 +77,21 @@ impl Inputs {
                             &name,
                             io::Error::other("is a directory, not a JSONL or Parquet file"),
                         ));
+                    }
+                    if !meta.is_file() {
+                        // A named pipe, a process substitution (`<(...)`) or a device: its bytes
+                        // can be read once only, and detecting the format already reads some.
+                        // Copied to a temporary file first, it is read like any file.
+                        let file = File::open(p).map_err(|e| Error::io(&name, e))?;
+                        let path = spool_to_temp(file, &name)?;
+                        let is_parquet = parquet::sniff(&path);
+                        if is_parquet && !cfg!(feature = "parquet") {
+                            return Err(parquet_missing(&name));
+                        }
+                        files.push((name, path.to_path_buf()));
+                        parquet.push(is_parquet);
+                        pipes.push(path);
+                        continue;
                     }
                     // By content an empty file is an empty JSONL corpus; named as Parquet, it
                     // is a Parquet file that was never written (a failed copy or export), and
@@ -100,18 +118,7 @@ impl Inputs {
                     }
                     stdin_seen = true;
                     if spool_stdin {
-                        let mut tmp = tempfile::Builder::new()
-                            .prefix("neardup-stdin-")
-                            .tempfile()
-                            .map_err(|e| Error::io("<temporary spool file>", e))?;
-                        // Registered before the copy, so an interrupt during it removes the
-                        // spool too.
-                        register_partial(tmp.path());
-                        if let Err(e) = io::copy(&mut io::stdin().lock(), tmp.as_file_mut()) {
-                            unregister_partial(tmp.path());
-                            return Err(Error::io("<stdin>", e));
-                        }
-                        let path = tmp.into_temp_path();
+                        let path = spool_to_temp(io::stdin().lock(), "<stdin>")?;
                         let is_parquet = parquet::sniff(&path);
                         if is_parquet && !cfg!(feature = "parquet") {
                             return Err(parquet_missing("<stdin>"));
@@ -130,6 +137,7 @@ impl Inputs {
             files,
             parquet,
             _spool: spool,
+            _pipes: pipes,
             mmap: true,
             content: None,
         })
@@ -176,6 +184,16 @@ impl Inputs {
 
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
+    }
+
+    /// The same inputs named `names` in messages (one each, in order), where the paths
+    /// they are read from are not the paths the user gave.
+    pub fn with_names(mut self, names: Vec<String>) -> Self {
+        assert_eq!(names.len(), self.files.len(), "one name an input");
+        for ((name, _), given) in self.files.iter_mut().zip(names) {
+            *name = given;
+        }
+        self
     }
 
     /// The display name of input `i` (its path, or `<stdin>`).
@@ -331,10 +349,26 @@ impl Inputs {
 
 impl Drop for Inputs {
     fn drop(&mut self) {
-        if let Some(p) = &self._spool {
+        for p in self._spool.iter().chain(&self._pipes) {
             unregister_partial(p);
         }
     }
+}
+
+/// Copy `from` (standard input, a named pipe) to a temporary file that lives as long as the
+/// returned path; `name` names it in errors.
+fn spool_to_temp(mut from: impl Read, name: &str) -> Result<tempfile::TempPath, Error> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix("neardup-spool-")
+        .tempfile()
+        .map_err(|e| Error::io("<temporary spool file>", e))?;
+    // Registered before the copy, so an interrupt during it removes the spool too.
+    register_partial(tmp.path());
+    if let Err(e) = io::copy(&mut from, tmp.as_file_mut()) {
+        unregister_partial(tmp.path());
+        return Err(Error::io(name, e));
+    }
+    Ok(tmp.into_temp_path())
 }
 
 /// What a Parquet input says in a build without the `parquet` feature.

@@ -551,6 +551,23 @@ pub(crate) fn write_internal_atomic(path: &str, bytes: &[u8]) -> Result<(), Erro
     out.finish()
 }
 
+/// Write a small file of neardup's own at `path` only if nothing is there yet: written beside
+/// it, then linked into place without replacing anything, so of several processes making the
+/// same file at once exactly one succeeds. `false` when a file was already there (left as it
+/// was).
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))] // used by the sharded stages
+pub(crate) fn write_internal_new(path: &str, bytes: &[u8]) -> Result<bool, Error> {
+    let target = Path::new(path);
+    let mut f = temp_beside(target)?;
+    f.write_all(bytes).map_err(|e| Error::io(path, e))?;
+    f.as_file().sync_all().map_err(|e| Error::io(path, e))?;
+    match f.persist_noclobber(target) {
+        Ok(_) => Ok(true),
+        Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(Error::io(path, e.error)),
+    }
+}
+
 /// The users' outputs this process has completed (renamed into place), in order.
 pub fn completed_outputs() -> Vec<PathBuf> {
     COMPLETED.lock().unwrap_or_else(|e| e.into_inner()).clone()

@@ -38,6 +38,12 @@ fn file_identity(path: &str) -> FileIdentity {
     FileIdentity::Location(location(p))
 }
 
+/// Whether the paths `a` and `b` name one file ([`FileIdentity`]: one device and inode when
+/// it exists, else one place it would be created at).
+pub(crate) fn same_file(a: &str, b: &str) -> bool {
+    file_identity(a) == file_identity(b)
+}
+
 /// The file standard input reads when it is a regular file (`neardup dedup - < in.jsonl`):
 /// the one input with no name on the command line.
 fn stdin_identity() -> Option<FileIdentity> {

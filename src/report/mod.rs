@@ -76,7 +76,7 @@ pub fn write_stage_reports(
 ) -> Result<crate::stages::dedup::DedupSummary, crate::error::Error> {
     use crate::stages::sharded::summary::{dedup_summary, engine_info};
     let named: Vec<crate::io::NamedPath> = paths.iter().map(|p| ("--report", p.as_str())).collect();
-    work.check_outputs(&named)?;
+    work.check_outputs(("report", "report"), &named)?;
     let progress = crate::progress::ProgressFactory::hidden();
     let mut s = dedup_summary(work, 0.0, !paths.is_empty(), &progress)?;
     let secs = seconds.unwrap_or(s.scan.seconds + s.write_seconds);

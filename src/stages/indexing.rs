@@ -49,13 +49,8 @@ pub fn index_inputs(
     lsh.check_num_perm(params.num_perm)?;
     // Refuse a bad target before the work: an existing index for `build`, a missing one or one
     // of other parameters for `add`.
-    let fresh = create && !dir.exists();
-    if create
-        && (dir.join(store::MANIFEST).exists()
-            || std::fs::read_dir(dir).is_ok_and(|mut e| e.next().is_some()))
-    {
-        // `store::create` says why.
-        store::create(dir, params, lsh)?;
+    if create {
+        store::check_new(dir)?;
     }
     // The inputs' checksums: an input already in the index is not added twice.
     let mut sources = Vec::new();
@@ -94,24 +89,29 @@ pub fn index_inputs(
     })?;
     drop(bar);
     let docs: Vec<u32> = (0..ids.ids().len() as u32).collect();
+    // `Some(made the directory)` once this run's `create` published the manifest: a build
+    // refused there made nothing, and must not remove the index another run is making.
+    let mut made: Option<bool> = None;
     let written = (|| {
         if create {
-            store::create(dir, params, lsh)?;
+            made = Some(store::create(dir, params, lsh)?);
         }
         store::add_segment(dir, params, lsh, ids.ids(), &sigs, &docs, &sources)
     })();
     let segment = match written {
         Ok(s) => s,
         Err(e) => {
-            if create {
-                // Nothing of a failed build stays: the directory, when it made it, or else
-                // the files it made in the empty one.
-                if fresh {
+            // Nothing of a failed build stays: the directory, when it made it, or else the
+            // files it made in the empty one.
+            match made {
+                Some(true) => {
                     let _ = std::fs::remove_dir_all(dir);
-                } else {
+                }
+                Some(false) => {
                     let _ = std::fs::remove_file(dir.join(store::MANIFEST));
                     let _ = std::fs::remove_file(dir.join(".lock"));
                 }
+                None => {}
             }
             return Err(e);
         }

@@ -639,3 +639,127 @@ fn the_report_counts_what_chaining_dropped() {
     }
     assert!(chained > 0, "the corpora have chains");
 }
+
+/// The report's pair counts are the rule's, bucket by bucket: the same in memory and out of
+/// core, whatever `--partitions`, with exact copies, any keep order and groups.
+#[test]
+fn greedy_pair_counts_agree_in_memory_and_for_any_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    for seed in [1u64, 2, 5, 8] {
+        let grouped = seed % 3 == 2;
+        let c = corpus(seed, grouped);
+        let keep = [Keep::Longest, Keep::FieldMax, Keep::SmallestId][seed as usize % 3];
+        let f = flags(keep, Confirm::Jaccard, seed % 2 == 0, grouped);
+        let input = dir.path().join(format!("in-{seed}.jsonl"));
+        std::fs::write(&input, jsonl_lines(&c).join("\n") + "\n").unwrap();
+        let counts = |work: Option<usize>| -> serde_json::Value {
+            let tag = format!("{seed}-{work:?}");
+            let rep = dir.path().join(format!("{tag}.json"));
+            let out = dir.path().join(format!("{tag}.jsonl"));
+            let mut args: Vec<String> = vec!["dedup".into(), input.display().to_string()];
+            args.extend(["-o".into(), out.display().to_string(), "--report".into()]);
+            args.push(rep.display().to_string());
+            args.extend(f.iter().map(|s| s.to_string()));
+            args.extend(["--engine".into(), "cpu".into()]);
+            if let Some(p) = work {
+                let w = dir.path().join(format!("w-{tag}"));
+                args.extend(["--work-dir".into(), w.display().to_string()]);
+                args.extend(["--partitions".into(), p.to_string()]);
+            }
+            ok(&neardup(
+                &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            ));
+            let r: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&rep).unwrap()).unwrap();
+            let c = &r["counts"];
+            serde_json::json!([
+                c["pairs_checked"],
+                c["pairs_rejected"],
+                c["pairs_other_group"],
+                c["pairs_confirmed"],
+                c["near_duplicates"],
+            ])
+        };
+        let want = counts(None);
+        assert!(
+            want[0].as_u64().unwrap() > want[3].as_u64().unwrap(),
+            "{want}"
+        );
+        if grouped {
+            assert!(want[2].as_u64().unwrap() > 0, "{want}");
+        }
+        for p in [1, 4, 16] {
+            assert_eq!(counts(Some(p)), want, "seed {seed}, {f:?}, {p} partitions");
+        }
+    }
+}
+
+/// Under greedy the documents of an `--against` index are the first kept: a new document with
+/// a match in the index is dropped for it and is no other new document's survivor, so a
+/// document whose only near duplicate was dropped that way is kept, in memory and out of core.
+#[test]
+fn greedy_against_an_index_keeps_what_only_a_dropped_document_matched() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let mut rng = Pcg32::new(6);
+    let mut word = || format!("w{}", rng.next_u32() % 5000);
+    let x: Vec<String> = (0..200).map(|_| word()).collect();
+    let mut a = x.clone();
+    for w in &mut a[190..] {
+        *w = word();
+    }
+    let mut b = a.clone();
+    for w in &mut b[..10] {
+        *w = word();
+    }
+    let line = |id: &str, t: &[String]| {
+        serde_json::json!({ "id": id, "text": t.join(" ") }).to_string() + "\n"
+    };
+    std::fs::write(p("old.jsonl"), line("x", &x)).unwrap();
+    std::fs::write(p("new.jsonl"), line("a", &a) + &line("b", &b)).unwrap();
+    ok(&neardup(&[
+        "index",
+        "build",
+        p("old.jsonl").to_str().unwrap(),
+        "-o",
+        p("ix").to_str().unwrap(),
+    ]));
+    for work in [None, Some(2)] {
+        let (out, rep) = (
+            p(&format!("o-{work:?}.jsonl")),
+            p(&format!("r-{work:?}.json")),
+        );
+        let mut args = vec![
+            "dedup".to_string(),
+            p("new.jsonl").display().to_string(),
+            "-o".into(),
+            out.display().to_string(),
+            "--report".into(),
+            rep.display().to_string(),
+            "--against".into(),
+            p("ix").display().to_string(),
+            "--cluster".into(),
+            "greedy".into(),
+            "--engine".into(),
+            "cpu".into(),
+        ];
+        if let Some(n) = work {
+            args.extend([
+                "--work-dir".into(),
+                p(&format!("w{n}")).display().to_string(),
+            ]);
+            args.extend(["--partitions".into(), n.to_string()]);
+        }
+        ok(&neardup(
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        ));
+        let kept: Vec<String> = read_jsonl(&out)
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(kept, ["b"], "{work:?}");
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&rep).unwrap()).unwrap();
+        assert_eq!(r["against"]["matched"], 1, "{work:?}: {r}");
+        assert_eq!(r["counts"]["near_duplicates"], 0, "{work:?}");
+    }
+}

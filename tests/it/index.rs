@@ -382,6 +382,59 @@ fn update_index_adds_the_survivors() {
     assert_eq!(left, left_over);
 }
 
+/// An index this run cannot write to (immutable here, read-only for a user; root writes
+/// through a mode) is refused by `--update-index` before any output appears, not after.
+#[test]
+fn update_index_into_an_unwritable_index_is_refused_before_any_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    index_of_a(dir.path());
+    let ix = p("ix");
+    // `chattr +i` holds even for root; where the file system has no such attribute the
+    // directory's mode does it for anyone else.
+    let immutable = std::process::Command::new("chattr")
+        .args(["+i", s(&ix)])
+        .status()
+        .is_ok_and(|st| st.success());
+    struct Undo(std::path::PathBuf, bool);
+    impl Drop for Undo {
+        fn drop(&mut self) {
+            if self.1 {
+                let _ = std::process::Command::new("chattr")
+                    .args(["-i", self.0.to_str().unwrap()])
+                    .status();
+            }
+        }
+    }
+    let _undo = Undo(ix.clone(), immutable);
+    if !immutable {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&ix, std::fs::Permissions::from_mode(0o555)).unwrap();
+        if std::fs::write(ix.join("probe"), b"").is_ok() {
+            // Root, on a file system without the attribute: nothing makes it read-only.
+            eprintln!("\n*** TEST SKIPPED: no way to make an index read-only here\n");
+            return;
+        }
+    }
+    let out = p("kept.jsonl");
+    let o = neardup(&[
+        "dedup",
+        s(&p("b.jsonl")),
+        "-o",
+        s(&out),
+        "--against",
+        s(&ix),
+        "--update-index",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(s(&ix)) && stderr(&o).contains("--update-index cannot add to it"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
+}
+
 /// Parquet in and out: with `--tag-only`, the match is a `minhash_index_match` column beside
 /// `minhash_cluster`; dropping, the output has the inputs' columns and the cluster tag only.
 #[test]
@@ -673,6 +726,20 @@ fn out_of_core_runs_check_against_the_index_as_recorded() {
         joined.extend(std::fs::read(&out).unwrap());
     }
     assert_eq!(joined, std::fs::read(p("mem-0.jsonl")).unwrap());
+    // An index rebuilt at the same path (as many segments, other documents) is not the index
+    // the work directory recorded: `apply` names it and writes nothing.
+    std::fs::remove_dir_all(&ix).unwrap();
+    run_ok(&["index", "build", &shards[1], &shards[2], "-o", s(&ix)]);
+    run_ok(&["index", "add", s(&ix), &shards[0]]);
+    let redo = p("staged-redo.jsonl");
+    let o = neardup(&["stage", "apply", s(&w), "--shard", "1", "-o", s(&redo)]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(s(&ix)) && stderr(&o).contains("rebuilt or replaced"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!redo.exists());
     // A work directory made for the index as it was is refused for the index as it is now.
     let o = neardup(&[
         "dedup",

@@ -15,6 +15,7 @@ mod index;
 mod kernels;
 mod layers;
 mod lsh_unionfind;
+mod meeting;
 mod options;
 mod parquet;
 mod policies;

@@ -597,3 +597,118 @@ fn outputs_are_checked_writable_before_the_work_and_a_link_is_written_through() 
     ok(&neardup(&["dedup", s(&ins[0]), "-o", s(&out)]));
     assert_eq!(sha256(&target), sha256(&out));
 }
+
+/// A scheduler reruns whatever it likes: a rank plan rerun with another `--task-memory` keeps
+/// the plan made and says so, a plan after `finish` is a no-op, and a greedy round past the
+/// last one is nothing to run, not a round to wait for.
+#[test]
+fn a_finished_plan_rerun_and_a_round_past_the_last_are_no_ops() {
+    let dir = tempfile::tempdir().unwrap();
+    let ins = two_shards(dir.path());
+    let w = dir.path().join("w");
+    stages_upto(&w, &ins, "sign");
+    for i in ["0", "1"] {
+        stage(&["rank", s(&w), "--step", "split", "--shard", i]);
+    }
+    let o = stage(&["rank", s(&w), "--step", "plan", "--task-memory", "4096"]);
+    assert!(!stderr(&o).contains("planned before"), "{}", stderr(&o));
+    let o = stage(&["rank", s(&w), "--step", "plan", "--task-memory", "1"]);
+    assert!(
+        stderr(&o).contains("planned before, for --task-memory 4096, not the 1 asked now"),
+        "{}",
+        stderr(&o)
+    );
+    stage(&["rank", s(&w), "--step", "sort", "--range", "0"]);
+    stage(&["rank", s(&w), "--step", "exact", "--range", "0"]);
+    for i in ["0", "1"] {
+        stage(&["rank", s(&w), "--step", "write", "--shard", i]);
+    }
+    stage(&["rank", s(&w), "--step", "finish"]);
+    let o = stage(&["rank", s(&w), "--step", "plan"]);
+    assert!(stderr(&o).contains("rank is finished"), "{}", stderr(&o));
+    assert!(!w.join("rank/tasks/plan.json").exists());
+
+    // Greedy: rounds until every unit is decided, then rounds past the last.
+    let g = dir.path().join("g");
+    let mut init = vec!["init", s(&g)];
+    init.extend(ins.iter().map(|p| s(p)));
+    init.extend(["--partitions", "2", "--cluster", "greedy"]);
+    stage(&init);
+    for i in ["0", "1"] {
+        stage(&["sign", s(&g), "--shard", i, "--engine", "cpu"]);
+    }
+    stage(&["rank", s(&g)]);
+    for i in ["0", "1"] {
+        stage(&["bands", s(&g), "--shard", i]);
+    }
+    stage(&["confirm", s(&g), "--partition", "0", "1"]);
+    stage(&["greedy", s(&g)]);
+    let last = (0..)
+        .find(|r| {
+            let p = g.join(format!("greedy/{r:05}.json"));
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            v["summary"]["undecided"] == 0
+        })
+        .unwrap();
+    for args in [
+        vec![
+            "greedy".to_string(),
+            s(&g).into(),
+            "--round".into(),
+            (last + 1).to_string(),
+        ],
+        vec![
+            "greedy".into(),
+            s(&g).into(),
+            "--round".into(),
+            (last + 5).to_string(),
+            "--partition".into(),
+            "0".into(),
+        ],
+    ] {
+        let o = stage(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(
+            stderr(&o).contains(&format!("converged at round {last}")),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!stderr(&o).contains("first"), "{}", stderr(&o));
+    }
+}
+
+/// The outputs of one run's units never land on each other: a report or a clusters copy over
+/// a shard's `apply` output, or an `apply` over another's output or the clusters copy, is
+/// refused before any work, naming the unit that wrote it; a unit writes its own again.
+#[test]
+fn one_unit_never_writes_over_another_units_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let ins = two_shards(dir.path());
+    let w = dir.path().join("w");
+    stages_upto(&w, &ins, "cluster");
+    let a0 = dir.path().join("a0.jsonl");
+    let cl = dir.path().join("cl.jsonl");
+    stage(&["apply", s(&w), "--shard", "0", "-o", s(&a0)]);
+    stage(&["apply", s(&w), "--shard", "0", "-o", s(&a0)]);
+    stage(&["cluster", s(&w), "--clusters", s(&cl)]);
+    let (kept, clusters) = (sha256(&a0), sha256(&cl));
+    let dotted = format!("{}/./a0.jsonl", s(dir.path()));
+    for args in [
+        vec!["stage", "report", s(&w), "--report", s(&a0)],
+        vec!["stage", "cluster", s(&w), "--clusters", &dotted],
+        vec!["stage", "cluster", s(&w), "--pairs", s(&a0)],
+        vec!["stage", "apply", s(&w), "--shard", "1", "-o", s(&a0)],
+        vec!["stage", "apply", s(&w), "--shard", "1", "-o", s(&cl)],
+    ] {
+        refused(&neardup(&args), "is the output of `neardup stage");
+    }
+    assert_eq!(sha256(&a0), kept);
+    assert_eq!(sha256(&cl), clusters);
+    // Through a link too.
+    let link = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&a0, &link).unwrap();
+    refused(
+        &neardup(&["stage", "report", s(&w), "--report", s(&link)]),
+        "apply --shard 0",
+    );
+    assert_eq!(sha256(&a0), kept);
+}

@@ -68,6 +68,24 @@ pub struct RecordedIndex {
     pub path: String,
     pub segments: usize,
     pub documents: u64,
+    /// xxh3 of those segments' entries (file, documents, bytes, checksum): an index rebuilt
+    /// or replaced at the same path is refused, not read as the one recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fingerprint: String,
+}
+
+/// The [`RecordedIndex::fingerprint`] of the first `n` segments of `manifest`.
+fn segments_fingerprint(manifest: &store::IndexManifest, n: usize) -> String {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for e in manifest.segments.iter().take(n) {
+        for part in [e.file.as_bytes(), e.checksum.as_bytes()] {
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        h.update(&e.documents.to_le_bytes());
+        h.update(&e.bytes.to_le_bytes());
+    }
+    format!("{:016x}", h.digest())
 }
 
 impl Against {
@@ -87,6 +105,7 @@ impl Against {
                     path: ix.dir.display().to_string(),
                     segments: ix.segments.len(),
                     documents: ix.manifest.documents,
+                    fingerprint: segments_fingerprint(&ix.manifest, ix.segments.len()),
                 })
                 .collect(),
         })
@@ -98,7 +117,23 @@ impl Against {
             .iter()
             .map(|r| {
                 let dir = Path::new(&r.path);
-                store::read_manifest(dir)?.check(dir, cfg.params, cfg.lsh)?;
+                let manifest = store::read_manifest(dir)?;
+                manifest.check(dir, cfg.params, cfg.lsh)?;
+                if !r.fingerprint.is_empty()
+                    && (manifest.segments.len() < r.segments
+                        || segments_fingerprint(&manifest, r.segments) != r.fingerprint)
+                {
+                    return Err(Error::Index {
+                        path: r.path.clone(),
+                        msg: format!(
+                            "is not the index the work directory was made against: its first \
+                             {} segment(s) were rebuilt or replaced since (the work directory \
+                             recorded their files and checksums); start again in an empty \
+                             work directory",
+                            r.segments
+                        ),
+                    });
+                }
                 Index::open_first(dir, Some(r.segments))
             })
             .collect::<Result<Vec<_>, Error>>()?;
@@ -146,6 +181,21 @@ impl Against {
                 Index::open(p)
             })
             .collect::<Result<Vec<_>, Error>>()?;
+        if update {
+            // The survivors are added after the outputs are written: an index that cannot take
+            // them is refused now, before any output appears.
+            let dir = &paths[0];
+            tempfile::Builder::new()
+                .prefix(".neardup-probe-")
+                .tempfile_in(dir)
+                .map_err(|e| Error::Index {
+                    path: dir.display().to_string(),
+                    msg: format!(
+                        "--update-index cannot add to it ({e}): give an index this run can \
+                         write to, or leave out --update-index"
+                    ),
+                })?;
+        }
         Ok(Some(Against { indexes, update }))
     }
 

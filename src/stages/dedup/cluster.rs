@@ -31,6 +31,9 @@ pub struct SignedCorpus {
     /// The groups' names, in order of first appearance (`None`: the documents without the
     /// field, with `--group-missing own`).
     pub group_names: Vec<Option<String>>,
+    /// With `--against` under `--cluster greedy`: whether each document has a confirmed near
+    /// duplicate in an index (empty: none has).
+    pub index_matched: Vec<bool>,
 }
 
 impl SignedCorpus {
@@ -389,6 +392,7 @@ pub fn cluster_corpus(
             &tables,
             cfg.confirm,
             cfg.threshold,
+            &corpus.index_matched,
         );
         let mut pairs = g.pairs;
         for p in &mut pairs {

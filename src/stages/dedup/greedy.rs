@@ -9,6 +9,11 @@
 //! Exact copies (`--exact`) stand in for each other: only the smallest id of each set of
 //! identical documents (its representative) is in the buckets, a copy has its representative's
 //! candidates and tests, and copies are confirmed near duplicates of each other.
+//!
+//! The counts are not the tests run but the rule's, bucket by bucket (as `components` counts
+//! them, and as out of core counts them for any number of partitions: a bucket lies whole in
+//! one partition): in each bucket, each unit (a representative and its copies) against the
+//! bucket's surviving units placed before it, up to and including its root.
 
 use super::confirm::{test_pair, BucketCounts, BucketTables};
 use super::{Confirm, ConfirmedPair};
@@ -24,7 +29,10 @@ pub(crate) struct Greedy {
 
 /// Run the rule over `n` documents visited in `policy_order`. `rep[d]` is the representative
 /// of `d`'s exact copies (`d` itself without `--exact`); only representatives are bucket
-/// members.
+/// members. `matched[d]` (empty: none): `d` has a confirmed near duplicate in an `--against`
+/// index, whose documents are kept before every new one: it is dropped for it (by the
+/// caller), so it is no other unit's survivor (its exact copies still join it).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn greedy(
     n: usize,
     policy_order: &[u32],
@@ -33,6 +41,7 @@ pub(crate) fn greedy(
     tables: &BucketTables,
     confirm: Confirm,
     threshold: f64,
+    matched: &[bool],
 ) -> Greedy {
     // Each representative's buckets.
     let (starts, of_doc) = memberships(n, (0..buckets.len()).map(|b| buckets.get(b)));
@@ -50,18 +59,24 @@ pub(crate) fn greedy(
     let mut kept_copy = vec![NONE; n];
     let mut pairs = Vec::new();
     let mut counts = BucketCounts::default();
+    // The units counted already: a unit is counted once, when its first copy is decided.
+    let mut counted = vec![false; n];
     let same_group = |a: u32, b: u32| {
         tables.groups.is_empty() || tables.groups[a as usize] == tables.groups[b as usize]
     };
     let mut cands: Vec<u32> = Vec::new();
     for &d in policy_order {
         let g = rep(d);
+        // Copies are alike, so all of a unit's are matched or none.
+        let in_index = matched.get(d as usize).copied().unwrap_or(false);
         cands.clear();
         if kept_copy[g as usize] != NONE {
             cands.push(kept_copy[g as usize]);
         }
-        for &b in buckets_of(g) {
-            cands.extend_from_slice(&survivors[b as usize]);
+        if !in_index {
+            for &b in buckets_of(g) {
+                cands.extend_from_slice(&survivors[b as usize]);
+            }
         }
         cands.sort_unstable_by_key(|&s| place[s as usize]);
         cands.dedup();
@@ -75,18 +90,36 @@ pub(crate) fn greedy(
                 break;
             }
             if !same_group(g, h) {
-                counts.other_group += 1;
                 continue;
             }
-            counts.checked += 1;
             let (a, b) = (g.min(h), g.max(h));
             let (ok, est, jaccard) = test_pair(tables, confirm, threshold, a, b);
             if ok {
-                counts.confirmed += 1;
                 joined = Some((s, est, jaccard));
                 break;
             }
-            counts.rejected += 1;
+        }
+        // The unit's counts, once, when its first copy is decided: every survivor placed
+        // before it is decided, and `survivors[b]` is in place order.
+        if !in_index && !std::mem::replace(&mut counted[g as usize], true) {
+            let cutoff = joined.map_or(place[d as usize], |(s, ..)| place[s as usize]);
+            for &b in buckets_of(g) {
+                for &s in &survivors[b as usize] {
+                    if place[s as usize] > cutoff {
+                        break;
+                    }
+                    if !same_group(g, rep(s)) {
+                        counts.other_group += 1;
+                        continue;
+                    }
+                    counts.checked += 1;
+                    if place[s as usize] == cutoff {
+                        counts.confirmed += 1;
+                    } else {
+                        counts.rejected += 1;
+                    }
+                }
+            }
         }
         match joined {
             Some((s, estimate, jaccard)) => {
@@ -101,8 +134,10 @@ pub(crate) fn greedy(
             None => {
                 root[d as usize] = d;
                 kept_copy[g as usize] = d;
-                for &b in buckets_of(g) {
-                    survivors[b as usize].push(d);
+                if !in_index {
+                    for &b in buckets_of(g) {
+                        survivors[b as usize].push(d);
+                    }
                 }
             }
         }

@@ -3,7 +3,6 @@
 //! writes them, so the shards' outputs in shard order are its output.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -109,8 +108,8 @@ impl WorkDir {
         match inputs.content_checksum(0) {
             Some(sum) => Ok(sum),
             None => {
-                let path = Path::new(&self.manifest.shards[shard].path);
-                Ok(crate::io::checksum::file_checksum(path, None)?.0)
+                let path = self.manifest.shard_path(shard);
+                Ok(crate::io::checksum::file_checksum(&path, None)?.0)
             }
         }
     }
@@ -208,7 +207,7 @@ pub fn apply(
     // `--against`: the shard's signatures checked against the indexes as recorded.
     let (mut index_candidates, mut index_matched) = (0, 0);
     if !work.manifest.against.is_empty() {
-        let against = Against::open_recorded(&work.manifest.against, work.config())?;
+        let against = Against::open_recorded(&work.manifest.against_resolved(), work.config())?;
         let path = work.sig_rows_file(shard);
         let width = work.config().params.num_perm * 4;
         let docs = v.ids.len() as u64;

@@ -207,7 +207,7 @@ pub fn cluster(
     let mut rounds = 0;
     if greedy {
         step.set_message("reading the greedy rounds' verdicts");
-        let (last, counts) = super::greedy::verdicts(work, |v| {
+        let (last, _) = super::greedy::verdicts(work, |v| {
             if v.dropped() {
                 if v.rank >= n || v.root >= n {
                     return Err(Error::Work {
@@ -226,6 +226,8 @@ pub fn cluster(
             Ok(())
         })?;
         rounds = last + 1;
+        // Not the rounds' tests (they depend on the partitions) but the rule's, as in memory.
+        let counts = super::greedy::final_counts(work)?;
         stats.pairs_checked += counts.checked;
         stats.pairs_rejected += counts.rejected;
         stats.pairs_other_group += counts.other_group;
@@ -535,14 +537,19 @@ pub(super) fn largest_hops(
 }
 
 /// Add every partition's `confirm` counts and times to `stats`.
+/// Under the greedy rule its tests are those of round 0, which the report does not count
+/// ([`super::greedy::final_counts`] does).
 pub(super) fn add_confirm_stats(work: &WorkDir, stats: &mut ClusterStats) -> Result<(), Error> {
+    let greedy = work.config().cluster == ClusterRule::Greedy;
     for p in 0..work.partitions() {
         let cs = super::confirm::summary(work, p)?;
         stats.buckets += cs.buckets;
-        stats.pairs_checked += cs.counts.checked;
-        stats.pairs_rejected += cs.counts.rejected;
+        if !greedy {
+            stats.pairs_checked += cs.counts.checked;
+            stats.pairs_rejected += cs.counts.rejected;
+            stats.pairs_other_group += cs.counts.other_group;
+        }
         stats.pairs_already_joined += cs.counts.already_joined;
-        stats.pairs_other_group += cs.counts.other_group;
         stats.pairs_filtered += cs.counts.filtered;
         stats.sets_loaded += cs.sets_loaded;
         stats.confirm_seconds += cs.seconds;

@@ -285,10 +285,30 @@ fn le3(a: u64, b: u64, c: u64) -> [u8; 24] {
 
 /// Step 1: the parts for tasks of about `budget` bytes each. A plan made already is kept.
 pub fn plan(work: &WorkDir, budget: usize) -> Result<ClusterPlan, Error> {
+    plan_status(work, budget).map(|(p, _)| p)
+}
+
+/// [`plan`], and whether it planned now, before (that plan stands, whatever its budget), or
+/// found `cluster` done: then nothing is written (its task files are gone) and every other
+/// step skips.
+pub fn plan_status(
+    work: &WorkDir,
+    budget: usize,
+) -> Result<(ClusterPlan, super::rank_tasks::Planned), Error> {
+    use super::rank_tasks::Planned;
     let _lock = unit(work, "plan")?;
+    if clustered(work)? {
+        let n: u64 = super::rank::summary(work)?.rows.iter().sum();
+        let done = ClusterPlan {
+            parts: 1,
+            documents: n,
+            budget: 0,
+        };
+        return Ok((done, Planned::Done));
+    }
     let path = work.cluster_task("plan.json");
     if let Some(p) = work.read_json::<ClusterPlan>(&path)? {
-        return Ok(p);
+        return Ok((p, Planned::Before));
     }
     let rs = super::rank::summary(work)?;
     let n: u64 = rs.rows.iter().sum();
@@ -315,7 +335,7 @@ pub fn plan(work: &WorkDir, budget: usize) -> Result<ClusterPlan, Error> {
         budget: budget as u64,
     };
     work.write_json(&path, &plan)?;
-    Ok(plan)
+    Ok((plan, Planned::Now))
 }
 
 /// The plan `plan` made.
@@ -595,6 +615,11 @@ fn check_part(plan: &ClusterPlan, k: usize) -> Result<(), Error> {
 /// Whether round `r`'s every part found its edges stars (the rounds are over, and round `r`'s
 /// input holds the roots); `None` while some part of it has not run.
 pub fn round_done(work: &WorkDir, r: u32) -> Result<Option<bool>, Error> {
+    // Once `cluster` is done its task files are gone: every round is over (a rerun's loop of
+    // `star` rounds, as `neardup.ray` runs it, ends at once instead of never).
+    if clustered(work)? {
+        return Ok(Some(true));
+    }
     let plan = read_plan(work)?;
     let mut all = true;
     for k in 0..plan.parts {
@@ -1323,8 +1348,9 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
     let largest: Vec<LargeCluster> = largest.into_iter().map(|(_, c)| c).collect();
     let mut rounds = 0;
     if work.config().cluster == ClusterRule::Greedy {
-        let (last, counts) = super::greedy::verdicts(work, |_| Ok(()))?;
+        let (last, _) = super::greedy::verdicts(work, |_| Ok(()))?;
         rounds = last + 1;
+        let counts = super::greedy::final_counts(work)?;
         stats.pairs_checked += counts.checked;
         stats.pairs_rejected += counts.rejected;
         stats.pairs_other_group += counts.other_group;

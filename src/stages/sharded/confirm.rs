@@ -24,8 +24,8 @@ use super::{greedy, WorkDir};
 use crate::error::Error;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    confirm_bucket, fill_estimates, BucketCounts, BucketTables, ClusterRule, Confirm, JaccardCache,
-    ShingleSets,
+    confirm_bucket, fill_estimates, Against, BucketCounts, BucketTables, ClusterRule, Confirm,
+    JaccardCache, ShingleSets,
 };
 
 /// The metadata key of a partition's counts (JSON).
@@ -222,8 +222,18 @@ pub fn confirm_together(
         let docs = Docs::gather(work, std::mem::take(union), progress)?;
         *union = vec![Vec::new(); work.shards()];
         let cache = JaccardCache::default();
-        let places = if work.config().cluster == ClusterRule::Greedy {
+        let greedy = work.config().cluster == ClusterRule::Greedy;
+        let places = if greedy {
             greedy::places(work, &docs.needed, &docs.rank)?
+        } else {
+            Vec::new()
+        };
+        // `--against` under greedy: which gathered documents have a near duplicate in an index
+        // (as `apply` finds them, from the same signatures).
+        let matched: Vec<bool> = if greedy && !work.manifest.against.is_empty() {
+            let against = Against::open_recorded(&work.manifest.against_resolved(), work.config())?;
+            let (m, _) = against.matches(&docs.sigs, work.config())?;
+            m.iter().map(Option::is_some).collect()
         } else {
             Vec::new()
         };
@@ -231,7 +241,7 @@ pub fn confirm_together(
         for (i, loaded) in group.drain(..) {
             let share = docs.seconds * loaded.docs() as f64 / total as f64;
             out[i] = Some(finish(
-                work, loaded, &docs, &places, &cache, share, progress,
+                work, loaded, &docs, &places, &matched, &cache, share, progress,
             )?);
         }
         Ok(())
@@ -455,11 +465,13 @@ impl Docs {
 
 /// Confirm a loaded partition over its group's gathered documents and write its pairs;
 /// `gather_seconds` is its share of the gathering.
+#[allow(clippy::too_many_arguments)]
 fn finish(
     work: &WorkDir,
     loaded: Loaded,
     docs: &Docs,
     places: &[greedy::Place],
+    matched: &[bool],
     cache: &JaccardCache,
     gather_seconds: f64,
     progress: &ProgressFactory,
@@ -554,8 +566,15 @@ fn finish(
             ranks.sort_unstable();
             ranks
         });
-        counts +=
-            greedy::first_round(work, partition, docs, &kept, &|l| places[l as usize], cache)?;
+        counts += greedy::first_round(
+            work,
+            partition,
+            docs,
+            &kept,
+            &|l| places[l as usize],
+            cache,
+            matched,
+        )?;
     }
     pairs.par_sort_unstable_by_key(|p| (p.a, p.b));
     pairs.dedup_by_key(|p| (p.a, p.b));

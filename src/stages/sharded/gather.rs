@@ -13,6 +13,7 @@ use super::raw::{le_u64s, RawRows};
 use super::WorkDir;
 use crate::engine::{CpuEngine, Engine};
 use crate::error::Error;
+use crate::index::lsh::band_digest;
 use crate::io::Chunk;
 use crate::pipeline::pipelined;
 use crate::progress::ProgressFactory;
@@ -80,7 +81,7 @@ impl Gatherer {
                 let all: Vec<usize> = (0..chunk.len()).collect();
                 self.add(work, &chunk, &all, &name, out)?;
             }
-            return Ok(());
+            return check_digests(work, shard, rows, &out.sigs[before..], &name);
         }
         let mut wanted = vec![false; rows.last().map_or(0, |&r| r as usize + 1)];
         for &r in rows {
@@ -114,7 +115,7 @@ impl Gatherer {
                 ),
             });
         }
-        Ok(())
+        check_digests(work, shard, rows, &out.sigs[before..], &name)
     }
 
     /// Records `at` of `chunk`, appended to `out`.
@@ -151,6 +152,42 @@ impl Gatherer {
         out.sets.extend(records.into_iter().filter_map(|(_, s)| s));
         Ok(())
     }
+}
+
+/// Refuse gathered signatures `sigs` (of shard `shard`'s rows `rows`) whose band digests are
+/// not the ones `sign` recorded: the shard's text changed since `sign` read it (an edit its
+/// fingerprint does not cover), and a result from it would be neither the old run's nor the
+/// new text's.
+fn check_digests(
+    work: &WorkDir,
+    shard: usize,
+    rows: &[u64],
+    sigs: &[u32],
+    name: &str,
+) -> Result<(), Error> {
+    let lsh = work.config().lsh;
+    let np = work.config().params.num_perm;
+    let mut recorded = RawRows::digests(work, shard, None)?;
+    let recorded: Vec<u64> = le_u64s(recorded.read_at(rows)?).collect();
+    for ((row, sig), dig) in rows
+        .iter()
+        .zip(sigs.chunks_exact(np))
+        .zip(recorded.chunks_exact(lsh.bands))
+    {
+        let same = (0..lsh.bands)
+            .all(|j| band_digest(&sig[j * lsh.rows..(j + 1) * lsh.rows], j) == dig[j]);
+        if !same {
+            return Err(Error::Work {
+                path: name.to_string(),
+                msg: format!(
+                    "shard {shard} changed since `sign` read it: its document {} (counting \
+                     from 1) now signs differently; start again in an empty work directory",
+                    row + 1
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Text bytes of the lines [`Gatherer::shard`] reads and signs at once.

@@ -71,7 +71,7 @@ pub(super) struct Member {
 
 const MEMBER_BYTES: usize = 48;
 const EVENT_BYTES: usize = 56;
-const STATE_BYTES: usize = 40;
+const STATE_BYTES: usize = 48;
 
 /// What a unit is, as far as the rounds have gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +123,8 @@ pub(super) struct Verdict {
     pub root: u64,
     pub estimate: f64,
     pub jaccard: Option<f64>,
+    /// For a dropped unit: the first half of its root's place (`(root_key, root)` is it).
+    pub root_key: u64,
 }
 
 impl Verdict {
@@ -596,8 +598,22 @@ pub(super) fn first_round(
     buckets: &[Vec<u32>],
     places_of: &dyn Fn(u32) -> Place,
     cache: &JaccardCache,
+    matched: &[bool],
 ) -> Result<BucketCounts, Error> {
     let t0 = Instant::now();
+    // `--against`: a document with a near duplicate in an index is no unit of the rule (the
+    // indexed documents are kept before every new one; `apply` drops it for its match), as in
+    // memory.
+    let buckets: Vec<Vec<u32>> = buckets
+        .iter()
+        .map(|b| {
+            b.iter()
+                .copied()
+                .filter(|&l| !matched.get(l as usize).copied().unwrap_or(false))
+                .collect::<Vec<u32>>()
+        })
+        .filter(|b| b.len() >= 2)
+        .collect();
     // The partition's documents, by rank.
     let mut locals: Vec<u32> = buckets.iter().flatten().copied().collect();
     locals.sort_unstable_by_key(|&l| docs.rank[l as usize]);
@@ -650,6 +666,72 @@ pub(super) fn first_round(
         seconds: t0.elapsed().as_secs_f64(),
     };
     write_events(work, 0, partition, &events, &summary)?;
+    Ok(counts)
+}
+
+/// The report's counts of the rule, from its final verdicts, the same as in memory for any
+/// number of partitions (a bucket lies whole in one): bucket by bucket, each unit against the
+/// bucket's surviving units placed before it, up to and including its root. One partition's
+/// buckets at a time, as a round's job holds them.
+pub(super) fn final_counts(work: &WorkDir) -> Result<BucketCounts, Error> {
+    let mut last = 0;
+    loop {
+        let Some(s) = round_summary(work, last)? else {
+            return Err(Error::Work {
+                path: work.round_summary(last).display().to_string(),
+                msg: "not there yet: run `neardup stage greedy` first".into(),
+            });
+        };
+        if s.undecided == 0 {
+            break;
+        }
+        last += 1;
+    }
+    let grouped = work.fields().group.is_some();
+    let mut counts = BucketCounts::default();
+    for p in 0..work.partitions() {
+        let part = Part::read(work, p)?;
+        let m = &part.members;
+        // Each member's verdict: a dropped one's cut is its root's place, a survivor's its own.
+        let mut survives = vec![true; m.len()];
+        let mut cut: Vec<Place> = m.iter().map(|x| x.place).collect();
+        let mut i = 0;
+        read_state(work, last, |v| {
+            while i < m.len() && m[i].rank < v.rank {
+                i += 1;
+            }
+            if i < m.len() && m[i].rank == v.rank && v.dropped() {
+                survives[i] = false;
+                cut[i] = (v.root_key, v.root);
+            }
+            Ok(())
+        })?;
+        let mut kept: Vec<u32> = Vec::new();
+        for b in 0..part.buckets() {
+            let list = part.bucket(b);
+            kept.clear();
+            kept.extend(list.iter().copied().filter(|&x| survives[x as usize]));
+            for &d in list {
+                let d = d as usize;
+                for &s in &kept {
+                    let s = s as usize;
+                    if s == d || m[s].place > cut[d] {
+                        break;
+                    }
+                    if grouped && m[s].group != m[d].group {
+                        counts.other_group += 1;
+                        continue;
+                    }
+                    counts.checked += 1;
+                    if m[s].place == cut[d] {
+                        counts.confirmed += 1;
+                    } else {
+                        counts.rejected += 1;
+                    }
+                }
+            }
+        }
+    }
     Ok(counts)
 }
 
@@ -720,6 +802,7 @@ fn verdict_of(v: &[u64]) -> Option<Verdict> {
         root: v[2],
         estimate: f64::from_bits(v[3]),
         jaccard: jaccard_of(v[4]),
+        root_key: v[5],
     })
 }
 
@@ -749,8 +832,31 @@ pub fn round_summary(work: &WorkDir, round: u32) -> Result<Option<RoundSummary>,
     work.read_json(&work.round_summary(round))
 }
 
+/// The round that decided every unit, once the rounds have ended (`None` before).
+pub fn converged(work: &WorkDir) -> Result<Option<u32>, Error> {
+    let mut r = 0;
+    while let Some(s) = round_summary(work, r)? {
+        if s.undecided == 0 {
+            return Ok(Some(r));
+        }
+        r += 1;
+    }
+    Ok(None)
+}
+
+/// The refusal of round `round`, past the round `last` that decided every unit.
+pub fn past_the_last(round: u32, last: u32) -> String {
+    format!(
+        "the greedy rule converged at round {last} (every unit decided): there is no round \
+         {round}, nothing to run; run `neardup stage cluster` next"
+    )
+}
+
 /// Check that round `round - 1` is settled and left units undecided, so round `round` is due.
 fn need_round_before(work: &WorkDir, round: u32) -> Result<(), Error> {
+    if let Some(last) = converged(work)?.filter(|&last| round > last) {
+        return Err(Error::Param(past_the_last(round, last)));
+    }
     let r = round - 1;
     let before = round_summary(work, r)?.ok_or_else(|| Error::Work {
         path: work.round_summary(r).display().to_string(),
@@ -759,9 +865,7 @@ fn need_round_before(work: &WorkDir, round: u32) -> Result<(), Error> {
         ),
     })?;
     if before.undecided == 0 {
-        return Err(Error::Param(format!(
-            "round {r} decided every unit: there is no round {round}"
-        )));
+        return Err(Error::Param(past_the_last(round, r)));
     }
     Ok(())
 }
@@ -1017,6 +1121,7 @@ pub fn settle(
             v.root,
             v.estimate.to_bits(),
             jaccard_bits(v.jaccard),
+            v.root_key,
         ])
     };
     step.set_message("merging answers");
@@ -1091,6 +1196,7 @@ pub fn settle(
                     root: rank,
                     estimate: f64::NAN,
                     jaccard: None,
+                    root_key: 0,
                 },
                 Some(e) if e.kind == Kind::Found => Verdict {
                     rank,
@@ -1098,6 +1204,7 @@ pub fn settle(
                     root: e.at.1,
                     estimate: e.estimate,
                     jaccard: e.jaccard,
+                    root_key: e.at.0,
                 },
                 Some(_) => Verdict {
                     rank,
@@ -1105,6 +1212,7 @@ pub fn settle(
                     root: 0,
                     estimate: f64::NAN,
                     jaccard: None,
+                    root_key: 0,
                 },
             },
         };

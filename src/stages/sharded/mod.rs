@@ -76,6 +76,11 @@ pub struct Manifest {
     /// when the directory was made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub against: Vec<RecordedIndex>,
+    /// Where `init` ran (absolute), when a shard or index path is relative: such a path is
+    /// read from there by every stage, whatever directory a job starts in. Paths stay as given
+    /// everywhere else (messages, reports).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub base: String,
 }
 
 /// One input shard as the manifest knows it.
@@ -91,9 +96,25 @@ pub struct ShardEntry {
 impl ShardEntry {
     /// The entry of the file at `path` as it is now.
     pub fn of(path: &str) -> Result<Self, Error> {
+        Self::of_at(path, Path::new(path))
+    }
+
+    /// The entry of the shard `path` (as given) as the file at `at` is now.
+    pub fn of_at(path: &str, at: &Path) -> Result<Self, Error> {
         use std::io::{Read, Seek, SeekFrom};
         let io = |e| Error::io(path, e);
-        let mut f = std::fs::File::open(path).map_err(io)?;
+        if !std::fs::metadata(at).map_err(io)?.is_file() {
+            // A named pipe or a device gives its bytes once; every stage reads its shard again.
+            return Err(Error::io(
+                path,
+                std::io::Error::other(
+                    "not a regular file (a named pipe, a process substitution or a device?): \
+                     the stages read each shard several times, from several processes; write \
+                     it to a file first",
+                ),
+            ));
+        }
+        let mut f = std::fs::File::open(at).map_err(io)?;
         let bytes = f.metadata().map_err(io)?.len();
         const EDGE: u64 = 1 << 20;
         let mut buf = Vec::with_capacity(2 * EDGE as usize + 8);
@@ -144,14 +165,58 @@ impl Manifest {
                 .map(|s| ShardEntry::of(s))
                 .collect::<Result<_, _>>()?,
             against: Vec::new(),
-        })
+            base: String::new(),
+        }
+        .with_base())
     }
 
     /// The manifest with the indexes of `paths` to check every document against (refused with
     /// a group field, as in memory).
     pub fn with_against(mut self, paths: &[PathBuf]) -> Result<Self, Error> {
         self.against = Against::record(paths, &self.config, self.fields.group.is_some())?;
-        Ok(self)
+        Ok(self.with_base())
+    }
+
+    /// [`Manifest::base`] set to the current directory when some path is relative.
+    fn with_base(mut self) -> Self {
+        let relative = self
+            .shards
+            .iter()
+            .map(|e| e.path.as_str())
+            .chain(self.against.iter().map(|a| a.path.as_str()))
+            .any(|p| Path::new(p).is_relative());
+        self.base = match relative {
+            true => std::env::current_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
+            false => String::new(),
+        };
+        self
+    }
+
+    /// Where the path `p` (a shard's or an index's, as given to `init`) is read from: from
+    /// [`Manifest::base`] when relative.
+    pub fn resolve(&self, p: &str) -> PathBuf {
+        match self.base.is_empty() {
+            true => PathBuf::from(p),
+            false => Path::new(&self.base).join(p),
+        }
+    }
+
+    /// The path shard `s` is read from ([`Manifest::resolve`]).
+    pub fn shard_path(&self, s: usize) -> PathBuf {
+        self.resolve(&self.shards[s].path)
+    }
+
+    /// The `--against` indexes, their paths resolved ([`Manifest::resolve`]).
+    pub fn against_resolved(&self) -> Vec<RecordedIndex> {
+        self.against
+            .iter()
+            .map(|a| RecordedIndex {
+                path: self.resolve(&a.path).display().to_string(),
+                ..a.clone()
+            })
+            .collect()
     }
 
     /// The first differences from `other`, as `key: this vs other`, for a refusal.
@@ -215,6 +280,16 @@ fn diff_values(at: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut
     }
 }
 
+/// The outputs the user named for one unit of a run (`outputs/UNIT.json`).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct UnitOutputs {
+    /// The unit as `neardup stage` names it: `apply --shard 3`, `cluster`, `report`.
+    unit: String,
+    /// Each output's option, path as given, and where it is
+    /// ([`crate::io::paths::location`], through its links).
+    outputs: Vec<(String, String, String)>,
+}
+
 /// A work directory and its manifest.
 #[derive(Debug, Clone)]
 pub struct WorkDir {
@@ -237,13 +312,15 @@ impl WorkDir {
             let holds = |e: std::io::Error| Error::io(&root.display().to_string(), e);
             match std::fs::read_dir(root) {
                 Ok(entries) => {
-                    // What a killed `init` leaves is the one thing such a directory may hold.
+                    // What a killed `init` leaves is the one thing such a directory may hold,
+                    // besides the manifest another `init` published since the check above
+                    // (compared below like any other).
                     let left = format!(".{MANIFEST}.");
                     let mut foreign = entries.filter(|e| {
                         e.as_ref().map_or(true, |e| {
                             let n = e.file_name();
                             let n = n.to_string_lossy();
-                            !(n.starts_with(&left) && n.ends_with(".partial"))
+                            !((n.starts_with(&left) && n.ends_with(".partial")) || n == MANIFEST)
                         })
                     });
                     if let Some(first) = foreign.next() {
@@ -264,21 +341,24 @@ impl WorkDir {
             }
         }
         std::fs::create_dir_all(root).map_err(|e| Error::io(&root.display().to_string(), e))?;
-        if path.exists() {
-            let w = Self::open(root)?;
-            let diff = w.manifest.differences(&manifest);
-            if !diff.is_empty() {
-                return Err(w.refuse(format!(
-                    "this work directory was made for other inputs or parameters ({}); use \
-                     another directory, or empty this one",
-                    diff.join("; ")
-                )));
-            }
-            return Ok(w);
+        if !path.exists() {
+            // Published without replacing: of two runs making this directory at once, one
+            // manifest lands and the other run finds it below, compared like any other.
+            let body = serde_json::to_string_pretty(&manifest).expect("a manifest is JSON") + "\n";
+            crate::io::output::write_internal_new(&path.display().to_string(), body.as_bytes())?;
         }
-        let body = serde_json::to_string_pretty(&manifest).expect("a manifest is JSON") + "\n";
-        crate::io::output::write_internal_atomic(&path.display().to_string(), body.as_bytes())?;
-        Self::open(root)
+        // Whatever is in place now is what every stage will read: this run goes on only if it
+        // is the manifest asked for.
+        let w = Self::open(root)?;
+        let diff = w.manifest.differences(&manifest);
+        if !diff.is_empty() {
+            return Err(w.refuse(format!(
+                "this work directory was made for other inputs or parameters ({}); use \
+                 another directory, or empty this one",
+                diff.join("; ")
+            )));
+        }
+        Ok(w)
     }
 
     /// Open the work directory `root` made by [`WorkDir::init`].
@@ -347,23 +427,89 @@ impl WorkDir {
         }
     }
 
-    /// Refuse, before any work, an output that would land on an input shard, on another
-    /// output, in this work directory or in one of its `--against` indexes.
-    pub fn check_outputs(&self, outputs: &[crate::io::NamedPath]) -> Result<(), Error> {
-        let ins: Vec<crate::io::NamedPath> = self
+    /// Refuse, before any work, an output of the unit `unit` (`("apply-00003", "apply --shard
+    /// 3")`, `("cluster", "cluster")`, `("report", "report")`: its file name under `outputs/`,
+    /// and how `neardup stage` names it) that would land on an input shard, on another output,
+    /// on an output another unit of this run named, in this work directory or in one of its
+    /// `--against` indexes; then record the outputs as the unit's (`outputs/UNIT.json`), so
+    /// that no other unit writes over them. A unit may name its own outputs again.
+    pub fn check_outputs(
+        &self,
+        unit: (&str, &str),
+        outputs: &[crate::io::NamedPath],
+    ) -> Result<(), Error> {
+        let (key, label) = unit;
+        // One unit at a time: two naming one path at once cannot both pass.
+        let _lock = self.lock("outputs")?;
+        let dir = self.root().join("outputs");
+        let mut mine = UnitOutputs {
+            unit: label.to_string(),
+            outputs: Vec::new(),
+        };
+        let mut others: Vec<(String, String)> = Vec::new();
+        match std::fs::read_dir(&dir) {
+            Ok(entries) => {
+                for e in entries.flatten() {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let Some(stem) = name.strip_suffix(".json") else {
+                        continue;
+                    };
+                    let Some(u) = self.read_json::<UnitOutputs>(&e.path())? else {
+                        continue;
+                    };
+                    if stem == key {
+                        mine = u;
+                        continue;
+                    }
+                    for (opt, given, at) in u.outputs {
+                        others.push((format!("`neardup stage {}` ({opt} {given})", u.unit), at));
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&dir.display().to_string(), e)),
+        }
+        let shards: Vec<String> = (0..self.shards())
+            .map(|s| self.manifest.shard_path(s).display().to_string())
+            .collect();
+        let ins: Vec<crate::io::NamedPath> = shards.iter().map(|p| ("input", p.as_str())).collect();
+        for &(opt, p) in outputs.iter().filter(|o| o.1 != "-") {
+            let target = crate::io::output::through_links(Path::new(p));
+            let target = target.display().to_string();
+            if let Some((whose, _)) = others
+                .iter()
+                .find(|(_, at)| crate::io::paths::same_file(&target, at))
+            {
+                return Err(Error::Output(format!(
+                    "{opt} {p} is the output of {whose} in the work directory {}: one unit's \
+                     output never replaces another's; give {opt} another path",
+                    self.root().display()
+                )));
+            }
+        }
+        let against: Vec<PathBuf> = self
             .manifest
-            .shards
+            .against
             .iter()
-            .map(|e| ("input", e.path.as_str()))
+            .map(|a| self.manifest.resolve(&a.path))
             .collect();
         let mut owned: Vec<crate::io::OwnedDir> = vec![("the work directory", self.root())];
-        owned.extend(
-            self.manifest
-                .against
-                .iter()
-                .map(|a| ("the index", Path::new(a.path.as_str()))),
-        );
-        crate::io::check_outputs(&ins, &owned, outputs)
+        owned.extend(against.iter().map(|a| ("the index", a.as_path())));
+        crate::io::check_outputs(&ins, &owned, outputs)?;
+        // Where each output is (its links followed, its directory resolved), recorded before
+        // the work: a unit that fails keeps its claim, which only its own runs may reuse.
+        let before = mine.outputs.len();
+        for &(opt, p) in outputs.iter().filter(|o| o.1 != "-") {
+            let at = crate::io::output::through_links(Path::new(p));
+            let at = crate::io::paths::location(&at).display().to_string();
+            if !mine.outputs.iter().any(|o| o.2 == at) {
+                mine.outputs.push((opt.to_string(), p.to_string(), at));
+            }
+        }
+        if mine.outputs.len() > before {
+            self.write_json(&dir.join(format!("{key}.json")), &mine)?;
+        }
+        Ok(())
     }
 
     /// Check a shard number.
@@ -396,7 +542,8 @@ impl WorkDir {
         let mut specs = Vec::new();
         for &s in which {
             let e = &self.manifest.shards[s];
-            let now = ShardEntry::of(&e.path)?;
+            let at = self.manifest.shard_path(s);
+            let now = ShardEntry::of_at(&e.path, &at)?;
             if &now != e {
                 return Err(Error::Work {
                     path: e.path.clone(),
@@ -407,9 +554,10 @@ impl WorkDir {
                     ),
                 });
             }
-            specs.push(InputSpec::parse(&e.path));
+            specs.push((InputSpec::Path(at), e.path.clone()));
         }
-        Inputs::new(&specs, false)
+        let (specs, names): (Vec<InputSpec>, Vec<String>) = specs.into_iter().unzip();
+        Ok(Inputs::new(&specs, false)?.with_names(names))
     }
 
     /// A stage file's path: `root/stage/name`.

@@ -283,18 +283,36 @@ fn splits(work: &WorkDir) -> Result<Vec<SplitSummary>, Error> {
         .collect()
 }
 
+/// What [`plan_status`] found or did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Planned {
+    /// Planned now, for the budget asked.
+    Now,
+    /// Planned before (its `budget` may not be the one asked now): that plan stands.
+    Before,
+    /// The whole stage is done (its task files, the plan's too, are gone): nothing to plan.
+    Done,
+}
+
 /// Step 2: the ranges for tasks of about `budget` bytes each. A plan made already is kept
-/// (and returned), whatever budget it was made for.
+/// (and returned), whatever budget it was made for; once `rank` is done, its ranges.
 pub fn plan(work: &WorkDir, budget: usize) -> Result<RankPlan, Error> {
+    plan_status(work, budget).map(|(p, _)| p)
+}
+
+/// [`plan`], and whether it planned now, before, or found `rank` done (then the plan holds
+/// the stage's ranges only, and every other step skips).
+pub fn plan_status(work: &WorkDir, budget: usize) -> Result<(RankPlan, Planned), Error> {
     let _lock = unit(work, "plan")?;
-    if let Some(p) = work.read_json::<RankPlan>(&plan_json(work))? {
-        return Ok(p);
+    if let Some(s) = work.read_json::<RankSummary>(&work.rank_summary())? {
+        let done = RankPlan {
+            ranges: s.buckets.max(1),
+            ..Default::default()
+        };
+        return Ok((done, Planned::Done));
     }
-    if ranked(work)? {
-        return Err(Error::Work {
-            path: work.rank_summary().display().to_string(),
-            msg: "rank is done already: there is nothing to plan".into(),
-        });
+    if let Some(p) = work.read_json::<RankPlan>(&plan_json(work))? {
+        return Ok((p, Planned::Before));
     }
     let splits = splits(work)?;
     let records: u64 = splits.iter().map(|s| s.rows).sum();
@@ -315,7 +333,7 @@ pub fn plan(work: &WorkDir, budget: usize) -> Result<RankPlan, Error> {
         budget: budget as u64,
     };
     work.write_json(&plan_json(work), &plan)?;
-    Ok(plan)
+    Ok((plan, Planned::Now))
 }
 
 /// Ids that cut `firsts` (sorted ids, each standing for its weight of records) into about

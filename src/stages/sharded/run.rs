@@ -72,7 +72,7 @@ fn copy_cluster_outputs(
     let mut outs = Vec::new();
     outs.extend(clusters.map(|p| ("--clusters", p)));
     outs.extend(pairs.map(|p| ("--pairs", p)));
-    work.check_outputs(&outs)?;
+    work.check_outputs(("cluster", "cluster"), &outs)?;
     let ran = stage()?;
     let s = cluster::summary(work)?;
     for (to, from, sum) in [
@@ -97,7 +97,9 @@ pub fn apply_to(
     progress: &ProgressFactory,
 ) -> Result<apply::ApplySummary, Error> {
     work.check_shard(shard)?;
-    work.check_outputs(&[("-o", output)])?;
+    let key = format!("apply-{shard:05}");
+    let label = format!("apply --shard {shard}");
+    work.check_outputs((&key, &label), &[("-o", output)])?;
     let input = work.inputs(&[shard])?;
     let tags = record_tags(work.config(), !work.manifest.against.is_empty());
     let mut out = RecordSink::create(output, &input, &tags)?;

@@ -598,7 +598,8 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "POLICY", default_value = defaults::KEEP, value_parser = parse_keep)]
     pub keep: KeepChoice,
     /// Deduplicate within groups: documents with different values of this field (e.g. `dump`)
-    /// are never duplicates of each other.
+    /// are never duplicates of each other. Values compare as text: a number by its JSON
+    /// spelling, so `2024` and `"2024"` are one group and `2024` and `2024.0` two.
     #[arg(long, value_name = "FIELD")]
     pub group_field: Option<String>,
     /// With --group-field, what a document without the field is: an error, or a member of a
@@ -607,8 +608,8 @@ pub struct ClusterArgs {
     pub group_missing: GroupMissing,
     /// How confirmed pairs become clusters: components (chains of near duplicates join, one
     /// survivor each) or greedy (in --keep order, a document is dropped only when an already
-    /// kept document is its confirmed near duplicate, and joins the first such one). In memory
-    /// only: not with --work-dir or `neardup stage`.
+    /// kept document is its confirmed near duplicate, and joins the first such one). In memory,
+    /// with --work-dir and as `neardup stage` jobs alike.
     #[arg(long, value_parser = named::<ClusterRule>(), default_value_t = ClusterRule::default())]
     pub cluster: ClusterRule,
 }

@@ -1,6 +1,7 @@
 //! `neardup stage`: one stage of the sharded dedup, over a work directory.
 
 use neardup::stages::dedup::ClusterRule;
+use neardup::stages::sharded::rank_tasks::Planned;
 use neardup::stages::sharded::{
     bands, cluster_tasks, confirm, greedy, rank, rank_tasks, run, sign, WorkDir,
 };
@@ -109,6 +110,16 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
                         .into(),
                 )
                 .into());
+            }
+            if let (Some(r), Some(last)) = (round, greedy::converged(&w)?) {
+                if r > last {
+                    // A scheduler's job for a round that never comes: nothing to run.
+                    say(
+                        &a.run,
+                        format!("neardup stage greedy: {}", greedy::past_the_last(r, last)),
+                    );
+                    return Ok(ExitCode::SUCCESS);
+                }
             }
             match (round, partition.is_empty()) {
                 (None, _) => {
@@ -231,13 +242,26 @@ fn rank_step(
             }
         }
         RankStep::Plan => {
-            let p = rank_tasks::plan(w, budget)?;
-            done(format!(
-                "rank plan: {} {}: run `--step sort --range R` for R in 0 to {}",
+            let (p, how) = rank_tasks::plan_status(w, budget)?;
+            let ranges = format!(
+                "{} {}: run `--step sort --range R` for R in 0 to {}",
                 p.ranges,
                 if p.ranges == 1 { "range" } else { "ranges" },
                 p.ranges - 1
-            ));
+            );
+            match how {
+                Planned::Now => done(format!("rank plan: {ranges}")),
+                Planned::Done => skipped("rank plan: rank is finished".into()),
+                Planned::Before => done(format!(
+                    "rank plan: {ranges} (planned before, for --task-memory {}{}: that \
+                     plan stands)",
+                    p.budget >> 20,
+                    match p.budget == budget as u64 {
+                        true => String::new(),
+                        false => format!(", not the {} asked now", budget >> 20),
+                    }
+                )),
+            }
         }
         RankStep::Sort => {
             let r = need(range, "--range")?;
@@ -312,13 +336,26 @@ fn cluster_step(
     };
     match step {
         ClusterStep::Plan => {
-            let p = cluster_tasks::plan(w, budget)?;
-            done(format!(
-                "cluster plan: {} {}: run `--step star --round R --part K` for K in 0 to {}",
+            let (p, how) = cluster_tasks::plan_status(w, budget)?;
+            let parts = format!(
+                "{} {}: run `--step star --round R --part K` for K in 0 to {}",
                 p.parts,
                 if p.parts == 1 { "part" } else { "parts" },
                 p.parts - 1
-            ));
+            );
+            match how {
+                Planned::Now => done(format!("cluster plan: {parts}")),
+                Planned::Done => skipped("cluster plan: cluster is finished".into()),
+                Planned::Before => done(format!(
+                    "cluster plan: {parts} (planned before, for --task-memory {}{}: that \
+                     plan stands)",
+                    p.budget >> 20,
+                    match p.budget == budget as u64 {
+                        true => String::new(),
+                        false => format!(", not the {} asked now", budget >> 20),
+                    }
+                )),
+            }
         }
         ClusterStep::Edges => {
             let p = need(job.partition, "--partition")?;
