@@ -29,6 +29,25 @@ fn wait_within(mut child: std::process::Child, limit: Duration, what: &str) -> O
     }
 }
 
+/// Start both commands before waiting for either (so they meet), and check that exactly one
+/// succeeded: the outputs, and which one.
+fn one_of_two(args: [Vec<&str>; 2], trial: usize) -> (Vec<Output>, usize) {
+    let kids: Vec<_> = args.iter().map(|a| spawn(a)).collect();
+    let outs: Vec<Output> = kids
+        .into_iter()
+        .map(|k| wait_within(k, Duration::from_secs(60), args[0][0]))
+        .collect();
+    let good: Vec<usize> = (0..2).filter(|&i| outs[i].status.success()).collect();
+    assert_eq!(
+        good.len(),
+        1,
+        "trial {trial}: exactly one may succeed: {} / {}",
+        stderr(&outs[0]),
+        stderr(&outs[1])
+    );
+    (outs, good[0])
+}
+
 fn spawn(args: &[&str]) -> std::process::Child {
     neardup_command()
         .args(args)
@@ -48,24 +67,11 @@ fn two_inits_of_one_new_work_directory_leave_one_manifest_and_refuse_the_other()
     for trial in 0..24 {
         let w = dir.path().join(format!("w{trial}"));
         let seeds = ["1", "2"];
-        // Both started before either is waited for: the manifest is made at the same moment.
-        let kids: Vec<_> = seeds
-            .iter()
-            .map(|seed| spawn(&["stage", "init", s(&w), s(&shard), "--seed", seed]))
-            .collect();
-        let outs: Vec<Output> = kids
-            .into_iter()
-            .map(|k| wait_within(k, Duration::from_secs(60), "stage init"))
-            .collect();
-        let ok_runs: Vec<usize> = (0..2).filter(|&i| outs[i].status.success()).collect();
-        assert_eq!(
-            ok_runs.len(),
-            1,
-            "trial {trial}: exactly one init may succeed: {} / {}",
-            stderr(&outs[0]),
-            stderr(&outs[1])
+        let (outs, won) = one_of_two(
+            [0, 1].map(|i| vec!["stage", "init", s(&w), s(&shard), "--seed", seeds[i]]),
+            trial,
         );
-        let (won, lost) = (ok_runs[0], 1 - ok_runs[0]);
+        let lost = 1 - won;
         wins[won] += 1;
         assert_eq!(outs[lost].status.code(), Some(1));
         assert!(
@@ -446,23 +452,11 @@ fn two_index_builds_into_one_new_directory_leave_one_index() {
     );
     for trial in 0..16 {
         let ix = dir.path().join(format!("ix{trial}"));
-        let kids: Vec<_> = [&a, &b]
-            .iter()
-            .map(|p| spawn(&["index", "build", s(p), "-o", s(&ix)]))
-            .collect();
-        let outs: Vec<Output> = kids
-            .into_iter()
-            .map(|k| wait_within(k, Duration::from_secs(60), "index build"))
-            .collect();
-        let good: Vec<usize> = (0..2).filter(|&i| outs[i].status.success()).collect();
-        assert_eq!(
-            good.len(),
-            1,
-            "trial {trial}: {} / {}",
-            stderr(&outs[0]),
-            stderr(&outs[1])
+        let (outs, won) = one_of_two(
+            [&a, &b].map(|p| vec!["index", "build", s(p), "-o", s(&ix)]),
+            trial,
         );
-        let lost = &outs[1 - good[0]];
+        let lost = &outs[1 - won];
         assert_eq!(lost.status.code(), Some(1), "{}", stderr(lost));
         assert!(
             stderr(lost).contains(s(&ix))
@@ -474,7 +468,7 @@ fn two_index_builds_into_one_new_directory_leave_one_index() {
         let m: serde_json::Value =
             serde_json::from_slice(&std::fs::read(ix.join("index.json")).unwrap()).unwrap();
         assert_eq!(m["segments"].as_array().unwrap().len(), 1, "trial {trial}");
-        assert_eq!(m["documents"], [120, 40][good[0]], "trial {trial}");
+        assert_eq!(m["documents"], [120, 40][won], "trial {trial}");
         let partial: Vec<String> = dir_entries(&ix)
             .into_iter()
             .filter(|e| e.ends_with(".partial"))

@@ -249,18 +249,9 @@ fn rank_step(
                 if p.ranges == 1 { "range" } else { "ranges" },
                 p.ranges - 1
             );
-            match how {
-                Planned::Now => done(format!("rank plan: {ranges}")),
-                Planned::Done => skipped("rank plan: rank is finished".into()),
-                Planned::Before => done(format!(
-                    "rank plan: {ranges} (planned before, for --task-memory {}{}: that \
-                     plan stands)",
-                    p.budget >> 20,
-                    match p.budget == budget as u64 {
-                        true => String::new(),
-                        false => format!(", not the {} asked now", budget >> 20),
-                    }
-                )),
+            match plan_line("rank", ranges, how, p.budget, budget) {
+                (line, true) => skipped(line),
+                (line, false) => done(line),
             }
         }
         RankStep::Sort => {
@@ -343,18 +334,9 @@ fn cluster_step(
                 if p.parts == 1 { "part" } else { "parts" },
                 p.parts - 1
             );
-            match how {
-                Planned::Now => done(format!("cluster plan: {parts}")),
-                Planned::Done => skipped("cluster plan: cluster is finished".into()),
-                Planned::Before => done(format!(
-                    "cluster plan: {parts} (planned before, for --task-memory {}{}: that \
-                     plan stands)",
-                    p.budget >> 20,
-                    match p.budget == budget as u64 {
-                        true => String::new(),
-                        false => format!(", not the {} asked now", budget >> 20),
-                    }
-                )),
+            match plan_line("cluster", parts, how, p.budget, budget) {
+                (line, true) => skipped(line),
+                (line, false) => done(line),
             }
         }
         ClusterStep::Edges => {
@@ -436,4 +418,31 @@ fn ranked(s: &rank::RankSummary, unit: &str) -> String {
         s.buckets,
         if s.buckets == 1 { "" } else { "s" }
     )
+}
+
+/// What a `plan` step says (and whether it skipped): the plan made now, the plan made before
+/// (for `planned` bytes a task; it stands, whatever is `asked` now), or the stage finished.
+fn plan_line(
+    stage: &str,
+    plan: String,
+    how: Planned,
+    planned: u64,
+    asked: usize,
+) -> (String, bool) {
+    match how {
+        Planned::Now => (format!("{stage} plan: {plan}"), false),
+        Planned::Done => (format!("{stage} plan: {stage} is finished"), true),
+        Planned::Before => {
+            let other = match planned == asked as u64 {
+                true => String::new(),
+                false => format!(", not the {} asked now", asked >> 20),
+            };
+            let line = format!(
+                "{stage} plan: {plan} (planned before, for --task-memory {}{other}: that plan \
+                 stands)",
+                planned >> 20
+            );
+            (line, false)
+        }
+    }
 }
