@@ -104,7 +104,8 @@ def signatures(
     (and ``shingle``, ``"word"`` or ``"char"``, and ``normalize``, ``"none"``, ``"nfc"`` or
     ``"nfkc"``: the contract's text options).
 
-    ``engine`` is ``"auto"`` (a hardware GPU when there is one, else the CPU), ``"cpu"`` or
+    ``engine`` is ``"auto"`` (a hardware GPU where it signs faster, else the CPU; the result's
+    ``engine`` says which and why), ``"cpu"`` or
     ``"gpu"``; ``threads`` sizes the CPU engine (0: all cores). ``gpu_kernels`` (``"split"``
     or ``"fused"``, the command line's ``--gpu-kernels``) picks the GPU engine's kernels, and
     ``gpu_int64=True`` (``--gpu-int64``) runs them on the adapter's native 64-bit integers; the

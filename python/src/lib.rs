@@ -454,7 +454,7 @@ fn signatures<'py>(
         with_engine(engine, params, threads, gpu_kernels, gpu_int64, |e| {
             let mut out = vec![0u32; n * num_perm];
             e.sign_texts(&strs, &mut out).map_err(engine_err)?;
-            Ok((out, e.info().to_string()))
+            Ok((out, e.info().summary()))
         })
     })?;
     Ok((PyByteArray::new(py, bytemuck::cast_slice(&out)), n, info))
@@ -624,7 +624,7 @@ fn dedup<'py>(
         with_engine(engine, cfg.params, threads, gpu_kernels, gpu_int64, |e| {
             let c = neardup::stages::dedup::cluster_docs_with_progress(&docs, &cfg, e, progress)
                 .map_err(err)?;
-            Ok((c, e.info().to_string()))
+            Ok((c, e.info().summary()))
         })
     })?;
     let survives: Vec<u8> = c.survives.iter().map(|&b| b as u8).collect();

@@ -78,6 +78,7 @@ impl Engine for CpuEngine {
                 self.threads(),
                 crate::sign::permute::describe()
             ),
+            auto: None,
         }
     }
 

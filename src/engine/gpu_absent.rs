@@ -2,7 +2,8 @@
 //! feature wherever a GPU is asked for. Nothing falls back to the CPU engine in silence.
 
 pub use super::gpu_options::{
-    AdapterSummary, BackendChoice, GpuOptions, Kernels, DEFAULT_WAIT_TIMEOUT,
+    AdapterSummary, BackendChoice, CacheDir, CacheUse, GpuOptions, Kernels, StartupSeconds,
+    DEFAULT_WAIT_TIMEOUT,
 };
 use super::{Engine, EngineError, EngineInfo, SignJob, StreamSigner};
 use crate::batch::PackedBatch;
@@ -36,6 +37,9 @@ impl GpuEngine {
     }
 
     pub fn adapter(&self) -> &AdapterSummary {
+        match *self {}
+    }
+    pub fn startup(&self) -> &StartupSeconds {
         match *self {}
     }
     pub fn profiling(&self) -> bool {

@@ -79,6 +79,123 @@ pub struct GpuOptions {
     /// Native 64-bit shader integers (`u64_native.wgsl`) in place of the emulated arithmetic
     /// (the same bits); an adapter without them is an error.
     pub int64: bool,
+    /// Where compiled pipelines are kept between runs ([`CacheDir`]).
+    pub cache: CacheDir,
+    /// The bytes of input the engine is built for, when known: `auto` weighs them and, with
+    /// `input_sized`, buffers are sized for them. More input than this is still signed, in
+    /// more sub-batches.
+    pub input_bytes: Option<u64>,
+    /// Size sub-batches by `input_bytes` when it is known (`batch_bytes` not asked for): see
+    /// `gpu::batch_bytes_for`.
+    pub input_sized: bool,
+}
+
+/// Where the GPU engine keeps compiled pipelines (and `auto` its measurements) between runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CacheDir {
+    /// `NEARDUP_CACHE_DIR` when set (empty: no cache), else `$XDG_CACHE_HOME/neardup`, else
+    /// `$HOME/.cache/neardup`.
+    #[default]
+    User,
+    /// No cache: every run compiles its pipelines.
+    Off,
+    /// This directory.
+    At(std::path::PathBuf),
+}
+
+impl CacheDir {
+    /// The directory, or `None` for no cache.
+    pub fn resolve(&self) -> Option<std::path::PathBuf> {
+        match self {
+            CacheDir::Off => None,
+            CacheDir::At(p) => Some(p.clone()),
+            CacheDir::User => {
+                if let Some(v) = std::env::var_os("NEARDUP_CACHE_DIR") {
+                    return (!v.is_empty()).then(|| v.into());
+                }
+                let xdg = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty());
+                let base = match xdg {
+                    Some(x) => std::path::PathBuf::from(x),
+                    None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".cache"),
+                };
+                Some(base.join("neardup"))
+            }
+        }
+    }
+}
+
+/// What the pipeline cache did for one engine's start-up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheUse {
+    /// No cache: turned off, no directory, or a backend without application pipeline caches.
+    #[default]
+    None,
+    /// Nothing kept for this adapter, driver and shaders yet: compiled, then kept.
+    Cold,
+    /// Compiled pipelines were read back.
+    Warm,
+    /// A kept file was damaged or of another version: ignored, compiled, kept anew.
+    Damaged,
+}
+
+/// Wall seconds of a GPU engine's start-up, step by step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct StartupSeconds {
+    /// Making the wgpu instance (loading the backends' libraries).
+    pub instance: f64,
+    /// Listing the adapters and picking one (each driver starts up here).
+    pub adapter: f64,
+    /// Opening the device and its queue.
+    pub device: f64,
+    /// Parsing and validating the shader modules.
+    pub shaders: f64,
+    /// Compiling the pipelines (for the driver: its own compiler, or the cache).
+    pub pipelines: f64,
+    /// Reading and writing the pipeline cache.
+    pub cache: f64,
+    /// Making the buffers, the bind group and the ring's slots.
+    pub buffers: f64,
+    /// What the pipeline cache did.
+    pub cache_use: CacheUse,
+}
+
+impl StartupSeconds {
+    /// The whole start-up.
+    pub fn total(&self) -> f64 {
+        self.instance
+            + self.adapter
+            + self.device
+            + self.shaders
+            + self.pipelines
+            + self.cache
+            + self.buffers
+    }
+}
+
+impl std::fmt::Display for StartupSeconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |s: f64| s * 1e3;
+        write!(
+            f,
+            "start-up {:.1} ms: instance {:.1}, adapter {:.1}, device {:.1}, shaders {:.1}, \
+             pipelines {:.1}, cache {:.1} ({}), buffers {:.1}",
+            ms(self.total()),
+            ms(self.instance),
+            ms(self.adapter),
+            ms(self.device),
+            ms(self.shaders),
+            ms(self.pipelines),
+            ms(self.cache),
+            match self.cache_use {
+                CacheUse::None => "none",
+                CacheUse::Cold => "cold",
+                CacheUse::Warm => "warm",
+                CacheUse::Damaged => "damaged, rebuilt",
+            },
+            ms(self.buffers)
+        )
+    }
 }
 
 /// [`GpuOptions::wait_timeout`]'s default: far beyond any sub-batch's work on a working device,
@@ -96,6 +213,9 @@ impl Default for GpuOptions {
             wait_timeout: DEFAULT_WAIT_TIMEOUT,
             kernels: Kernels::Split,
             int64: false,
+            cache: CacheDir::User,
+            input_bytes: None,
+            input_sized: true,
         }
     }
 }

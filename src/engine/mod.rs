@@ -2,6 +2,7 @@
 //! signature matrix, with a CPU implementation (the oracle) and a GPU one. Both produce the same
 //! bits for every batch; the conformance suite in `tests/it/conformance.rs` holds them to it.
 
+pub mod auto;
 pub mod cpu;
 #[cfg(feature = "gpu")]
 pub mod gpu;
@@ -24,6 +25,22 @@ pub struct EngineInfo {
     pub kind: &'static str,
     /// For the CPU engine the thread count, for the GPU engine the adapter name and backend.
     pub detail: String,
+    /// With `--engine auto`: what it chose and why (`auto chose cpu: ...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<String>,
+}
+
+impl EngineInfo {
+    /// The engine and, where `auto` chose it, why: for summary lines. ([`Display`] is the
+    /// engine alone, as signature files record it.)
+    ///
+    /// [`Display`]: std::fmt::Display
+    pub fn summary(&self) -> String {
+        match &self.auto {
+            Some(why) => format!("{self}; {why}"),
+            None => self.to_string(),
+        }
+    }
 }
 
 impl std::fmt::Display for EngineInfo {
@@ -231,7 +248,8 @@ pub(crate) fn split_lens(texts: &[&str], pieces: usize) -> Vec<(usize, usize)> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineChoice {
-    /// A hardware GPU when wgpu finds one, else the CPU engine.
+    /// The faster engine for the run: a hardware GPU where it signs faster than the CPU
+    /// engine, else the CPU engine ([`auto`]).
     #[default]
     Auto,
     /// The CPU engine (rayon).
@@ -247,7 +265,7 @@ crate::named!(
         (
             "auto",
             EngineChoice::Auto,
-            "A hardware GPU when wgpu finds one, else the CPU engine"
+            "The faster engine for the run: a hardware GPU where it signs faster, else the CPU engine"
         ),
         ("cpu", EngineChoice::Cpu, "The CPU engine (rayon)"),
         (
@@ -258,9 +276,9 @@ crate::named!(
     ]
 );
 
-/// Build the engine `choice` asks for. `threads` sizes the CPU engine (0: all cores). For
-/// `Auto`, a hardware adapter is taken if present, else the CPU engine; on Linux, a machine
-/// without any GPU device node skips the search (see [`gpu_device_nodes`]).
+/// Build the engine `choice` asks for. `threads` sizes the CPU engine (0: all cores); `gpu`
+/// finds and sizes the GPU (its `input_bytes`, when known, also informs `Auto`). `Auto` takes
+/// the faster engine for this run ([`auto`]), and its info says which and why.
 pub fn build_engine(
     choice: EngineChoice,
     params: MinHashParams,
@@ -269,22 +287,15 @@ pub fn build_engine(
 ) -> Result<Box<dyn Engine>, crate::error::Error> {
     match choice {
         EngineChoice::Cpu => Ok(Box::new(CpuEngine::new(params, threads)?)),
-        EngineChoice::Gpu => Ok(Box::new(GpuEngine::new(params, gpu).map_err(|e| {
-            e.with_hint("or use --engine cpu (the same signatures, bit for bit)")
-        })?)),
-        EngineChoice::Auto => {
-            if gpu_device_nodes(std::path::Path::new("/dev")) == Some(false) {
-                return Ok(Box::new(CpuEngine::new(params, threads)?));
-            }
-            let opts = GpuOptions {
-                allow_software: false,
-                ..gpu.clone()
-            };
-            match GpuEngine::new(params, &opts) {
-                Ok(e) => Ok(Box::new(e)),
-                Err(_) => Ok(Box::new(CpuEngine::new(params, threads)?)),
-            }
+        EngineChoice::Gpu => {
+            let g = GpuEngine::new(params, gpu).map_err(|e| {
+                e.with_hint("or use --engine cpu (the same signatures, bit for bit)")
+            })?;
+            #[cfg(feature = "gpu")]
+            auto::debug_startup(&g);
+            Ok(Box::new(g))
         }
+        EngineChoice::Auto => auto::choose(params, threads, gpu),
     }
 }
 

@@ -10,6 +10,7 @@ mod decontam;
 mod dedup;
 mod fixtures;
 mod gpu_host;
+mod gpu_startup;
 mod greedy;
 mod index;
 mod kernels;

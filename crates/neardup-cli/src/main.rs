@@ -19,7 +19,12 @@ fn main() -> ExitCode {
         eprintln!("{}", neardup::io::interrupt_message(&done));
         std::process::exit(130);
     });
-    match cli::run(cli::Cli::parse()) {
+    let t0 = std::time::Instant::now();
+    let r = cli::run(cli::Cli::parse());
+    if std::env::var_os("NEARDUP_DEBUG_STAGES").is_some() {
+        debug_resources(t0);
+    }
+    match r {
         Ok(code) => code,
         Err(e) => {
             if is_broken_pipe(&e) {
@@ -41,6 +46,19 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// With `NEARDUP_DEBUG_STAGES`: the whole process's wall seconds, CPU seconds and peak
+/// resident memory, on one line (what the device check's table reads; no `time` is needed).
+fn debug_resources(t0: std::time::Instant) {
+    let cpu = neardup::sys::threads::process_cpu_seconds();
+    let rss = neardup::sys::peak_rss_bytes();
+    eprintln!(
+        "neardup: resources: wall {:.3} s, cpu {} s, peak rss {} MB",
+        t0.elapsed().as_secs_f64(),
+        cpu.map_or("?".into(), |c| format!("{c:.3}")),
+        rss.map_or("?".into(), |r| format!("{:.1}", r as f64 / 1e6)),
+    );
 }
 
 /// A reader that went away (`| head`) is not a failure of ours.

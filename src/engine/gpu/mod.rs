@@ -14,13 +14,15 @@
 //! filling, one signing, one reading back), and rows are read back straight into the signature
 //! matrix. [`crate::pipeline`] streams chunk after chunk through [`StreamSigner`].
 
+pub mod cache;
 pub mod plan;
 pub mod ports;
 pub mod ring;
 pub mod shaders;
 
 pub use super::gpu_options::{
-    AdapterSummary, BackendChoice, GpuOptions, Kernels, DEFAULT_WAIT_TIMEOUT,
+    AdapterSummary, BackendChoice, CacheDir, CacheUse, GpuOptions, Kernels, StartupSeconds,
+    DEFAULT_WAIT_TIMEOUT,
 };
 
 use std::collections::VecDeque;
@@ -226,11 +228,40 @@ pub fn list_adapters(opts: &GpuOptions) -> Vec<AdapterSummary> {
 }
 
 /// The adapter `opts.adapter` names, else the best by [`adapter_rank`] (a software one only
-/// when allowed).
-fn pick_adapter(opts: &GpuOptions) -> Result<(wgpu::Instance, wgpu::Adapter), EngineError> {
+/// when allowed), with the instance's and the search's seconds in `startup`.
+fn pick_adapter(
+    opts: &GpuOptions,
+    startup: &mut StartupSeconds,
+) -> Result<(wgpu::Instance, wgpu::Adapter), EngineError> {
     let backends = opts.backends();
-    let inst = instance(backends);
-    let adapters = pollster::block_on(inst.enumerate_adapters(backends));
+    // The native APIs first: a hardware adapter there outranks anything GL offers, and GL's
+    // start-up (EGL, and every GL driver) is then skipped. An adapter named by its index is
+    // looked up among all backends at once, as `neardup devices` lists them.
+    let native = backends & !wgpu::Backends::GL;
+    let first = if opts.adapter.is_none() && !native.is_empty() {
+        native
+    } else {
+        backends
+    };
+    let t = std::time::Instant::now();
+    let mut inst = instance(first);
+    startup.instance = t.elapsed().as_secs_f64();
+    let t = std::time::Instant::now();
+    let mut adapters = pollster::block_on(inst.enumerate_adapters(first));
+    startup.adapter = t.elapsed().as_secs_f64();
+    let hardware = adapters.iter().any(|a| !is_software(&a.get_info()));
+    if first != backends && !hardware {
+        let t = std::time::Instant::now();
+        let gl = instance(wgpu::Backends::GL);
+        startup.instance += t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let more = pollster::block_on(gl.enumerate_adapters(wgpu::Backends::GL));
+        startup.adapter += t.elapsed().as_secs_f64();
+        if adapters.is_empty() {
+            inst = gl;
+        }
+        adapters.extend(more);
+    }
     let seen: Vec<String> = adapters
         .iter()
         .map(|a| {
@@ -322,6 +353,30 @@ fn pick_named(
     }
 }
 
+/// Most word bytes of a sub-batch sized by its input: the buffers, the ring's three slots and
+/// the chunks being tokenized hold about 20 times a sub-batch (on a software adapter all of it
+/// in the process's memory), and at this size a sub-batch is still over a million shingles.
+pub const INPUT_SIZED_MAX: usize = 8 << 20;
+
+/// The word bytes of a sub-batch for `input` bytes of input (when known), at most `cap`: about
+/// a twelfth of the input, so that the ring and the chunks being tokenized hold a part of the
+/// input, never all of it, rounded up to a power of two, at least 1 MiB and at most
+/// [`INPUT_SIZED_MAX`]. Buffers follow: a small input does not pay for (nor, on a software
+/// adapter, hold in memory) buffers it cannot fill. Without a known size: `cap`.
+pub fn batch_bytes_for(cap: usize, input: Option<u64>) -> usize {
+    match input {
+        None => cap,
+        Some(n) => {
+            let part = usize::try_from(n / 12).unwrap_or(usize::MAX);
+            part.max(1 << 20)
+                .checked_next_power_of_two()
+                .unwrap_or(usize::MAX)
+                .min(INPUT_SIZED_MAX)
+                .min(cap)
+        }
+    }
+}
+
 /// The GPU engine. Everything it allocates is made in [`GpuEngine::new`] and reused.
 ///
 /// It signs a job's parts without joining them ([`plan`]), keeps up to [`ring::RING`]
@@ -349,6 +404,8 @@ pub struct GpuEngine {
     spare_parts: std::sync::Arc<crate::batch::SpareParts>,
     /// Whether the shaders run on native 64-bit integers ([`GpuOptions::int64`]).
     int64: bool,
+    /// What the start-up cost, step by step.
+    startup: StartupSeconds,
 }
 
 /// A job of the stream, with its plan and how far it has come.
@@ -364,8 +421,27 @@ impl GpuEngine {
     /// Find an adapter, build the pipelines and buffers.
     pub fn new(params: MinHashParams, opts: &GpuOptions) -> Result<Self, crate::error::Error> {
         params.validate()?;
-        let (_instance, adapter) = pick_adapter(opts)?;
+        let mut startup = StartupSeconds::default();
+        let (_instance, adapter) = pick_adapter(opts, &mut startup)?;
         let summary = summarize(&adapter);
+        let cache_path = match opts.cache.resolve() {
+            Some(dir) if adapter.features().contains(wgpu::Features::PIPELINE_CACHE) => {
+                let what = format!(
+                    "{:?}{}",
+                    opts.kernels,
+                    if opts.int64 { "+int64" } else { "" }
+                );
+                let sources = [
+                    shaders::U64,
+                    shaders::U64_NATIVE,
+                    shaders::HASH,
+                    shaders::MINHASH,
+                    shaders::FUSED,
+                ];
+                cache::file_name(&adapter.get_info(), &sources, &what).map(|n| dir.join(n))
+            }
+            _ => None,
+        };
         let alimits = adapter.limits();
         let profile = opts.profile && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         if opts.int64 && !summary.shader_int64 {
@@ -382,6 +458,10 @@ impl GpuEngine {
         if opts.int64 {
             required_features |= wgpu::Features::SHADER_INT64;
         }
+        if cache_path.is_some() {
+            required_features |= wgpu::Features::PIPELINE_CACHE;
+        }
+        let t = std::time::Instant::now();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("neardup"),
             required_features,
@@ -391,6 +471,7 @@ impl GpuEngine {
             trace: wgpu::Trace::Off,
         }))
         .map_err(|e| EngineError::Gpu(format!("cannot open {}: {e}", summary.name)))?;
+        startup.device = t.elapsed().as_secs_f64();
         let errors: Arc<Mutex<Option<String>>> = Arc::default();
         {
             let errors = errors.clone();
@@ -404,8 +485,16 @@ impl GpuEngine {
         let max_binding = alimits
             .max_storage_buffer_binding_size
             .min(alimits.max_buffer_size);
-        let limits = SubBatchLimits::new(max_binding, params.num_perm, opts.batch_bytes);
+        let limits = SubBatchLimits::new(
+            max_binding,
+            params.num_perm,
+            match opts.input_sized {
+                true => batch_bytes_for(opts.batch_bytes, opts.input_bytes),
+                false => opts.batch_bytes,
+            },
+        );
 
+        let t = std::time::Instant::now();
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = |label: &str, src: String| {
             device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -423,10 +512,33 @@ impl GpuEngine {
             "minhash.wgsl",
             shaders::composed_with(prelude, shaders::MINHASH),
         );
-        let fused_mod = module(
-            "fused.wgsl",
-            shaders::composed_with(prelude, shaders::FUSED),
-        );
+        let fused_mod = (opts.kernels == Kernels::Fused).then(|| {
+            module(
+                "fused.wgsl",
+                shaders::composed_with(prelude, shaders::FUSED),
+            )
+        });
+        startup.shaders = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let (kept, cache_use) = match &cache_path {
+            Some(p) => cache::read(p),
+            None => (None, CacheUse::None),
+        };
+        startup.cache_use = cache_use;
+        let pipeline_cache = cache_path.as_ref().map(|_| {
+            // SAFETY: `kept` is what `get_data` returned for an adapter of the same
+            // `pipeline_cache_key` (the file's name holds it), sealed with a checksum since;
+            // with `fallback`, data the driver does not take gives an empty cache.
+            unsafe {
+                device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
+                    label: Some("neardup pipelines"),
+                    data: kept.as_deref(),
+                    fallback: true,
+                })
+            }
+        });
+        startup.cache = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
 
         let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
             binding,
@@ -472,15 +584,29 @@ impl GpuEngine {
                 module: m,
                 entry_point: Some(entry),
                 compilation_options: Default::default(),
-                cache: None,
+                cache: pipeline_cache.as_ref(),
             })
         };
         let init_pipeline = pipeline(&min_mod, "init_signatures");
         let hash_pipeline = pipeline(&hash_mod, "hash_shingles");
-        let min_pipeline = match opts.kernels {
-            Kernels::Split => pipeline(&min_mod, "minhash"),
-            Kernels::Fused => pipeline(&fused_mod, "minhash_fused"),
+        let min_pipeline = match &fused_mod {
+            None => pipeline(&min_mod, "minhash"),
+            Some(fused) => pipeline(fused, "minhash_fused"),
         };
+        startup.pipelines = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        if let (Some(c), Some(path)) = (&pipeline_cache, &cache_path) {
+            // Kept only when the driver's data changed: a warm start writes nothing. A cache
+            // that cannot be written (a read-only home) costs the next run its compile, no
+            // more.
+            if let Some(data) = c.get_data() {
+                if kept.as_deref() != Some(data.as_slice()) {
+                    let _ = cache::write(path, &data);
+                }
+            }
+        }
+        startup.cache += t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
 
         let buffer = |label: &str, size: usize, usage: wgpu::BufferUsages| {
             device.create_buffer(&wgpu::BufferDescriptor {
@@ -558,6 +684,7 @@ impl GpuEngine {
             ))
             .into());
         }
+        startup.buffers = t.elapsed().as_secs_f64();
         Ok(GpuEngine {
             params,
             ref_perms,
@@ -572,7 +699,13 @@ impl GpuEngine {
                 crate::batch::pieces_per_chunk() * (ring::RING + 3),
             )),
             int64: opts.int64,
+            startup,
         })
+    }
+
+    /// What this engine's start-up cost, step by step.
+    pub fn startup(&self) -> &StartupSeconds {
+        &self.startup
     }
 
     /// The adapter in use.
@@ -806,12 +939,15 @@ impl Engine for GpuEngine {
                     ""
                 }
             ),
+            auto: None,
         }
     }
 
     fn preferred_chunk_bytes(&self) -> usize {
-        // Raw JSONL is a little larger than its word bytes; aim at about one sub-batch.
-        self.limits.max_bytes.clamp(8 << 20, 64 << 20)
+        // Raw JSONL is a little larger than its word bytes; aim at about one sub-batch (which
+        // follows the input's size where it is known, so a small input keeps fewer bytes of
+        // tokenized chunks in flight).
+        self.limits.max_bytes.clamp(1 << 20, 64 << 20)
     }
 
     fn sign(&mut self, batch: &PackedBatch, out: &mut [u32]) -> Result<(), EngineError> {

@@ -69,9 +69,12 @@ impl SubBatchLimits {
         let max_words = (max_bytes / 4).clamp(16, u32_slots);
         let max_shingles = max_words;
         // 64Ki documents a sub-batch is plenty (a 32 MiB sub-batch of 512-byte documents) and
-        // keeps the signature and readback buffers at 32 MiB each for 128 permutations.
+        // keeps the signature and readback buffers at 32 MiB each for 128 permutations. A
+        // smaller sub-batch gets room for documents of 256 bytes on average (at least 4Ki):
+        // its signature buffers shrink with it, and shorter documents only cut it sooner.
         let max_docs = (max_binding / (num_perm * 4))
             .min(max_binding / 16)
+            .min((max_bytes / 256).max(1 << 12))
             .clamp(1, 1 << 16);
         let max_chunks = (max_binding / 16).min(max_shingles / CHUNK + max_docs + 1);
         SubBatchLimits {

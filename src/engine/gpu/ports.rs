@@ -310,6 +310,7 @@ impl Engine for PortsEngine {
                 Kernels::Split => "the GPU stages ported to the CPU".into(),
                 Kernels::Fused => "the fused GPU stage ported to the CPU".into(),
             },
+            auto: None,
         }
     }
 

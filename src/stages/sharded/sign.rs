@@ -139,6 +139,7 @@ pub fn sign(
         scan: stats.clone(),
         engine_kind: info.kind.to_string(),
         engine_detail: info.detail,
+        engine_auto: info.auto,
         content,
     };
     work.write_json(&scan_file(work, shard), &summary)?;
@@ -160,6 +161,9 @@ pub struct SignSummary {
     pub scan: ScanStats,
     pub engine_kind: String,
     pub engine_detail: String,
+    /// With `--engine auto`: what it chose and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_auto: Option<String>,
     /// The checksum of the shard's bytes as this pass read them ([`crate::io::checksum`]).
     #[serde(default)]
     pub content: String,

@@ -227,8 +227,12 @@ fn similarity_buckets(
 /// when shards were signed by different engines, the others are named in the details.
 pub fn engine_info(work: &WorkDir) -> Result<EngineInfo, Error> {
     let mut seen: Vec<(String, String)> = Vec::new();
+    let mut auto = None;
     for s in 0..work.shards() {
         let x = sign::sign_summary(work, s)?;
+        if s == 0 {
+            auto = x.engine_auto;
+        }
         let e = (x.engine_kind, x.engine_detail);
         if !seen.contains(&e) {
             seen.push(e);
@@ -238,6 +242,7 @@ pub fn engine_info(work: &WorkDir) -> Result<EngineInfo, Error> {
         return Ok(EngineInfo {
             kind: "cpu",
             detail: "no shards".into(),
+            auto: None,
         });
     };
     let mut detail = detail;
@@ -247,5 +252,6 @@ pub fn engine_info(work: &WorkDir) -> Result<EngineInfo, Error> {
     Ok(EngineInfo {
         kind: if kind == "gpu" { "gpu" } else { "cpu" },
         detail,
+        auto,
     })
 }

@@ -36,8 +36,23 @@ pub fn runtime_dir() -> std::ffi::OsString {
     .clone()
 }
 
+/// A cache directory of this test process's for the GPU engine's pipelines and `auto`'s
+/// measurements, so the tests neither read nor change the user's own (`NEARDUP_CACHE_DIR`).
+/// The caller's own value wins.
+pub fn cache_dir() -> std::ffi::OsString {
+    static DIR: std::sync::OnceLock<std::ffi::OsString> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        std::env::var_os("NEARDUP_CACHE_DIR").unwrap_or_else(|| {
+            let d =
+                std::env::temp_dir().join(format!("neardup-tests-cache-{}", std::process::id()));
+            d.into_os_string()
+        })
+    })
+    .clone()
+}
+
 /// Give this process a runtime directory before it starts an adapter in-process (see
-/// [`runtime_dir`]).
+/// [`runtime_dir`]), and a cache directory of its own ([`cache_dir`]).
 pub fn set_runtime_dir() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -45,6 +60,10 @@ pub fn set_runtime_dir() {
             // SAFETY: set once, before this test binary starts any adapter; Rust's own
             // environment reads take the same lock.
             unsafe { std::env::set_var("XDG_RUNTIME_DIR", runtime_dir()) };
+        }
+        if std::env::var_os("NEARDUP_CACHE_DIR").is_none() {
+            // SAFETY: as above.
+            unsafe { std::env::set_var("NEARDUP_CACHE_DIR", cache_dir()) };
         }
     });
 }
@@ -56,6 +75,7 @@ pub fn neardup_command() -> Command {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_neardup")));
     let mut c = Command::new(bin);
     c.env("XDG_RUNTIME_DIR", runtime_dir());
+    c.env("NEARDUP_CACHE_DIR", cache_dir());
     c
 }
 

@@ -509,9 +509,10 @@ pub struct GpuArgs {
     #[arg(long = "gpu-timeout", value_name = "SECONDS", default_value_t = 120.0)]
     pub gpu_timeout: f64,
     /// Word bytes of one GPU sub-batch, in MiB, 1 to 4096 (capped by the device's buffer
-    /// limits); the results are the same for every size.
-    #[arg(long = "gpu-batch-mib", value_name = "MIB", default_value_t = 32)]
-    pub gpu_batch_mib: usize,
+    /// limits); the results are the same for every size. Default: sized by the input (a
+    /// twelfth of it, 1 to 8 MiB) where its size is known, else 32.
+    #[arg(long = "gpu-batch-mib", value_name = "MIB")]
+    pub gpu_batch_mib: Option<usize>,
     /// GPU kernels: split (hash, then reduce) or fused (both in one dispatch).
     #[arg(long = "gpu-kernels", value_parser = named::<Kernels>(), default_value_t = Kernels::default())]
     pub gpu_kernels: Kernels,
@@ -534,7 +535,10 @@ impl GpuArgs {
                 self.gpu_timeout
             )));
         }
-        check_range("--gpu-batch-mib", self.gpu_batch_mib, 1, 4096)
+        match self.gpu_batch_mib {
+            Some(m) => check_range("--gpu-batch-mib", m, 1, 4096),
+            None => Ok(()),
+        }
     }
 
     /// The GPU engine's options (software adapters allowed).
@@ -545,7 +549,10 @@ impl GpuArgs {
             allow_software: true,
             adapter: self.adapter.clone(),
             wait_timeout: std::time::Duration::from_secs_f64(self.gpu_timeout),
-            batch_bytes: self.gpu_batch_mib << 20,
+            batch_bytes: self
+                .gpu_batch_mib
+                .map_or(GpuOptions::default().batch_bytes, |m| m << 20),
+            input_sized: self.gpu_batch_mib.is_none(),
             kernels: self.gpu_kernels,
             int64: self.gpu_int64,
             ..GpuOptions::default()
@@ -556,8 +563,9 @@ impl GpuArgs {
 /// Which engine, and which GPU.
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
-    /// Signature engine: auto (a hardware GPU if wgpu finds one, else the CPU), cpu, gpu (any
-    /// adapter, software ones such as llvmpipe included).
+    /// Signature engine: auto (a hardware GPU where it signs faster than the CPU engine, else
+    /// the CPU; the summary line says which and why), cpu, gpu (any adapter, software ones such
+    /// as llvmpipe included).
     #[arg(long, value_parser = named::<EngineChoice>(), default_value_t = EngineChoice::default())]
     pub engine: EngineChoice,
     #[command(flatten)]
@@ -565,8 +573,13 @@ pub struct EngineArgs {
 }
 
 impl EngineArgs {
-    pub fn gpu_options(&self) -> Result<GpuOptions, Error> {
-        self.gpu.options()
+    /// The GPU engine's options for a run over `input_bytes` bytes (when known): its buffers
+    /// are sized for them, and `auto` weighs them.
+    pub fn gpu_options_for(&self, input_bytes: Option<u64>) -> Result<GpuOptions, Error> {
+        Ok(GpuOptions {
+            input_bytes,
+            ..self.gpu.options()?
+        })
     }
 }
 

@@ -12,7 +12,8 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
     let inputs = a.input.open(a.work_dir.is_none())?;
-    let mut engine = build_engine(a.engine.engine, cfg.params, 0, &a.engine.gpu_options()?)?;
+    let gpu = a.engine.gpu_options_for(inputs.total_bytes())?;
+    let mut engine = build_engine(a.engine.engine, cfg.params, 0, &gpu)?;
     let info = engine.info();
     warn_software(&a.run, &info);
     let outs = neardup::stages::dedup::DedupOutputs {
@@ -97,7 +98,7 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
             secs,
             human_count(per_second(docs, secs)),
             human_count(per_second(s.scan.shingles as f64, s.scan.seconds)),
-            info
+            info.summary()
         ),
     );
     Ok(ExitCode::SUCCESS)

@@ -48,7 +48,8 @@ fn add(
     let progress = setup(run)?;
     let t0 = Instant::now();
     let inputs = input.open(false)?;
-    let mut engine = build_engine(engine.engine, params, 0, &engine.gpu_options()?)?;
+    let gpu = engine.gpu_options_for(inputs.total_bytes())?;
+    let mut engine = build_engine(engine.engine, params, 0, &gpu)?;
     let info = engine.info();
     warn_software(run, &info);
     let s = index_inputs(
@@ -83,7 +84,7 @@ fn add(
             s.index_documents,
             secs,
             human_count(per_second(s.scan.documents as f64, secs)),
-            info
+            info.summary()
         ),
     );
     Ok(ExitCode::SUCCESS)

@@ -25,7 +25,8 @@ pub(super) fn run(a: SignaturesArgs) -> Result<ExitCode> {
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
     let inputs = a.input.open(false)?;
-    let mut engine = build_engine(a.engine.engine, params, 0, &a.engine.gpu_options()?)?;
+    let gpu = a.engine.gpu_options_for(inputs.total_bytes())?;
+    let mut engine = build_engine(a.engine.engine, params, 0, &gpu)?;
     let info = engine.info();
     warn_software(&a.run, &info);
     let mut w = sigfile::SigWriter::create(&a.output, a.format, params, &info.to_string())?;
@@ -71,7 +72,7 @@ pub(super) fn run(a: SignaturesArgs) -> Result<ExitCode> {
             secs,
             human_count(per_second(stats.documents as f64, secs)),
             human_count(per_second(stats.shingles as f64, secs)),
-            info
+            info.summary()
         ),
     );
     Ok(ExitCode::SUCCESS)

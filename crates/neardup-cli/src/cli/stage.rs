@@ -42,14 +42,19 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
         }
         Stage::Sign { dir, shard, engine } => {
             let w = WorkDir::open(&dir)?;
-            let mut e = build_engine(engine.engine, w.config().params, 0, &engine.gpu_options()?)?;
+            let bytes = (shard < w.shards())
+                .then(|| std::fs::metadata(w.manifest.shard_path(shard)).ok())
+                .flatten()
+                .map(|m| m.len());
+            let gpu = engine.gpu_options_for(bytes)?;
+            let mut e = build_engine(engine.engine, w.config().params, 0, &gpu)?;
             warn_software(&a.run, &e.info());
             match sign::sign(&w, shard, e.as_mut(), &progress)? {
                 Some(s) => done(format!(
                     "sign: shard {shard}, {} documents, {} shingles/s [{}]",
                     s.documents,
                     human_count(per_second(s.shingles as f64, s.seconds)),
-                    e.info()
+                    e.info().summary()
                 )),
                 None => skipped(format!("sign: shard {shard}")),
             }
