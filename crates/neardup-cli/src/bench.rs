@@ -416,7 +416,9 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
             secs,
             &facts,
         );
-        host_cpu.push(end_to_end(&mut cpu, &files.0, &fields, a.repeat, |_| None)?);
+        let e2e = end_to_end(&mut cpu, &files.0, &fields, a.repeat, |_| None)?;
+        push(&mut stages, E2E_ROW, &e2e.engine, e2e.wall_seconds, &facts);
+        host_cpu.push(e2e);
     }
     if want_gpu {
         let opts = GpuOptions {
@@ -425,6 +427,11 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
             profile: true,
             ..a.gpu.clone()
         };
+        if let Some(rows) = startup_rows(params, &opts)? {
+            for (row, engine, secs) in rows {
+                push(&mut stages, &row, &engine, secs, &facts);
+            }
+        }
         match GpuEngine::new(params, &opts) {
             Ok(mut gpu) => {
                 if gpu.adapter().software {
@@ -463,12 +470,20 @@ pub fn run(a: &BenchConfig, progress: &ProgressFactory) -> Result<BenchReport, E
                     read_seconds(&files.0, &fields, chunk)? * 1e9 / e2e.shingles.max(1) as f64;
                 e2e.host_stages
                     .insert(0, ("read (reader thread)".into(), read));
+                push(&mut stages, E2E_ROW, &name, e2e.wall_seconds, &facts);
                 host_cpu.push(e2e);
                 // The host alone: the kernels left out, so no software adapter's threads share
                 // the cores (its signatures are not used).
                 gpu.set_kernels(false);
                 let mut alone = end_to_end(&mut gpu, &files.0, &fields, a.repeat, host)?;
                 gpu.set_kernels(true);
+                push(
+                    &mut stages,
+                    "  end to end, kernels left out",
+                    &name,
+                    alone.wall_seconds,
+                    &facts,
+                );
                 alone.engine = format!("{}, kernels left out", alone.engine);
                 alone
                     .host_stages
@@ -774,6 +789,57 @@ fn time_engine(
 
 /// The stage name of the in-memory path's rows.
 const TEXTS_ROW: &str = "sign texts (in memory)";
+
+/// The stage name of the file path's rows: read, parse, tokenize and sign, as `signatures`
+/// runs them (the best of `--repeat`).
+const E2E_ROW: &str = "end to end (file)";
+
+/// A start-up row: its stage name, the engine, and seconds.
+type StartupRow = (String, String, f64);
+
+/// The GPU engine's start-up, step by step: once with an empty pipeline cache, once with the
+/// cache that start-up left (a fresh directory, so the user's own cache is neither read nor
+/// changed). `None` when the engine cannot be built (the caller says why).
+fn startup_rows(
+    params: MinHashParams,
+    opts: &GpuOptions,
+) -> Result<Option<Vec<StartupRow>>, Error> {
+    let dir = tempfile::tempdir().map_err(|e| Error::io("a temporary pipeline cache", e))?;
+    let opts = GpuOptions {
+        cache: neardup::engine::gpu::CacheDir::At(dir.path().to_path_buf()),
+        profile: false,
+        ..opts.clone()
+    };
+    let mut rows = Vec::new();
+    for pass in ["first", "second"] {
+        // Each engine goes before the next starts: a start-up alone, as a run pays it.
+        let (s, name) = match GpuEngine::new(params, &opts) {
+            Ok(g) => (*g.startup(), g.info().to_string()),
+            Err(_) => return Ok(None),
+        };
+        let cache = serde_json::to_value(s.cache_use)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        rows.push((
+            format!("start-up, {pass} ({cache} pipeline cache)"),
+            name.clone(),
+            s.total(),
+        ));
+        for (part, secs) in [
+            ("instance", s.instance),
+            ("adapter", s.adapter),
+            ("device", s.device),
+            ("shaders", s.shaders),
+            ("pipelines", s.pipelines),
+            ("cache", s.cache),
+            ("buffers", s.buffers),
+        ] {
+            rows.push((format!("  start-up: {part}"), name.clone(), secs));
+        }
+    }
+    Ok(Some(rows))
+}
 
 /// Best wall time of `repeat` runs of [`Engine::sign_texts`] over every text at once, as the
 /// Python package and in-memory dedup sign; the signatures must equal `want` unless it is
