@@ -25,7 +25,7 @@
 #      with a cold and a warm pipeline cache;
 #   8. the Python package's in-memory path (`neardup.signatures` on a pyarrow array), CPU vs
 #      GPU, when the machine's python3 has numpy and pyarrow (the package is carried in
-#      .device/python).
+#      .device/python.tar.xz).
 #
 # Every step runs under its own timeout (together under four minutes); OUTDIR gets one log per step and summary.txt, and the
 # exit status is non-zero when any step failed. `run OUTDIR --dry-run` runs the same steps on
@@ -51,16 +51,22 @@ prepare() {
     local venv=${NEARDUP_CI_VENV:-/tmp/neardup-ci-venv} site
     site=$("$venv/bin/python" -c 'import neardup, os; print(os.path.dirname(neardup.__file__))' \
         2>/dev/null || true)
-    rm -rf "$bin/python"
+    rm -rf "$bin/python.tar.xz"
     if [ -n "$site" ]; then
-        mkdir -p "$bin/python"
-        cp -r "$site" "$bin/python/neardup"
-        rm -rf "$bin/python/neardup/__pycache__"
-        strip "$bin"/python/neardup/*.so 2>/dev/null || true
+        # Compressed: the binaries and the module together would pass the 64 MiB a device call
+        # carries.
+        local tmp
+        tmp=$(mktemp -d)
+        cp -r "$site" "$tmp/neardup"
+        rm -rf "$tmp/neardup/__pycache__"
+        strip "$tmp"/neardup/*.so 2>/dev/null || true
+        tar -C "$tmp" -cJf "$bin/python.tar.xz" neardup
+        rm -rf "$tmp"
     else
         echo "(no Python package in $venv: the python step will say so)"
     fi
-    du -sh "$bin"/neardup "$bin"/it "$bin"/python 2>/dev/null
+    du -sh "$bin"/neardup "$bin"/it "$bin"/python.tar.xz 2>/dev/null
+    du -sh "$bin"
 }
 
 # The steps, each run by a fresh `gpu_checks.sh _step NAME` under its own timeout (the settings
@@ -188,11 +194,14 @@ table() {
 }
 
 python_path() {
-    [ -d "$bin/python/neardup" ] || { echo "SKIPPED: no .device/python (prepare had no package)"; return 0; }
+    [ -f "$bin/python.tar.xz" ] || { echo "SKIPPED: no .device/python.tar.xz (prepare had no package)"; return 0; }
     python3 -c 'import numpy, pyarrow' 2>/dev/null \
         || { echo "SKIPPED: this python3 has no numpy or pyarrow"; return 0; }
+    local py
+    py=$(mktemp -d)
+    tar -C "$py" -xJf "$bin/python.tar.xz" || return 1
     {
-    PYTHONPATH="$PWD/$bin/python" python3 - "$corpus" <<'PY'
+    PYTHONPATH="$py" python3 - "$corpus" <<'PY'
 import json, resource, sys, time
 import pyarrow as pa
 import neardup
