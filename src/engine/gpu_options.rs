@@ -161,15 +161,22 @@ pub struct StartupSeconds {
 }
 
 impl StartupSeconds {
+    /// Each step's name and seconds, in order.
+    pub fn steps(&self) -> [(&'static str, f64); 7] {
+        [
+            ("instance", self.instance),
+            ("adapter", self.adapter),
+            ("device", self.device),
+            ("shaders", self.shaders),
+            ("pipelines", self.pipelines),
+            ("cache", self.cache),
+            ("buffers", self.buffers),
+        ]
+    }
+
     /// The whole start-up.
     pub fn total(&self) -> f64 {
-        self.instance
-            + self.adapter
-            + self.device
-            + self.shaders
-            + self.pipelines
-            + self.cache
-            + self.buffers
+        self.steps().iter().map(|s| s.1).sum()
     }
 }
 

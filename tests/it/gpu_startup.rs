@@ -61,18 +61,23 @@ fn the_pipeline_cache_is_kept_read_back_and_ignored_when_damaged() {
         return;
     };
     let s = *first.startup();
-    for (part, v) in [
-        ("instance", s.instance),
-        ("adapter", s.adapter),
-        ("device", s.device),
-        ("shaders", s.shaders),
-        ("pipelines", s.pipelines),
-        ("cache", s.cache),
-        ("buffers", s.buffers),
-    ] {
+    for (part, v) in s.steps() {
         assert!(v.is_finite() && v >= 0.0, "{part}: {v}");
     }
     assert!(s.total() > 0.0, "{s}");
+    let parts: Vec<&str> = s.steps().iter().map(|p| p.0).collect();
+    assert_eq!(
+        parts,
+        [
+            "instance",
+            "adapter",
+            "device",
+            "shaders",
+            "pipelines",
+            "cache",
+            "buffers"
+        ]
+    );
     assert_eq!(gpu_rows(&mut first, &refs), want, "cold");
     if first.adapter().backend != "Vulkan" {
         // Only Vulkan has an application pipeline cache in wgpu.

@@ -826,15 +826,7 @@ fn startup_rows(
             name.clone(),
             s.total(),
         ));
-        for (part, secs) in [
-            ("instance", s.instance),
-            ("adapter", s.adapter),
-            ("device", s.device),
-            ("shaders", s.shaders),
-            ("pipelines", s.pipelines),
-            ("cache", s.cache),
-            ("buffers", s.buffers),
-        ] {
+        for (part, secs) in s.steps() {
             rows.push((format!("  start-up: {part}"), name.clone(), secs));
         }
     }
