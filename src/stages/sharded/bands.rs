@@ -32,17 +32,23 @@ pub(crate) fn band_and_row(x: u64) -> (u32, u64) {
     ((x >> 48) as u32, x & (MAX_ROWS - 1))
 }
 
+/// Whether shard `shard`'s band rows are written, every partition's.
+pub(super) fn banded(work: &WorkDir, shard: usize) -> Result<bool, Error> {
+    for p in 0..work.partitions() {
+        if !work.keyed_done(&work.bands_file(shard, p), "bands", BAND_ROW_BYTES)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Band shard `shard`. Returns false when it was banded already.
 pub fn bands(work: &WorkDir, shard: usize) -> Result<bool, Error> {
     work.check_shard(shard)?;
     let _lock = work.lock(&format!("bands-{shard:05}"))?;
     work.remove_partials("bands", &format!("{shard:05}-"))?;
     let parts = work.partitions();
-    let mut done = true;
-    for p in 0..parts {
-        done &= work.keyed_done(&work.bands_file(shard, p), "bands", BAND_ROW_BYTES)?;
-    }
-    if done {
+    if banded(work, shard)? {
         return Ok(false);
     }
     // The work directory may have been made under a higher open-file limit than this job has.

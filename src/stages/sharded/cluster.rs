@@ -594,6 +594,11 @@ pub(super) fn for_each_pair(
     Ok(())
 }
 
+/// The stage's summary once it is done, `None` before.
+pub(super) fn summary_if_done(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
+    work.read_json(&work.cluster_summary())
+}
+
 /// The summary of a finished `cluster`.
 pub fn summary(work: &WorkDir) -> Result<ClusterSummary, Error> {
     work.need_json(&work.cluster_summary(), "cluster")

@@ -136,6 +136,16 @@ fn clustered(work: &WorkDir) -> Result<bool, Error> {
         .is_some())
 }
 
+/// Whether the step `name` (`edges-00003`, `star-0001-00002`) ran.
+pub(super) fn step_done(work: &WorkDir, name: &str) -> Result<bool, Error> {
+    Ok(summary_of(work, name)?.is_some())
+}
+
+/// The plan, once `plan` made it.
+pub(super) fn plan_if_made(work: &WorkDir) -> Result<Option<ClusterPlan>, Error> {
+    work.read_json(&work.cluster_task("plan.json"))
+}
+
 /// A step's summary, `None` when not there yet.
 fn summary_of(work: &WorkDir, name: &str) -> Result<Option<StepSummary>, Error> {
     work.read_json(&work.cluster_task(&format!("{name}.json")))

@@ -827,6 +827,13 @@ fn read_state(
     Ok(())
 }
 
+/// Whether partition `partition`'s job of round `round` ran.
+pub(super) fn part_done(work: &WorkDir, round: u32, partition: usize) -> Result<bool, Error> {
+    Ok(work
+        .read_json::<PartRound>(&work.part_summary(round, partition))?
+        .is_some())
+}
+
 /// A finished round's summary, if it is there.
 pub fn round_summary(work: &WorkDir, round: u32) -> Result<Option<RoundSummary>, Error> {
     work.read_json(&work.round_summary(round))

@@ -42,6 +42,7 @@ pub mod sign;
 mod sliced;
 pub mod summary;
 mod table;
+pub mod task;
 
 use std::path::{Path, PathBuf};
 
@@ -54,6 +55,7 @@ use crate::stages::dedup::{Against, DedupConfig, RecordedIndex};
 pub use lock::UnitLock;
 pub use run::*;
 pub use table::Table;
+pub use task::{next_wave, Task, TaskEnv, TaskReport, Waves};
 
 /// The layout of the work directories this build makes. 3: every stage file carries a checksum
 /// of its contents, and `sign` records each shard's (2: band digests in `sign`, keyed band rows
@@ -81,6 +83,45 @@ pub struct Manifest {
     /// everywhere else (messages, reports).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub base: String,
+    /// `--out`: where the run's tasks write its outputs. None: they go where `stage apply`,
+    /// `stage cluster` and `stage report` are told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out: Option<OutDir>,
+}
+
+/// The directory a run's tasks write its outputs into: each shard's output under the shard's
+/// file name, and beside them the run's own files, by the names given here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutDir {
+    /// The directory, as given (read from [`Manifest::base`] when relative).
+    pub dir: String,
+    /// The clusters file's name, as `dedup --clusters` writes it.
+    pub clusters: Option<String>,
+    /// The pairs file's name, as `dedup --pairs` writes it.
+    pub pairs: Option<String>,
+    /// The report's name: JSON, or a page for a name ending in `.html`.
+    pub report: Option<String>,
+}
+
+impl OutDir {
+    /// The directory `dir` with the clusters file and the JSON report by their usual names
+    /// ([`task::OUT_CLUSTERS`], [`task::OUT_REPORT`]), and no pairs file.
+    pub fn new(dir: &Path) -> Self {
+        OutDir {
+            dir: dir.display().to_string(),
+            clusters: Some(task::OUT_CLUSTERS.into()),
+            pairs: None,
+            report: Some(task::OUT_REPORT.into()),
+        }
+    }
+
+    /// The run's own files' names.
+    fn own(&self) -> impl Iterator<Item = &str> {
+        [&self.clusters, &self.pairs, &self.report]
+            .into_iter()
+            .flatten()
+            .map(|s| s.as_str())
+    }
 }
 
 /// One input shard as the manifest knows it.
@@ -166,6 +207,7 @@ impl Manifest {
                 .collect::<Result<_, _>>()?,
             against: Vec::new(),
             base: String::new(),
+            out: None,
         }
         .with_base())
     }
@@ -177,6 +219,56 @@ impl Manifest {
         Ok(self.with_base())
     }
 
+    /// The manifest with the run's outputs going into `out` (its directory made if missing).
+    /// Refused when two shards share a file name, a shard is named like one of the run's own
+    /// files or two of those alike, a name is not a plain file name, or an output would land
+    /// on a shard.
+    pub fn with_out(mut self, out: OutDir) -> Result<Self, Error> {
+        let given = &out.dir;
+        let mut names: std::collections::BTreeMap<String, String> = Default::default();
+        for own in out.own() {
+            if own.is_empty() || own.contains(['/', '\\']) || own == "." || own == ".." {
+                return Err(Error::Param(format!(
+                    "{own:?} is not a file name: the run's own files go into --out {given} by \
+                     name"
+                )));
+            }
+            if names
+                .insert(own.to_string(), format!("the run's own {own}"))
+                .is_some()
+            {
+                return Err(Error::Param(format!(
+                    "two of the run's own files are named {own} in --out {given}"
+                )));
+            }
+        }
+        for e in &self.shards {
+            let name = out_name(&e.path);
+            if let Some(other) = names.insert(name.clone(), e.path.clone()) {
+                return Err(Error::Param(format!(
+                    "the shard {} and {other} are both named {name}: each shard's output in \
+                     --out {given} takes the shard's file name",
+                    e.path
+                )));
+            }
+        }
+        std::fs::create_dir_all(given).map_err(|e| Error::io(given, e))?;
+        for (s, e) in self.shards.iter().enumerate() {
+            let to = Path::new(given).join(out_name(&e.path));
+            let shard = self.shard_path(s);
+            if crate::io::paths::same_file(&to.display().to_string(), &shard.display().to_string())
+            {
+                return Err(Error::Param(format!(
+                    "--out {given} holds the shard {}: its output there would replace it; give \
+                     another directory",
+                    e.path
+                )));
+            }
+        }
+        self.out = Some(out);
+        Ok(self.with_base())
+    }
+
     /// [`Manifest::base`] set to the current directory when some path is relative.
     fn with_base(mut self) -> Self {
         let relative = self
@@ -184,6 +276,7 @@ impl Manifest {
             .iter()
             .map(|e| e.path.as_str())
             .chain(self.against.iter().map(|a| a.path.as_str()))
+            .chain(self.out.iter().map(|o| o.dir.as_str()))
             .any(|p| Path::new(p).is_relative());
         self.base = match relative {
             true => std::env::current_dir()
@@ -228,6 +321,14 @@ impl Manifest {
         out.truncate(4);
         out
     }
+}
+
+/// The file name of a shard's output in `--out`: the shard's own.
+fn out_name(shard: &str) -> String {
+    Path::new(shard)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| shard.to_string())
 }
 
 /// Remove the files of `dir` whose names `ours` accepts, then `dir` if that leaves it empty:

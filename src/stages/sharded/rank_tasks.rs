@@ -156,8 +156,34 @@ fn plan_json(work: &WorkDir) -> PathBuf {
     work.rank_task("plan.json".into())
 }
 
+/// Whether shard `s`'s `split` ran.
+pub(super) fn split_done(work: &WorkDir, s: usize) -> Result<bool, Error> {
+    Ok(work
+        .read_json::<SplitSummary>(&split_json(work, s))?
+        .is_some())
+}
+
+/// The plan, once `plan` made it.
+pub(super) fn plan_if_made(work: &WorkDir) -> Result<Option<RankPlan>, Error> {
+    work.read_json(&plan_json(work))
+}
+
+/// Whether range `r`'s `sort` ran.
+pub(super) fn sort_done(work: &WorkDir, r: usize) -> Result<bool, Error> {
+    Ok(work
+        .read_json::<SortSummary>(&sort_json(work, r))?
+        .is_some())
+}
+
+/// Whether range `k`'s `exact` ran.
+pub(super) fn exact_done(work: &WorkDir, k: usize) -> Result<bool, Error> {
+    Ok(work
+        .read_json::<ExactSummary>(&exact_json(work, k))?
+        .is_some())
+}
+
 /// Whether the whole stage is done (by these tasks or by one `rank`).
-fn ranked(work: &WorkDir) -> Result<bool, Error> {
+pub(super) fn ranked(work: &WorkDir) -> Result<bool, Error> {
     Ok(work
         .read_json::<RankSummary>(&work.rank_summary())?
         .is_some())

@@ -5,12 +5,12 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::{apply, bands, cluster, confirm, greedy, rank, sign, Manifest, WorkDir};
+use super::{apply, cluster, Manifest, WorkDir};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::io::{Fields, Output};
 use crate::progress::ProgressFactory;
-use crate::stages::dedup::{record_tags, ClusterRule, DedupConfig, DedupOutputs, DedupSummary};
+use crate::stages::dedup::{record_tags, DedupConfig, DedupOutputs, DedupSummary};
 use crate::stages::sink::RecordSink;
 
 /// Copy a file the `cluster` stage wrote to where the user asked for it (which the caller
@@ -109,8 +109,8 @@ pub fn apply_to(
 }
 
 /// The `init` stage: make the work directory for a run over `inputs` (each a shard) in
-/// `partitions` partitions, checked against the indexes of `against`; or reopen it when it was
-/// made for the same run.
+/// `partitions` partitions, checked against the indexes of `against`, its outputs going into
+/// `out` when given ([`Manifest::with_out`]); or reopen it when it was made for the same run.
 pub fn init(
     dir: &Path,
     inputs: &[String],
@@ -118,16 +118,19 @@ pub fn init(
     fields: Fields,
     partitions: usize,
     against: &[std::path::PathBuf],
+    out: Option<super::OutDir>,
 ) -> Result<WorkDir, Error> {
-    WorkDir::init(
-        dir,
-        Manifest::new(inputs, cfg, fields, partitions)?.with_against(against)?,
-    )
+    let mut m = Manifest::new(inputs, cfg, fields, partitions)?.with_against(against)?;
+    if let Some(out) = out {
+        m = m.with_out(out)?;
+    }
+    WorkDir::init(dir, m)
 }
 
 /// Run `dedup` over `inputs` (the shards, one per file) through the work directory `dir`
-/// with `partitions` partitions, `rank` sorting `sort_budget` bytes of id records at once.
-/// Outputs appear only when the run succeeds.
+/// with `partitions` partitions, `rank` sorting `sort_memory` MiB of id records at once: every
+/// wave of tasks ([`next_wave`](super::next_wave), each stage one task in this process), then
+/// every shard applied into the one output. Outputs appear only when the run succeeds.
 #[allow(clippy::too_many_arguments)]
 pub fn run_sharded(
     dir: &Path,
@@ -135,11 +138,12 @@ pub fn run_sharded(
     fields: &Fields,
     cfg: &DedupConfig,
     partitions: usize,
-    sort_budget: usize,
+    sort_memory: u64,
     engine: &mut dyn Engine,
     outs: &DedupOutputs,
     progress: &ProgressFactory,
 ) -> Result<DedupSummary, Error> {
+    use super::task::{GivenEngine, Task, TaskEnv, Waves};
     let t0 = Instant::now();
     if outs.update_index {
         return Err(Error::Param(
@@ -148,7 +152,15 @@ pub fn run_sharded(
                 .into(),
         ));
     }
-    let work = init(dir, inputs, *cfg, fields.clone(), partitions, &outs.against)?;
+    let work = init(
+        dir,
+        inputs,
+        *cfg,
+        fields.clone(),
+        partitions,
+        &outs.against,
+        None,
+    )?;
     // Every output first, so a bad path fails before the work.
     let all = work.inputs(&(0..work.shards()).collect::<Vec<_>>())?;
     let tags = record_tags(cfg, !work.manifest.against.is_empty());
@@ -157,21 +169,38 @@ pub fn run_sharded(
     let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
     let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;
 
-    for s in 0..work.shards() {
-        sign::sign(&work, s, engine, progress)?;
+    let how = Waves {
+        steps: false,
+        sort_memory,
+        confirm_tasks: 1,
+        ..Waves::default()
+    };
+    let mut engines = GivenEngine(engine);
+    let mut env = TaskEnv {
+        engines: &mut engines,
+        progress,
+        reports: None,
+        copies: Some((None, None)),
+    };
+    let mut bands_seconds = 0.0;
+    let mut last = Vec::new();
+    loop {
+        let wave = super::next_wave(&work, &how)?;
+        if wave.is_empty() {
+            break;
+        }
+        if wave == last {
+            return Err(super::task::no_progress(&work, &wave));
+        }
+        let t = Instant::now();
+        for task in &wave {
+            task.run(&work, &mut env)?;
+        }
+        if matches!(wave[0], Task::Bands { .. }) {
+            bands_seconds += t.elapsed().as_secs_f64();
+        }
+        last = wave;
     }
-    rank::rank_within(&work, progress, sort_budget)?;
-    let t_bands = Instant::now();
-    for s in 0..work.shards() {
-        bands::bands(&work, s)?;
-    }
-    let bands_seconds = t_bands.elapsed().as_secs_f64();
-    let parts: Vec<usize> = (0..work.partitions()).collect();
-    confirm::confirm_together(&work, &parts, confirm::GROUP_DOCS, progress)?;
-    if work.config().cluster == ClusterRule::Greedy {
-        greedy::rounds(&work, progress)?;
-    }
-    cluster::cluster(&work, progress)?;
     for s in 0..work.shards() {
         apply::apply(&work, s, &mut out, progress)?;
     }
