@@ -44,8 +44,27 @@ def stage_init(
     partitions: int,
     options: Dict[str, Any],
     against: List[str],
+    out: Optional[str] = None,
+    out_clusters: Optional[str] = None,
+    out_pairs: Optional[str] = None,
+    out_report: Optional[str] = None,
 ) -> Tuple[int, int]: ...
 def stage_shape(work_dir: str) -> Tuple[int, int]: ...
+def stage_next(
+    work_dir: str, task_memory: int, confirm_tasks: int, steps: bool = True
+) -> List[str]: ...
+def stage_task(task: str) -> Tuple[str, str, Optional[int], Optional[int], bool]: ...
+def stage_run(
+    work_dir: str,
+    task: str,
+    engine: str,
+    threads: int,
+    gpu_kernels: str,
+    gpu_int64: bool,
+    clusters: Optional[str] = None,
+    pairs: Optional[str] = None,
+    progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None,
+) -> str: ...
 def stage_sign(
     work_dir: str,
     shard: int,

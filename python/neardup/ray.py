@@ -1,15 +1,15 @@
 """``neardup dedup`` on a Ray cluster: the sharded stages (:mod:`neardup.stages`) as Ray tasks.
 
-:func:`dedup` runs ``sign`` and ``bands`` per input shard, ``confirm`` per group of
-partitions (as many groups as the cluster runs tasks at once, so that a document in buckets of
-several partitions of a group is read and signed again once), ``rank`` as parallel steps
-(per shard, per id range, per shard again), ``cluster`` as parallel steps too (per partition,
-shard and part of the members, and rounds per part),
-under ``cluster="greedy"`` the rule's rounds (``greedy_round`` per partition, then
-``greedy_settle`` once, round after round), and ``apply`` per shard, each stage's tasks in
-parallel on the cluster that ``ray.init()`` connects to (a local one when none is running). Its outputs are
-byte-identical to ``neardup dedup`` over the same inputs in the same order, for any number of
-nodes, workers and partitions: the same functions run, on the same files.
+:func:`dedup` runs the run's tasks (:func:`neardup.stages.next_wave`), wave after wave,
+each wave's tasks in parallel on the cluster that ``ray.init()`` connects to (a local one when
+none is running): ``sign`` and ``bands`` per input shard, ``confirm`` per group of partitions
+(as many groups as the cluster runs tasks at once, so that a document in buckets of several
+partitions of a group is read and signed again once), ``rank`` and ``cluster`` as parallel
+steps (per shard, per id range, per partition and per part of the members, with rounds per
+part), under ``cluster="greedy"`` the rule's rounds, and ``apply`` per shard; the plans, the
+finishing steps and the report, which read and write a few small files, on the driver. Its
+outputs are byte-identical to ``neardup dedup`` over the same inputs in the same order, for
+any number of nodes, workers and partitions: the same functions run, on the same files.
 
 The band rows are shuffled through files in the work directory, not through Ray's object
 store or Ray Data: the stage files already are the shuffle (each ``bands`` task writes one file
@@ -125,29 +125,6 @@ def _logger(verbose: bool) -> logging.Logger:
     return log
 
 
-def cluster_steps(stage: Callable[..., List[Any]], work_dir: str, shards: int, partitions: int,
-                  task_memory: int, side_paths: Dict[str, Optional[str]]) -> Dict[str, Any]:
-    """``cluster`` as parallel steps (:func:`neardup.stages.cluster_step`), each a stage's
-    tasks run by ``stage``; the plan, the rounds' check and the finish on the driver."""
-    cs = "cluster_step"
-    parts = stages.cluster_step(work_dir, "plan", task_memory=task_memory)
-    stage("cluster", [(p, (work_dir, "edges", p), {}) for p in range(partitions)], cs, "edges")
-    stage("cluster", [(s, (work_dir, "locate", s), {}) for s in range(shards)], cs, "locate")
-    r = 0
-    while True:
-        stage("cluster", [(k, (work_dir, "star", k), {"round": r}) for k in range(parts)], cs,
-              f"star{r}")
-        if stages.cluster_step(work_dir, "converged", round=r):
-            break
-        r += 1
-    stage("cluster", [(k, (work_dir, "roots", k), {}) for k in range(parts)], cs, "roots")
-    stage("cluster", [(s, (work_dir, "attributes", s), {}) for s in range(shards)], cs,
-          "attributes")
-    stage("cluster", [(k, (work_dir, "clusters", k), {}) for k in range(parts)], cs, "clusters")
-    stage("cluster", [(s, (work_dir, "verdicts", s), {}) for s in range(shards)], cs, "verdicts")
-    return stages.cluster_step(work_dir, "finish", **side_paths)
-
-
 def dedup(
     inputs: Sequence["str | os.PathLike[str]"],
     output_dir: "str | os.PathLike[str]",
@@ -230,7 +207,9 @@ def dedup(
     outputs = [os.path.join(output_dir, os.path.basename(p)) for p in inputs]
     threads = int(threads if threads is not None else max(1, int(num_cpus)))
 
-    shards, parts = stages.init(work_dir, inputs, partitions=partitions, **options)
+    shards, parts = stages.init(work_dir, inputs, partitions=partitions, out=output_dir,
+                                out_clusters=clusters, out_pairs=pairs, out_report=report,
+                                **options)
     say.info("%d shards, %d partitions, work directory %s", shards, parts, work_dir)
     task = ray.remote(_run_stage).options(
         num_cpus=num_cpus, max_retries=max_retries, scheduling_strategy=scheduling_strategy
@@ -250,14 +229,13 @@ def dedup(
         except BaseException as e:  # raised when the run is over
             callback_error.append(e)
 
-    def stage(name: str, calls: List[Tuple[Optional[int], Tuple[Any, ...], Dict[str, Any]]],
-              func: Optional[str] = None, step: Optional[str] = None) -> List[Any]:
-        """Run ``calls`` of the stage ``name`` (the function ``func``, by default ``name``; a
-        step's tasks are named ``name-step`` for fault injection) and wait for them all."""
+    def stage(name: str, calls: List[Tuple[str, Optional[int], str]]) -> List[Any]:
+        """Run the tasks ``calls`` (each its fault name, index and text) of the stage ``name``
+        and wait for them all."""
         t0 = time.time()
-        fault = name if step is None else f"{name}-{step}"
-        refs = [task.remote(fault, i, a, kw, threads, func) for (i, a, kw) in calls]
-        # A stage run more than once (the greedy rounds) adds up.
+        refs = [task.remote(fault, i, (work_dir, t), run_kw, threads, "run")
+                for (fault, i, t) in calls]
+        # A stage run in several waves (its steps, the greedy rounds) adds up.
         task_counts[name] = task_counts.get(name, 0) + len(refs)
         results: List[Any] = [None] * len(refs)
         index = {r: n for n, r in enumerate(refs)}
@@ -268,72 +246,117 @@ def dedup(
             ready, pending = ray.wait(pending, num_returns=1)
             for r in ready:
                 out = ray.get(r)
-                results[index[r]] = out["result"]
+                results[index[r]] = out["result"]["result"]
                 workers.add(out["worker"])
                 peak_rss[name] = max(peak_rss.get(name, 0), out["peak_rss"])
                 done += 1
-                if name == "sign" and out["result"] is not None:
-                    signed_docs[0] += out["result"]["documents"]
+                if name == "sign" and out["result"]["result"] is not None:
+                    signed_docs[0] += out["result"]["result"]["documents"]
                 say.debug("%s: %d/%d done", name, done, len(refs))
                 report_progress(name, done, len(refs))
         seconds[name] = seconds.get(name, 0.0) + time.time() - t0
         return results
 
-    sign_kw = {"engine": engine, "threads": threads, "gpu_kernels": gpu_kernels,
-               "gpu_int64": gpu_int64}
-    signed = stage("sign", [(s, (work_dir, s), sign_kw) for s in range(shards)])
-    docs = sum(x["documents"] for x in signed if x is not None)
-    say.info("sign: %d shards, %d documents signed now, %.2f s", shards, docs, seconds["sign"])
-    # rank as parallel steps; the plan and the finish are small reads on the driver.
-    tm = {"task_memory": task_memory}
-    stage("rank", [(s, (work_dir, "split", s), tm) for s in range(shards)], "rank_step", "split")
-    ranges = stages.rank_step(work_dir, "plan", task_memory=task_memory)
-    stage("rank", [(r, (work_dir, "sort", r), {}) for r in range(ranges)], "rank_step", "sort")
-    if options.get("exact", _D["exact"]):
-        stage("rank", [(r, (work_dir, "exact", r), {}) for r in range(ranges)], "rank_step",
-              "exact")
-    stage("rank", [(s, (work_dir, "write", s), {}) for s in range(shards)], "rank_step", "write")
-    ranked = stages.rank_step(work_dir, "finish")
-    say.info("rank: %d ranges, %s, %.2f s", ranges,
-             "done already" if ranked is None else f"{ranked['exact_duplicates']} exact duplicates",
-             seconds["rank"])
-    stage("bands", [(s, (work_dir, s), {}) for s in range(shards)])
-    say.info("bands: %d shards, %.2f s", shards, seconds["bands"])
-    # One task per slot the cluster has for a task, each confirming its partitions together.
+    run_kw = {"engine": engine, "threads": threads, "gpu_kernels": gpu_kernels,
+              "gpu_int64": gpu_int64}
+    # One confirm task per slot the cluster has for a task, each confirming its partitions
+    # together.
     slots = int(ray.cluster_resources().get("CPU", 1) // (num_cpus or 1))
-    tasks = max(1, min(parts, slots))
-    groups = [list(range(g, parts, tasks)) for g in range(tasks)]
-    done = stage("confirm", [(g, (work_dir, ps), {}) for g, ps in enumerate(groups)])
-    confirmed = [x for group in done for x in group]
-    checked = sum(x["counts"]["checked"] for x in confirmed if x is not None)
-    say.info("confirm: %d partitions, %d pairs checked, %.2f s", parts, checked, seconds["confirm"])
-    if options.get("cluster", _D["cluster"]) == "greedy":
-        # Fixed-priority rounds: each partition's job of a round, then its settling, until
-        # every unit is decided (round 0's jobs were confirm's).
-        r = 0
-        while True:
-            if r > 0:
-                stage("greedy_round", [(p, (work_dir, r, p), {}) for p in range(parts)])
-            settled = stage("greedy_settle", [(r, (work_dir, r), {})])[0]
-            if settled["undecided"] == 0:
-                break
-            r += 1
-        say.info("greedy: %d rounds, %.2f s", r + 1,
-                 seconds.get("greedy_round", 0.0) + seconds["greedy_settle"])
-    side_paths = {
-        "clusters": None if clusters is None else os.path.join(output_dir, clusters),
-        "pairs": None if pairs is None else os.path.join(output_dir, pairs),
-    }
-    c = cluster_steps(stage, work_dir, shards, parts, task_memory, side_paths)
-    say.info("cluster: %d near duplicates, %d clusters, %.2f s",
-             c["stats"]["near_duplicates"], c["stats"]["clusters"], seconds["cluster"])
-    applied = stage("apply", [(s, (work_dir, s, outputs[s]), {}) for s in range(shards)])
-    written = sum(a["written"] for a in applied)
-    say.info("apply: %d shards, %d documents written to %s, %.2f s",
-             shards, written, output_dir, seconds["apply"])
+    confirm_tasks = max(1, min(parts, slots))
+    # What each stage's log line says, gathered from its tasks' results.
+    seen: Dict[str, Any] = {"docs": 0, "ranges": None, "ranked": None, "checked": 0,
+                            "rounds": 0, "clustered": None, "written": 0, "report": {}}
+
+    def log_stage(name: str) -> None:
+        secs = seconds.get(name, 0.0)
+        if name == "sign":
+            say.info("sign: %d shards, %d documents signed now, %.2f s", shards, seen["docs"],
+                     secs)
+        elif name == "rank":
+            ranked = seen["ranked"]
+            say.info("rank: %s ranges, %s, %.2f s", seen["ranges"],
+                     "done already" if ranked is None
+                     else f"{ranked['exact_duplicates']} exact duplicates", secs)
+        elif name == "bands":
+            say.info("bands: %d shards, %.2f s", shards, secs)
+        elif name == "confirm":
+            say.info("confirm: %d partitions, %d pairs checked, %.2f s", parts, seen["checked"],
+                     secs)
+        elif name == "greedy":
+            say.info("greedy: %d rounds, %.2f s", seen["rounds"],
+                     seconds.get("greedy_round", 0.0) + seconds.get("greedy_settle", 0.0))
+        elif name == "cluster" and seen["clustered"] is not None:
+            c = seen["clustered"]["stats"]
+            say.info("cluster: %d near duplicates, %d clusters, %.2f s", c["near_duplicates"],
+                     c["clusters"], secs)
+        elif name == "apply":
+            say.info("apply: %d shards, %d documents written to %s, %.2f s",
+                     shards, seen["written"], output_dir, secs)
+
+    current = None
+    last: List[str] = []
+    while True:
+        wave = stages.next_wave(work_dir, task_memory=task_memory, confirm_tasks=confirm_tasks)
+        if wave == last and wave:
+            raise RuntimeError(f"the tasks {wave} ran and are due again: something in the work "
+                               f"directory {work_dir} is not as they left it")
+        infos = [stages.task_info(t) for t in wave]
+        group = None if not wave else ("greedy" if infos[0]["stage"] == "greedy"
+                                       else infos[0]["stage"])
+        if group != current:
+            if current is not None:
+                log_stage(current)
+            current = group
+        if not wave:
+            break
+        last = wave
+        first = infos[0]
+        if first["light"]:
+            # A plan, a finish or the report: a few small files, read and written here.
+            t0 = time.time()
+            results = [stages.run(work_dir, t)["result"] for t in wave]
+            seconds[first["stage"]] = seconds.get(first["stage"], 0.0) + time.time() - t0
+        else:
+            name = first["kind"].replace("-", "_") if group == "greedy" else first["stage"]
+            calls = []
+            for g, (t, info) in enumerate(zip(wave, infos)):
+                fault = info["kind"]
+                if fault == "cluster-star":
+                    fault = f"cluster-star{info['round']}"
+                elif group == "greedy":
+                    fault = name
+                index = g if info["kind"] == "confirm" else info["index"]
+                calls.append((fault, index, t))
+            results = stage(name, calls)
+        kind = first["kind"]
+        for r in results:
+            if r is None:
+                continue
+            if kind == "sign":
+                seen["docs"] += r["documents"]
+            elif kind == "rank-plan":
+                seen["ranges"] = r
+            elif kind == "rank-finish":
+                seen["ranked"] = r
+            elif kind == "confirm":
+                seen["checked"] += sum(x["counts"]["checked"] for x in r if x is not None)
+            elif kind == "greedy-settle":
+                seen["rounds"] = r["round"] + 1
+            elif kind == "cluster-finish":
+                seen["clustered"] = r
+            elif kind == "apply":
+                seen["written"] += r["written"]
+            elif kind == "report":
+                seen["report"] = r
+    if seen["clustered"] is None:
+        # Done before this call: the stage's summary, read back (the copy is made again).
+        seen["clustered"] = stages.run(work_dir, "cluster-finish")["result"]
+    if not seen["report"]:
+        seen["report"] = stages.report(work_dir, [], output=output_dir)
     total = time.time() - t_start
-    reports = [] if report is None else [os.path.join(output_dir, report)]
-    summary = stages.report(work_dir, reports, output=output_dir, seconds=total) if reports else {}
+    c = seen["clustered"]
+    summary = dict(seen["report"])
+    written = summary.get("documents_written", seen["written"])
     summary.update(
         {
             "documents_written": written,

@@ -1,6 +1,17 @@
 """The sharded stages of ``neardup stage``, over a work directory, from Python.
 
-A run over shards (one input file each) is: :func:`init`; :func:`sign` for every shard;
+The simplest way to run them is as tasks: :func:`init` with ``out``, then, until
+:func:`next_wave` returns nothing, :func:`run` every task of the wave (in any order, in any
+process, all at once)::
+
+    stages.init(work, shards, out="out")
+    while wave := stages.next_wave(work):
+        for task in wave:          # or hand each to a worker
+            stages.run(work, task)
+
+Each task is a line of text (``"sign shard=3"``), what ``neardup stage next`` prints.
+
+Stage by stage, a run over shards (one input file each) is: :func:`init`; :func:`sign` for every shard;
 :func:`rank`; :func:`bands` for every shard; :func:`confirm` for every partition;
 under ``cluster="greedy"``, the rounds (:func:`greedy_rounds`, or per round
 :func:`greedy_round` for every partition, then :func:`greedy_settle`); :func:`cluster`;
@@ -38,11 +49,14 @@ __all__ = [
     "greedy_rounds",
     "greedy_settle",
     "init",
+    "next_wave",
     "rank",
     "rank_step",
     "report",
+    "run",
     "shape",
     "sign",
+    "task_info",
 ]
 
 
@@ -74,13 +88,21 @@ def init(
     text_field: str = _D["text_field"],
     numeric_ids: bool = False,
     against: Sequence["str | os.PathLike[str]"] = (),
+    out: "str | os.PathLike[str] | None" = None,
+    out_clusters: Optional[str] = "clusters.jsonl",
+    out_pairs: Optional[str] = None,
+    out_report: Optional[str] = "report.json",
 ) -> Tuple[int, int]:
     """Make the work directory for ``inputs`` (JSONL or Parquet shards) and the options of
     ``neardup dedup`` (``keep`` as the command line spells it: ``field:NAME:max`` reads a
     field; ``against``: indexes of documents already kept, made by ``neardup index build``,
     that ``apply`` checks every document against). Reopening one made for the same run is
-    fine; one made for other inputs or options is refused, naming what differs. Returns
-    ``(shards, partitions)``."""
+    fine; one made for other inputs or options is refused, naming what differs.
+
+    ``out``: the directory (made if missing) the run's tasks (:func:`next_wave`) write into:
+    each shard's output under the shard's file name, and the files named ``out_clusters``,
+    ``out_pairs`` and ``out_report`` (``None``: not written; a report named ``.html`` is a
+    page). Returns ``(shards, partitions)``."""
     options = {
         "k": k,
         "num_perm": num_perm,
@@ -107,6 +129,58 @@ def init(
         partitions,
         options,
         [os.fspath(p) for p in against],
+        None if out is None else os.fspath(out),
+        out_clusters,
+        out_pairs,
+        out_report,
+    )
+
+
+def next_wave(
+    work_dir: "str | os.PathLike[str]",
+    *,
+    task_memory: int = _D["task_memory"],
+    confirm_tasks: int = 0,
+) -> List[str]:
+    """The tasks that may run now, as ``neardup stage next`` prints them; empty once the run is
+    complete (a work directory made with ``out``). The tasks of a wave are independent: run
+    them in any order, in any processes, all at once, then ask again.
+
+    ``task_memory``: MiB a task of ``rank`` or ``cluster`` holds at most (their plans cut as
+    many id ranges and parts as that needs). ``confirm_tasks``: how many tasks confirm the
+    partitions, each a group of them (0: one per partition)."""
+    return _neardup.stage_next(os.fspath(work_dir), task_memory, confirm_tasks)
+
+
+def task_info(task: str) -> Dict[str, Any]:
+    """What a task's text names: ``kind`` (``"sign"``, ``"rank-sort"``, ...), ``stage``
+    (``"rank"``, ...), ``index`` (its shard, range, partition or part; a confirm group's first
+    partition), ``round`` (of a greedy job or a ``cluster-star`` task) and ``light`` (it reads
+    and writes a few small files: a scheduler may run it in its own process)."""
+    kind, stage, index, round_, light = _neardup.stage_task(task)
+    return {"kind": kind, "stage": stage, "index": index, "round": round_, "light": light}
+
+
+def run(
+    work_dir: "str | os.PathLike[str]",
+    task: str,
+    *,
+    engine: str = _D["engine"],
+    threads: int = _D["threads"],
+    gpu_kernels: str = _D["gpu_kernels"],
+    gpu_int64: bool = _D["gpu_int64"],
+    progress: Progress = None,
+) -> Dict[str, Any]:
+    """Run one task (``neardup stage run``): a no-op when it is done, and safe to run twice at
+    once. ``engine``, ``threads``, ``gpu_kernels`` and ``gpu_int64`` are :func:`sign`'s (only a
+    ``sign`` task signs). Returns ``{"task", "ran", "seconds", "lines", "result"}``: whether it
+    ran now, the lines ``neardup stage run`` prints, and the stage's summary (``None`` when it
+    was done already)."""
+    return json.loads(
+        _neardup.stage_run(
+            os.fspath(work_dir), task, engine, threads, gpu_kernels, gpu_int64,
+            progress=progress,
+        )
     )
 
 
@@ -221,16 +295,9 @@ def greedy_settle(
 
 
 def greedy_rounds(work_dir: "str | os.PathLike[str]", *, progress: Progress = None) -> int:
-    """Every greedy round still to run, in this process, one partition after the other.
-    Returns the number of the last round."""
-    r = 0
-    while True:
-        if r > 0:
-            for p in range(shape(work_dir)[1]):
-                greedy_round(work_dir, r, p, progress=progress)
-        if greedy_settle(work_dir, r, progress=progress)["undecided"] == 0:
-            return r
-        r += 1
+    """Every greedy round still to run, in this process. Returns the number of the last
+    round."""
+    return run(work_dir, "greedy", progress=progress)["result"]["last"]
 
 
 def cluster(

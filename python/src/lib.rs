@@ -647,7 +647,8 @@ fn open(dir: &std::path::Path) -> PyResult<WorkDir> {
 /// Make (or reopen, when made for the same run) the work directory; returns (shards,
 /// partitions).
 #[pyfunction]
-#[pyo3(signature = (work_dir, inputs, partitions, options, against))]
+#[pyo3(signature = (work_dir, inputs, partitions, options, against, out = None, out_clusters = None, out_pairs = None, out_report = None))]
+#[allow(clippy::too_many_arguments)]
 fn stage_init(
     py: Python<'_>,
     work_dir: PathBuf,
@@ -655,12 +656,107 @@ fn stage_init(
     partitions: usize,
     options: &Bound<'_, PyDict>,
     against: Vec<PathBuf>,
+    out: Option<PathBuf>,
+    out_clusters: Option<String>,
+    out_pairs: Option<String>,
+    out_report: Option<String>,
 ) -> PyResult<(usize, usize)> {
     let (cfg, fields) = parse_options(options)?;
+    let out = out.map(|dir| sharded::OutDir {
+        dir: dir.display().to_string(),
+        clusters: out_clusters,
+        pairs: out_pairs,
+        report: out_report,
+    });
     detached(py, || {
-        let w =
-            sharded::init(&work_dir, &inputs, cfg, fields, partitions, &against).map_err(err)?;
+        let w = sharded::init(&work_dir, &inputs, cfg, fields, partitions, &against, out)
+            .map_err(err)?;
         Ok((w.shards(), w.partitions()))
+    })
+}
+
+/// The tasks that may run now (`neardup stage next`), as their text; empty once the run is
+/// complete. `steps=False` runs `rank`, the greedy rounds and `cluster` each as one task.
+#[pyfunction]
+#[pyo3(signature = (work_dir, task_memory, confirm_tasks, steps = true))]
+fn stage_next(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    task_memory: u64,
+    confirm_tasks: usize,
+    steps: bool,
+) -> PyResult<Vec<String>> {
+    task_budget(task_memory)?;
+    detached(py, || {
+        let w = open(&work_dir)?;
+        let how = sharded::Waves {
+            steps,
+            task_memory,
+            confirm_tasks,
+            ..sharded::Waves::default()
+        };
+        let wave = sharded::next_wave(&w, &how).map_err(err)?;
+        Ok(wave.iter().map(|t| t.to_string()).collect())
+    })
+}
+
+/// What a task's text names: `(kind, stage, index, round, light)`.
+type TaskInfo = (String, String, Option<usize>, Option<u32>, bool);
+
+/// What a task's text names ([`TaskInfo`]).
+#[pyfunction]
+fn stage_task(task: &str) -> PyResult<TaskInfo> {
+    let t: sharded::Task = task.parse().map_err(err)?;
+    Ok((
+        t.kind().to_string(),
+        t.stage().to_string(),
+        t.index(),
+        t.round(),
+        t.is_light(),
+    ))
+}
+
+/// Run one task (`neardup stage run`); returns its report as JSON (`TaskReport::to_json`).
+#[pyfunction]
+#[pyo3(signature = (work_dir, task, engine, threads, gpu_kernels, gpu_int64, clusters = None, pairs = None, progress = None))]
+#[allow(clippy::too_many_arguments)]
+fn stage_run(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    task: &str,
+    engine: &str,
+    threads: usize,
+    gpu_kernels: &str,
+    gpu_int64: bool,
+    clusters: Option<String>,
+    pairs: Option<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    use sharded::task::{GivenEngine, NoEngine, TaskEnv};
+    let t: sharded::Task = task.parse().map_err(err)?;
+    // Paths given for the clusters and pairs files replace the copy into the run's --out.
+    let copies = (clusters.is_some() || pairs.is_some()).then_some((clusters, pairs));
+    detached_with_progress(py, progress, |progress| {
+        let w = open(&work_dir)?;
+        let run = |engines: &mut dyn sharded::task::Engines| {
+            let mut env = TaskEnv {
+                engines,
+                progress,
+                reports: Some(neardup::report::write_stage_reports),
+                copies: copies.clone(),
+            };
+            t.run(&w, &mut env).map_err(err)
+        };
+        let r = match t {
+            sharded::Task::Sign { .. } => {
+                let params = w.config().params;
+                with_engine(engine, params, threads, gpu_kernels, gpu_int64, |e| {
+                    run(&mut GivenEngine(e))
+                })?
+            }
+            _ => run(&mut NoEngine)?,
+        };
+        Ok(r.to_json().to_string())
     })
 }
 
@@ -953,17 +1049,7 @@ fn stage_report(
         let w = open(&work_dir)?;
         let s =
             neardup::report::write_stage_reports(&w, &reports, &output, seconds).map_err(err)?;
-        let info = sharded::summary::engine_info(&w).map_err(err)?;
-        Ok(serde_json::json!({
-            "documents_read": s.scan.documents,
-            "documents_written": s.documents_written,
-            "near_duplicates": s.cluster.near_duplicates,
-            "exact_duplicates": s.cluster.exact_duplicates,
-            "clusters": s.cluster.clusters,
-            "seconds": s.seconds,
-            "engine": info.to_string(),
-        })
-        .to_string())
+        Ok(sharded::task::run_counts(&w, &s).map_err(err)?.to_string())
     })
 }
 
@@ -978,6 +1064,9 @@ fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(release_engines, m)?)?;
     m.add_function(wrap_pyfunction!(stage_init, m)?)?;
     m.add_function(wrap_pyfunction!(stage_shape, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_next, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_task, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_run, m)?)?;
     m.add_function(wrap_pyfunction!(stage_sign, m)?)?;
     m.add_function(wrap_pyfunction!(stage_rank, m)?)?;
     m.add_function(wrap_pyfunction!(stage_rank_step, m)?)?;

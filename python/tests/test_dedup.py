@@ -4,6 +4,7 @@ from Python equal it byte for byte."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -230,6 +231,35 @@ def test_stages_from_python_equal_the_command_line(cli, example, tmp_path, shard
         stages.init(work, paths, partitions=partitions + 1, exact=True)
     with pytest.raises(neardup.NeardupError, match="shard 99 does not exist"):
         stages.sign(work, 99)
+
+
+@pytest.mark.parametrize("cluster", ["components", "greedy"])
+def test_the_task_loop_from_python_equals_the_command_line(cli, example, tmp_path, cluster):
+    want, want_cl = tmp_path / "want.jsonl", tmp_path / "want.clusters.jsonl"
+    run(cli, "dedup", str(example), "-o", str(want), "--clusters", str(want_cl), "--exact",
+        "--cluster", cluster)
+    paths = split_lines(example, tmp_path / "in", 3)
+    work, out = tmp_path / "work", tmp_path / "out"
+    stages.init(work, paths, partitions=2, exact=True, cluster=cluster, out=out,
+                out_report=None)
+    kinds = []
+    while wave := stages.next_wave(work, task_memory=1, confirm_tasks=1):
+        assert len(kinds) < 100, kinds
+        kinds.append(stages.task_info(wave[0])["kind"])
+        # The wave's tasks in reverse order, each twice: the second is a no-op.
+        for task in reversed(wave):
+            done = stages.run(work, task, engine="cpu")
+            assert done["task"] == task and done["ran"] and done["lines"]
+            assert not stages.run(work, task, engine="cpu")["ran"] or task.startswith(
+                ("cluster-star", "greedy-settle", "rank-plan", "cluster-plan"))
+    assert kinds.count("confirm") == 1 and ("greedy-settle" in kinds) == (cluster == "greedy")
+    assert b"".join((out / p.name).read_bytes() for p in paths) == want.read_bytes()
+    assert (out / "clusters.jsonl").read_bytes() == want_cl.read_bytes()
+    assert sorted(os.listdir(out)) == sorted([p.name for p in paths] + ["clusters.jsonl"])
+    assert stages.task_info("cluster-star round=2 part=1") == {
+        "kind": "cluster-star", "stage": "cluster", "index": 1, "round": 2, "light": False}
+    with pytest.raises(neardup.NeardupError, match="not a task"):
+        stages.run(work, "sign shard=zero")
 
 
 @pytest.mark.parametrize("shards,partitions", [(1, 1), (3, 4)])

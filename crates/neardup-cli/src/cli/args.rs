@@ -225,7 +225,7 @@ impl Cli {
                         cluster.lsh.check()?;
                         check_partitions(*partitions)
                     }
-                    Stage::Sign { engine, .. } => engine.gpu.check(),
+                    Stage::Sign { engine, .. } | Stage::Run { engine, .. } => engine.gpu.check(),
                     Stage::Report {
                         seconds: Some(s), ..
                     } if !(s.is_finite() && *s >= 0.0) => Err(Error::Param(format!(
@@ -340,7 +340,13 @@ any mismatch or missing document."
     Synth(SynthArgs),
     /// Run one stage of `dedup` over a work directory: for corpora past one machine's memory,
     /// under any scheduler (docs/GUIDE.md has the shell loop).
-    #[command(after_help = "Example, 3 shards and 2 partitions:\n  \
+    #[command(
+        after_help = "Example, as tasks (8 at a time; any scheduler runs the same loop):\n  \
+neardup stage init work a.jsonl b.jsonl c.jsonl --partitions 2 --out out\n  \
+while t=$(neardup stage next work) && [ -n \"$t\" ]; do\n    \
+echo \"$t\" | xargs -d '\\n' -n 1 -P 8 neardup stage run work\n  \
+done\n\n\
+The same, stage by stage, 3 shards and 2 partitions:\n  \
 neardup stage init work a.jsonl b.jsonl c.jsonl --partitions 2\n  \
 for i in 0 1 2; do neardup stage sign work --shard $i; done\n  \
 neardup stage rank work\n  \
@@ -348,7 +354,8 @@ for i in 0 1 2; do neardup stage bands work --shard $i; done\n  \
 for p in 0 1; do neardup stage confirm work --partition $p; done\n  \
 neardup stage cluster work --clusters clusters.jsonl\n  \
 for i in 0 1 2; do neardup stage apply work --shard $i -o out-$i.jsonl; done\n\n\
-Each stage's outputs appear whole or not at all; a finished stage run again is skipped.")]
+Each stage's outputs appear whole or not at all; a finished stage run again is skipped."
+    )]
     Stage(StageArgs),
     /// Build, grow and show an index of documents already kept, that `dedup --against INDEX`
     /// checks new documents against.
@@ -784,6 +791,37 @@ pub enum Stage {
         /// later are not seen). May be given more than once.
         #[arg(long, value_name = "INDEX")]
         against: Vec<PathBuf>,
+        /// Where the run's outputs go when it runs as tasks (`stage next`, `stage run`): each
+        /// shard's under the shard's file name, and clusters.jsonl and report.json (made if
+        /// missing).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// The tasks that may run now, one per line, in any order or all at once; nothing once
+    /// the run is complete (the work directory needs `init --out`).
+    Next {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// MiB a task of `rank` or `cluster` holds at most, at least 1: their plans cut as many
+        /// ranges and parts as the records need at this much each.
+        #[arg(long = "task-memory", value_name = "MIB", default_value_t = defaults::TASK_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(1..))]
+        task_memory: u64,
+        /// How many tasks confirm the partitions, each a group of them confirmed together (a
+        /// document in buckets of several is read and signed again once); by default one per
+        /// partition.
+        #[arg(long = "confirm-tasks", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        confirm_tasks: Option<u64>,
+    },
+    /// Run one task, a line `stage next` printed (a task done already is skipped; two runs
+    /// of one task at once are safe).
+    Run {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// The task, as one argument: `sign shard=3`, `confirm partitions=0,2`, ...
+        #[arg(value_name = "TASK")]
+        task: String,
+        #[command(flatten)]
+        engine: EngineArgs,
     },
     /// Stage 1, per shard: ids, word counts and signatures.
     Sign {

@@ -34,7 +34,7 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
             &fields,
             &cfg,
             a.partitions,
-            usize::try_from(a.sort_memory.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+            a.sort_memory,
             engine.as_mut(),
             &outs,
             &progress,

@@ -1,213 +1,148 @@
-//! `neardup stage`: one stage of the sharded dedup, over a work directory.
+//! `neardup stage`: one task or stage of the sharded dedup, over a work directory. Each verb
+//! names a [`Task`] of the library's, which runs it and says what it did; `next` prints the
+//! tasks that may run now.
 
-use neardup::stages::dedup::ClusterRule;
-use neardup::stages::sharded::rank_tasks::Planned;
-use neardup::stages::sharded::{
-    bands, cluster_tasks, confirm, greedy, rank, rank_tasks, run, sign, WorkDir,
-};
+use neardup::stages::sharded::task::{Engines, Said, TaskEnv, Waves};
+use neardup::stages::sharded::{next_wave, run, OutDir, Task, WorkDir};
 
 use super::*;
 
 pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
     let progress = setup(&a.run)?;
     let t0 = Instant::now();
-    let done = |what: String| {
-        say(
-            &a.run,
-            format!("neardup stage {what}; {:.2} s", t0.elapsed().as_secs_f64()),
-        )
+    let tell = |said: &[Said]| {
+        for s in said {
+            let line = s.line(t0.elapsed().as_secs_f64());
+            say(&a.run, format!("neardup stage {line}"));
+        }
     };
-    let skipped = |what: String| {
-        say(
-            &a.run,
-            format!("neardup stage {what}: done already, skipped"),
-        )
-    };
-    match a.stage {
+    let no_engine = None;
+    // The tasks a verb names, the engine its `sign` task uses, and where `cluster` copies its
+    // files (`None`: into the run's --out).
+    let (dir, tasks, engine, copies) = match a.stage {
         Stage::Init {
             dir,
             input,
             cluster,
             partitions,
             against,
+            out,
         } => {
             let (cfg, fields) = cluster.options(&input).resolve()?;
-            let w = run::init(&dir, &input.inputs, cfg, fields, partitions, &against)?;
-            done(format!(
-                "init: {} shards, {} partitions in {}",
+            let w = run::init(
+                &dir,
+                &input.inputs,
+                cfg,
+                fields,
+                partitions,
+                &against,
+                out.as_deref().map(OutDir::new),
+            )?;
+            let into = match &out {
+                Some(o) => format!(", outputs into {}", o.display()),
+                None => String::new(),
+            };
+            tell(&[Said::Ran(format!(
+                "init: {} shards, {} partitions in {}{into}",
                 w.shards(),
                 w.partitions(),
                 dir.display()
-            ));
+            ))]);
+            return Ok(ExitCode::SUCCESS);
         }
-        Stage::Sign { dir, shard, engine } => {
+        Stage::Next {
+            dir,
+            task_memory,
+            confirm_tasks,
+        } => {
             let w = WorkDir::open(&dir)?;
-            let bytes = (shard < w.shards())
-                .then(|| std::fs::metadata(w.manifest.shard_path(shard)).ok())
-                .flatten()
-                .map(|m| m.len());
-            let gpu = engine.gpu_options_for(bytes)?;
-            let mut e = build_engine(engine.engine, w.config().params, 0, &gpu)?;
-            warn_software(&a.run, &e.info());
-            match sign::sign(&w, shard, e.as_mut(), &progress)? {
-                Some(s) => done(format!(
-                    "sign: shard {shard}, {} documents, {} shingles/s [{}]",
-                    s.documents,
-                    human_count(per_second(s.shingles as f64, s.seconds)),
-                    e.info().summary()
-                )),
-                None => skipped(format!("sign: shard {shard}")),
+            w.need_out()?;
+            let how = Waves {
+                task_memory,
+                confirm_tasks: confirm_tasks.map_or(0, |n| n as usize),
+                ..Waves::default()
+            };
+            let mut out = String::new();
+            for t in next_wave(&w, &how)? {
+                out.push_str(&format!("{t}\n"));
             }
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(out.as_bytes())
+                .context("writing the tasks to standard output")?;
+            return Ok(ExitCode::SUCCESS);
         }
+        Stage::Run { dir, task, engine } => {
+            let t: Task = task.parse()?;
+            (dir, vec![t], Some(engine), None)
+        }
+        Stage::Sign { dir, shard, engine } => (dir, vec![Task::Sign { shard }], Some(engine), None),
         Stage::Rank {
             dir,
-            step: Some(step),
+            sort_memory,
+            step,
             shard,
             range,
             task_memory,
-            ..
         } => {
-            let w = WorkDir::open(&dir)?;
-            let budget = mib(task_memory);
-            rank_step(&w, step, shard, range, budget, done, skipped)?;
+            let t = rank_task(step, shard, range, sort_memory, task_memory)?;
+            (dir, vec![t], no_engine, None)
         }
-        Stage::Rank {
-            dir, sort_memory, ..
-        } => {
-            let w = WorkDir::open(&dir)?;
-            let budget = mib(sort_memory);
-            match rank::rank_within(&w, &progress, budget)? {
-                Some(s) => done(ranked(&s, "bucket")),
-                None => skipped("rank".into()),
-            }
-        }
-        Stage::Bands { dir, shard } => {
-            let w = WorkDir::open(&dir)?;
-            if bands::bands(&w, shard)? {
-                done(format!("bands: shard {shard}"));
-            } else {
-                skipped(format!("bands: shard {shard}"));
-            }
-        }
+        Stage::Bands { dir, shard } => (dir, vec![Task::Bands { shard }], no_engine, None),
         Stage::Confirm { dir, partition } => {
-            let w = WorkDir::open(&dir)?;
-            let all = confirm::confirm_together(&w, &partition, confirm::GROUP_DOCS, &progress)?;
-            for (p, s) in partition.iter().zip(all) {
-                match s {
-                    Some(s) => done(format!(
-                        "confirm: partition {p}, {} buckets, {} pairs checked, {} confirmed",
-                        s.buckets, s.counts.checked, s.counts.confirmed
-                    )),
-                    None => skipped(format!("confirm: partition {p}")),
-                }
-            }
+            let t = Task::Confirm {
+                partitions: partition,
+            };
+            (dir, vec![t], no_engine, None)
         }
         Stage::Greedy {
             dir,
             round,
             partition,
         } => {
-            let w = WorkDir::open(&dir)?;
-            if w.config().cluster != ClusterRule::Greedy {
-                return Err(neardup::Error::Param(
-                    "this work directory's run joins components (`--cluster components`): it \
-                     has no greedy rounds; run `neardup stage cluster`"
-                        .into(),
-                )
-                .into());
-            }
-            if let (Some(r), Some(last)) = (round, greedy::converged(&w)?) {
-                if r > last {
-                    // A scheduler's job for a round that never comes: nothing to run.
-                    say(
-                        &a.run,
-                        format!("neardup stage greedy: {}", greedy::past_the_last(r, last)),
-                    );
-                    return Ok(ExitCode::SUCCESS);
-                }
-            }
-            match (round, partition.is_empty()) {
-                (None, _) => {
-                    let ran = greedy::rounds(&w, &progress)?;
-                    done(format!(
-                        "greedy: {ran} rounds settled now, every unit decided"
-                    ));
-                }
-                (Some(r), false) => {
-                    for p in partition {
-                        match greedy::round(&w, r, p, &progress)? {
-                            Some(s) => done(format!(
-                                "greedy: round {r}, partition {p}, {} undecided units, {} pairs \
-                                 checked",
-                                s.undecided, s.counts.checked
-                            )),
-                            None => skipped(format!("greedy: round {r}, partition {p}")),
-                        }
-                    }
-                }
-                (Some(r), true) => {
-                    let s = match greedy::settle(&w, r, &progress)? {
-                        Some(s) => s,
-                        None => greedy::round_summary(&w, r)?.expect("settled"),
-                    };
-                    let next = if s.undecided == 0 {
-                        "every unit decided: run `neardup stage cluster`".to_string()
-                    } else {
-                        format!("run round {} next", r + 1)
-                    };
-                    done(format!(
-                        "greedy: round {r} settled, {} undecided; {next}",
-                        s.undecided
-                    ));
-                }
-            }
+            let tasks = match (round, partition.is_empty()) {
+                (None, _) => vec![Task::Greedy],
+                (Some(round), true) => vec![Task::GreedySettle { round }],
+                (Some(round), false) => partition
+                    .into_iter()
+                    .map(|partition| Task::GreedyRound { round, partition })
+                    .collect(),
+            };
+            (dir, tasks, no_engine, None)
         }
         Stage::Cluster {
             dir,
             clusters,
             pairs,
-            step: Some(step),
+            step,
             partition,
             shard,
             part,
             round,
             task_memory,
         } => {
-            let w = WorkDir::open(&dir)?;
-            let budget = mib(task_memory);
-            let job = ClusterJob {
-                partition,
-                shard,
-                part,
-                round,
-                clusters: clusters.as_deref(),
-                pairs: pairs.as_deref(),
+            let t = match step {
+                None => Task::Cluster,
+                Some(step) => {
+                    let job = ClusterJob {
+                        partition,
+                        shard,
+                        part,
+                        round,
+                    };
+                    cluster_task(step, job, task_memory)?
+                }
             };
-            cluster_step(&w, step, job, budget, done, skipped)?;
-        }
-        Stage::Cluster {
-            dir,
-            clusters,
-            pairs,
-            ..
-        } => {
-            let w = WorkDir::open(&dir)?;
-            let ran = run::cluster_to(&w, clusters.as_deref(), pairs.as_deref(), &progress)?;
-            match ran {
-                Some(s) => done(format!(
-                    "cluster: {} near duplicates, {} clusters, {} documents written",
-                    s.stats.near_duplicates, s.stats.clusters, s.documents_written
-                )),
-                None => skipped("cluster".into()),
-            }
+            (dir, vec![t], no_engine, Some((clusters, pairs)))
         }
         Stage::Apply { dir, shard, output } => {
             let w = WorkDir::open(&dir)?;
             let s = run::apply_to(&w, shard, &output, &progress)?;
-            done(format!(
+            tell(&[Said::Ran(format!(
                 "apply: shard {shard}, {} written to {output}",
                 s.written
-            ));
+            ))]);
+            return Ok(ExitCode::SUCCESS);
         }
         Stage::Report {
             dir,
@@ -217,237 +152,137 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
         } => {
             let w = WorkDir::open(&dir)?;
             neardup::report::write_stage_reports(&w, &report, &output, seconds)?;
-            done(format!("report: {}", report.join(", ")));
+            tell(&[Said::Ran(format!("report: {}", report.join(", ")))]);
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    let w = WorkDir::open(&dir)?;
+    let mut engines = CliEngines {
+        args: engine.as_ref(),
+        run: &a.run,
+        built: None,
+    };
+    let mut env = TaskEnv {
+        engines: &mut engines,
+        progress: &progress,
+        reports: Some(neardup::report::write_stage_reports),
+        copies,
+    };
+    for t in tasks {
+        let r = t.run(&w, &mut env)?;
+        tell(&r.said);
+        if r.said.iter().any(|s| matches!(s, Said::Note(_))) {
+            // A note ends the verb (a greedy round past the last: none of its jobs is due).
+            break;
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// One parallel job of `rank` (`--step`).
-fn rank_step(
-    w: &WorkDir,
-    step: RankStep,
+/// The engine of a `sign` task: built on the first, for the shard's size, and kept.
+struct CliEngines<'a> {
+    args: Option<&'a EngineArgs>,
+    run: &'a RunArgs,
+    built: Option<Box<dyn Engine>>,
+}
+
+impl Engines for CliEngines<'_> {
+    fn engine(&mut self, w: &WorkDir, shard: usize) -> Result<&mut dyn Engine, neardup::Error> {
+        let Some(args) = self.args else {
+            return Err(neardup::Error::Param(
+                "only `stage sign` and `stage run` sign".into(),
+            ));
+        };
+        if self.built.is_none() {
+            let bytes = std::fs::metadata(w.manifest.shard_path(shard))
+                .ok()
+                .map(|m| m.len());
+            let gpu = args.gpu_options_for(bytes)?;
+            let e = build_engine(args.engine, w.config().params, 0, &gpu)?;
+            warn_software(self.run, &e.info());
+            self.built = Some(e);
+        }
+        Ok(self.built.as_deref_mut().expect("built above"))
+    }
+}
+
+/// The task of `rank` that `--step` (and its index) names; the whole stage without one.
+fn rank_task(
+    step: Option<RankStep>,
     shard: Option<usize>,
     range: Option<usize>,
-    budget: usize,
-    done: impl Fn(String),
-    skipped: impl Fn(String),
-) -> Result<()> {
-    let need = |what: Option<usize>, flag: &str| {
-        what.ok_or_else(|| {
-            neardup::Error::Param(format!("`rank --step {}` needs {flag}", step_name(step)))
-        })
+    sort_memory: u64,
+    memory: u64,
+) -> Result<Task> {
+    let Some(step) = step else {
+        return Ok(Task::Rank {
+            memory: sort_memory,
+        });
     };
-    match step {
-        RankStep::Split => {
-            let s = need(shard, "--shard")?;
-            match rank_tasks::split(w, s, budget)? {
-                Some(x) => done(format!("rank split: shard {s}, {} documents", x.rows)),
-                None => skipped(format!("rank split: shard {s}")),
-            }
-        }
-        RankStep::Plan => {
-            let (p, how) = rank_tasks::plan_status(w, budget)?;
-            let ranges = format!(
-                "{} {}: run `--step sort --range R` for R in 0 to {}",
-                p.ranges,
-                if p.ranges == 1 { "range" } else { "ranges" },
-                p.ranges - 1
-            );
-            match plan_line("rank", ranges, how, p.budget, budget) {
-                (line, true) => skipped(line),
-                (line, false) => done(line),
-            }
-        }
-        RankStep::Sort => {
-            let r = need(range, "--range")?;
-            match rank_tasks::sort(w, r)? {
-                Some(n) => done(format!("rank sort: range {r}, {n} documents")),
-                None => skipped(format!("rank sort: range {r}")),
-            }
-        }
-        RankStep::Exact => {
-            let r = need(range, "--range")?;
-            match rank_tasks::exact(w, r)? {
-                Some(n) => done(format!("rank exact: range {r}, {n} exact duplicates")),
-                None => skipped(format!("rank exact: range {r}")),
-            }
-        }
-        RankStep::Write => {
-            let s = need(shard, "--shard")?;
-            if rank_tasks::write(w, s)? {
-                done(format!("rank write: shard {s}"));
-            } else {
-                skipped(format!("rank write: shard {s}"));
-            }
-        }
-        RankStep::Finish => match rank_tasks::finish(w)? {
-            Some(s) => done(ranked(&s, "range")),
-            None => skipped("rank".into()),
+    let name = format!("{step:?}").to_lowercase();
+    let need = |what: Option<usize>, flag: &str| {
+        what.ok_or_else(|| neardup::Error::Param(format!("`rank --step {name}` needs {flag}")))
+    };
+    Ok(match step {
+        RankStep::Split => Task::RankSplit {
+            shard: need(shard, "--shard")?,
+            memory,
         },
-    }
-    Ok(())
+        RankStep::Plan => Task::RankPlan { memory },
+        RankStep::Sort => Task::RankSort {
+            range: need(range, "--range")?,
+        },
+        RankStep::Exact => Task::RankExact {
+            range: need(range, "--range")?,
+        },
+        RankStep::Write => Task::RankWrite {
+            shard: need(shard, "--shard")?,
+        },
+        RankStep::Finish => Task::RankFinish,
+    })
 }
 
-fn step_name(step: RankStep) -> &'static str {
-    match step {
-        RankStep::Split => "split",
-        RankStep::Plan => "plan",
-        RankStep::Sort => "sort",
-        RankStep::Exact => "exact",
-        RankStep::Write => "write",
-        RankStep::Finish => "finish",
-    }
-}
-
-/// The indices and outputs a `cluster --step` job was given.
-struct ClusterJob<'a> {
+/// The indices a `cluster --step` job was given.
+struct ClusterJob {
     partition: Option<usize>,
     shard: Option<usize>,
     part: Option<usize>,
     round: Option<u32>,
-    clusters: Option<&'a str>,
-    pairs: Option<&'a str>,
 }
 
-/// One parallel job of `cluster` (`--step`).
-fn cluster_step(
-    w: &WorkDir,
-    step: ClusterStep,
-    job: ClusterJob,
-    budget: usize,
-    done: impl Fn(String),
-    skipped: impl Fn(String),
-) -> Result<()> {
+/// The task of `cluster` that `--step` (and its indices) names.
+fn cluster_task(step: ClusterStep, job: ClusterJob, memory: u64) -> Result<Task> {
     let name = format!("{step:?}").to_lowercase();
     let need = |what: Option<usize>, flag: &str| {
         what.ok_or_else(|| neardup::Error::Param(format!("`cluster --step {name}` needs {flag}")))
     };
-    let report = |ran: bool, what: String| {
-        if ran {
-            done(format!("cluster {what}"))
-        } else {
-            skipped(format!("cluster {what}"))
-        }
-    };
-    match step {
-        ClusterStep::Plan => {
-            let (p, how) = cluster_tasks::plan_status(w, budget)?;
-            let parts = format!(
-                "{} {}: run `--step star --round R --part K` for K in 0 to {}",
-                p.parts,
-                if p.parts == 1 { "part" } else { "parts" },
-                p.parts - 1
-            );
-            match plan_line("cluster", parts, how, p.budget, budget) {
-                (line, true) => skipped(line),
-                (line, false) => done(line),
-            }
-        }
-        ClusterStep::Edges => {
-            let p = need(job.partition, "--partition")?;
-            report(cluster_tasks::edges(w, p)?, format!("edges: partition {p}"));
-        }
-        ClusterStep::Locate => {
-            let s = need(job.shard, "--shard")?;
-            report(cluster_tasks::locate(w, s)?, format!("locate: shard {s}"));
-        }
+    Ok(match step {
+        ClusterStep::Plan => Task::ClusterPlan { memory },
+        ClusterStep::Edges => Task::ClusterEdges {
+            partition: need(job.partition, "--partition")?,
+        },
+        ClusterStep::Locate => Task::ClusterLocate {
+            shard: need(job.shard, "--shard")?,
+        },
         ClusterStep::Star => {
-            let k = need(job.part, "--part")?;
-            let r = job.round.ok_or_else(|| {
+            let part = need(job.part, "--part")?;
+            let round = job.round.ok_or_else(|| {
                 neardup::Error::Param("`cluster --step star` needs --round".into())
             })?;
-            match cluster_tasks::star(w, r, k)? {
-                Some(_) => done(format!("cluster star: round {r}, part {k}")),
-                None => skipped(format!("cluster star: round {r}, part {k}")),
-            }
-            match cluster_tasks::round_done(w, r)? {
-                Some(true) => done(format!(
-                    "cluster star: round {r} found the components: run `--step roots` next"
-                )),
-                Some(false) => done(format!(
-                    "cluster star: round {r} done in every part: run round {} next",
-                    r + 1
-                )),
-                None => {}
-            }
+            Task::ClusterStar { round, part }
         }
-        ClusterStep::Roots => {
-            let k = need(job.part, "--part")?;
-            report(cluster_tasks::roots(w, k)?, format!("roots: part {k}"));
-        }
-        ClusterStep::Attributes => {
-            let s = need(job.shard, "--shard")?;
-            report(
-                cluster_tasks::attributes(w, s)?,
-                format!("attributes: shard {s}"),
-            );
-        }
-        ClusterStep::Clusters => {
-            let k = need(job.part, "--part")?;
-            report(
-                cluster_tasks::clusters(w, k)?,
-                format!("clusters: part {k}"),
-            );
-        }
-        ClusterStep::Verdicts => {
-            let s = need(job.shard, "--shard")?;
-            report(
-                cluster_tasks::verdicts(w, s)?,
-                format!("verdicts: shard {s}"),
-            );
-        }
-        ClusterStep::Finish => match run::cluster_finish_to(w, job.clusters, job.pairs)? {
-            Some(s) => done(format!(
-                "cluster: {} near duplicates, {} clusters, {} documents written",
-                s.stats.near_duplicates, s.stats.clusters, s.documents_written
-            )),
-            None => skipped("cluster".into()),
+        ClusterStep::Roots => Task::ClusterRoots {
+            part: need(job.part, "--part")?,
         },
-    }
-    Ok(())
-}
-
-/// Bytes from MiB.
-fn mib(m: u64) -> usize {
-    usize::try_from(m.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
-}
-
-/// The summary line of a finished `rank`, sorted in buckets (`unit`) of id ranges.
-fn ranked(s: &rank::RankSummary, unit: &str) -> String {
-    format!(
-        "rank: {} documents in {} shards, {} exact duplicates, sorted in {} {unit}{}",
-        s.rows.iter().sum::<u64>(),
-        s.rows.len(),
-        s.exact_duplicates,
-        s.buckets,
-        if s.buckets == 1 { "" } else { "s" }
-    )
-}
-
-/// What a `plan` step says (and whether it skipped): the plan made now, the plan made before
-/// (for `planned` bytes a task; it stands, whatever is `asked` now), or the stage finished.
-fn plan_line(
-    stage: &str,
-    plan: String,
-    how: Planned,
-    planned: u64,
-    asked: usize,
-) -> (String, bool) {
-    match how {
-        Planned::Now => (format!("{stage} plan: {plan}"), false),
-        Planned::Done => (format!("{stage} plan: {stage} is finished"), true),
-        Planned::Before => {
-            let other = match planned == asked as u64 {
-                true => String::new(),
-                false => format!(", not the {} asked now", asked >> 20),
-            };
-            let line = format!(
-                "{stage} plan: {plan} (planned before, for --task-memory {}{other}: that plan \
-                 stands)",
-                planned >> 20
-            );
-            (line, false)
-        }
-    }
+        ClusterStep::Attributes => Task::ClusterAttributes {
+            shard: need(job.shard, "--shard")?,
+        },
+        ClusterStep::Clusters => Task::ClusterClusters {
+            part: need(job.part, "--part")?,
+        },
+        ClusterStep::Verdicts => Task::ClusterVerdicts {
+            shard: need(job.shard, "--shard")?,
+        },
+        ClusterStep::Finish => Task::ClusterFinish,
+    })
 }
