@@ -30,5 +30,6 @@ mod shaders;
 mod sharded;
 mod spec_vectors;
 mod statistics;
+mod tasks;
 mod text;
 mod text_options;

@@ -12,7 +12,7 @@ use crate::common::*;
 /// A corpus with something of everything: the example's clusters, exact copies and chain; a
 /// templated hot bucket with planted near copies; wordless documents; an exact copy and a near
 /// copy of the first document at the very end (so clusters cross every split).
-fn corpus_lines() -> Vec<String> {
+pub(crate) fn corpus_lines() -> Vec<String> {
     let mut lines = lines_of(&fixture("example.jsonl"));
     let first: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
     let text = first["text"].as_str().unwrap().to_string();

@@ -1,0 +1,343 @@
+//! The sharded run as tasks: a scheduler's loop over `neardup stage next` and `stage run`,
+//! one task at a time or eight at once (each task twice, so two runs of one task meet), on
+//! JSONL and Parquet shards, under both clustering rules, writes the outputs, clusters and
+//! report of `neardup dedup`; a task done is skipped, a file of `--out` removed is written
+//! again, and bad task lines and `--out` directories are refused.
+
+use std::path::{Path, PathBuf};
+use std::process::Child;
+
+use crate::common::*;
+use crate::sharded::{corpus_lines, shards};
+
+/// The tasks `stage next` prints now.
+fn next(work: &Path) -> Vec<String> {
+    let o = neardup(&[
+        "stage",
+        "next",
+        work.to_str().unwrap(),
+        "--task-memory",
+        "1",
+    ]);
+    ok(&o);
+    stdout(&o).lines().map(String::from).collect()
+}
+
+/// Run one task as a child process.
+fn spawn(work: &Path, task: &str) -> Child {
+    neardup_command()
+        .args([
+            "stage",
+            "run",
+            work.to_str().unwrap(),
+            task,
+            "--engine",
+            "cpu",
+            "-q",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the neardup binary runs")
+}
+
+/// The scheduler's loop: every wave's tasks, `at_once` at a time (each twice when more than
+/// one runs at once, in a shuffled order). Returns the waves' first tasks.
+fn run_loop(work: &Path, at_once: usize, seed: u64) -> Vec<String> {
+    let mut rng = neardup::Pcg32::new(seed);
+    let mut firsts = Vec::new();
+    let mut last: Vec<String> = Vec::new();
+    loop {
+        let wave = next(work);
+        if wave.is_empty() {
+            return firsts;
+        }
+        assert_ne!(wave, last, "the wave ran and is due again");
+        assert!(firsts.len() < 200, "the waves never end: {firsts:?}");
+        firsts.push(wave[0].clone());
+        let mut jobs: Vec<String> = wave.clone();
+        if at_once > 1 {
+            jobs.extend(wave.iter().cloned());
+            neardup::synth::shuffle(&mut jobs, &mut rng);
+        }
+        for chunk in jobs.chunks(at_once) {
+            let children: Vec<(String, Child)> =
+                chunk.iter().map(|t| (t.clone(), spawn(work, t))).collect();
+            for (t, c) in children {
+                let o = c.wait_with_output().unwrap();
+                assert!(
+                    o.status.success(),
+                    "{t}: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+            }
+        }
+        last = wave;
+    }
+}
+
+/// `stage init W SHARDS --out OUT` with `flags`.
+fn init(work: &Path, inputs: &[PathBuf], out: &Path, flags: &[&str]) {
+    let mut args = vec!["stage", "init", work.to_str().unwrap()];
+    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    args.extend(["--out", out.to_str().unwrap(), "--partitions", "3", "-q"]);
+    args.extend(flags);
+    ok(&neardup(&args));
+}
+
+/// `dedup` over `inputs` into `dir/NAME.*`: its output, clusters and report.
+fn dedup(dir: &Path, name: &str, inputs: &[PathBuf], ext: &str, flags: &[&str]) -> [PathBuf; 3] {
+    let files = [
+        dir.join(format!("{name}.out.{ext}")),
+        dir.join(format!("{name}.clusters.jsonl")),
+        dir.join(format!("{name}.report.json")),
+    ];
+    let mut args: Vec<&str> = vec!["dedup"];
+    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    args.extend(["-o", files[0].to_str().unwrap()]);
+    args.extend(["--clusters", files[1].to_str().unwrap()]);
+    args.extend(["--report", files[2].to_str().unwrap(), "--engine", "cpu"]);
+    args.extend(flags);
+    ok(&neardup(&args));
+    files
+}
+
+/// The report's parts that do not depend on timing or on how the run was cut.
+fn report_of(p: &Path) -> serde_json::Value {
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    // Out of core, sets are loaded once per partition that needs them.
+    r["counts"]
+        .as_object_mut()
+        .unwrap()
+        .remove("shingle_sets_loaded");
+    let keys = [
+        "counts",
+        "parameters",
+        "largest_clusters",
+        "contract",
+        "similarity_buckets",
+    ];
+    serde_json::Value::Object(
+        keys.iter()
+            .map(|k| (k.to_string(), r[*k].clone()))
+            .collect(),
+    )
+}
+
+#[test]
+fn the_task_loop_writes_what_dedup_writes_one_or_eight_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = corpus_lines();
+    let inputs = shards(dir.path(), &lines, 4, Some(2));
+    for (rule, flags) in [
+        ("components", &["--exact"][..]),
+        ("greedy", &["--cluster", "greedy", "--keep", "longest"][..]),
+    ] {
+        let want = dedup(dir.path(), rule, &inputs, "jsonl", flags);
+        for at_once in [1, 8] {
+            let tag = format!("{rule}-{at_once}");
+            let work = dir.path().join(format!("work-{tag}"));
+            let out = dir.path().join(format!("out-{tag}"));
+            // A file of an earlier run where this run's output goes is not taken as this run's.
+            std::fs::create_dir_all(&out).unwrap();
+            std::fs::write(out.join(inputs[1].file_name().unwrap()), "stale\n").unwrap();
+            std::fs::write(out.join("clusters.jsonl"), "stale\n").unwrap();
+            init(&work, &inputs, &out, flags);
+            let firsts = run_loop(&work, at_once, at_once as u64);
+            let kinds: Vec<&str> = firsts
+                .iter()
+                .map(|t| t.split(' ').next().unwrap())
+                .collect();
+            assert!(
+                kinds.contains(&"rank-sort") && kinds.contains(&"cluster-star"),
+                "{kinds:?}"
+            );
+            assert_eq!(
+                kinds.contains(&"greedy-settle"),
+                rule == "greedy",
+                "{kinds:?}"
+            );
+            let got: Vec<u8> = inputs
+                .iter()
+                .flat_map(|p| std::fs::read(out.join(p.file_name().unwrap())).unwrap())
+                .collect();
+            assert!(
+                got == std::fs::read(&want[0]).unwrap(),
+                "{tag}: the outputs"
+            );
+            assert_eq!(
+                sha256(&out.join("clusters.jsonl")),
+                sha256(&want[1]),
+                "{tag}"
+            );
+            assert_eq!(
+                report_of(&out.join("report.json")),
+                report_of(&want[2]),
+                "{tag}: the report"
+            );
+            let mut names = dir_entries(&out);
+            names.sort();
+            let mut expect: Vec<String> = inputs
+                .iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .chain(["clusters.jsonl".into(), "report.json".into()])
+                .collect();
+            expect.sort();
+            assert_eq!(names, expect);
+        }
+    }
+}
+
+#[test]
+fn a_done_task_is_skipped_and_a_removed_output_is_written_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = shards(dir.path(), &corpus_lines(), 3, None);
+    let want = dedup(dir.path(), "mem", &inputs, "jsonl", &[]);
+    let (work, out) = (dir.path().join("work"), dir.path().join("out"));
+    init(&work, &inputs, &out, &[]);
+    let w = work.to_str().unwrap();
+    // Before its turn, a task says what it waits for.
+    let o = neardup(&["stage", "run", w, "bands shard=0"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("not there yet"), "{}", stderr(&o));
+    run_loop(&work, 1, 0);
+    assert!(next(&work).is_empty());
+    let o = neardup(&["stage", "run", w, "sign shard=1", "--engine", "cpu"]);
+    ok(&o);
+    assert!(
+        stderr(&o).contains("neardup stage sign: shard 1: done already, skipped"),
+        "{}",
+        stderr(&o)
+    );
+    let o = neardup(&["stage", "run", w, "apply shard=0"]);
+    ok(&o);
+    assert!(
+        stderr(&o).contains("apply: shard 0: done already"),
+        "{}",
+        stderr(&o)
+    );
+    // An output removed (or replaced) after the run: that one task is due again.
+    let gone = out.join(inputs[2].file_name().unwrap());
+    std::fs::remove_file(&gone).unwrap();
+    std::fs::write(out.join("clusters.jsonl"), "edited\n").unwrap();
+    assert_eq!(next(&work), ["cluster-finish"]);
+    run_loop(&work, 1, 0);
+    let got: Vec<u8> = inputs
+        .iter()
+        .flat_map(|p| std::fs::read(out.join(p.file_name().unwrap())).unwrap())
+        .collect();
+    assert!(got == std::fs::read(&want[0]).unwrap());
+    assert_eq!(sha256(&out.join("clusters.jsonl")), sha256(&want[1]));
+}
+
+#[test]
+fn a_parquet_shard_through_the_loop_gives_the_parquet_of_dedup() {
+    let dir = tempfile::tempdir().unwrap();
+    let shard = dir.path().join("fineweb.parquet");
+    std::fs::copy(
+        root().join("testdata/parquet/fineweb-sample.parquet"),
+        &shard,
+    )
+    .unwrap();
+    let flags = ["--threshold", "0.5", "--exact"];
+    let want = dedup(
+        dir.path(),
+        "mem",
+        std::slice::from_ref(&shard),
+        "parquet",
+        &flags,
+    );
+    let (work, out) = (dir.path().join("work"), dir.path().join("out"));
+    init(&work, std::slice::from_ref(&shard), &out, &flags);
+    run_loop(&work, 8, 3);
+    assert_eq!(sha256(&out.join("fineweb.parquet")), sha256(&want[0]));
+    assert_eq!(sha256(&out.join("clusters.jsonl")), sha256(&want[1]));
+}
+
+#[test]
+fn bad_task_lines_and_out_directories_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = shards(dir.path(), &corpus_lines(), 2, None);
+    let (work, out) = (dir.path().join("work"), dir.path().join("out"));
+    init(&work, &inputs, &out, &[]);
+    let w = work.to_str().unwrap();
+    refused_with(
+        &["stage", "run", w, "sing shard=0"],
+        &["not a task", "no task kind"],
+    );
+    refused_with(
+        &["stage", "run", w, "sign shard=9"],
+        &["shard 9 does not exist"],
+    );
+    refused_with(&["stage", "run", w, "sign"], &["sign needs shard="]);
+    // Without --out, the run has no place for its tasks' outputs.
+    let plain = dir.path().join("plain");
+    let mut args = vec!["stage", "init", plain.to_str().unwrap()];
+    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    ok(&neardup(&args));
+    refused_with(
+        &["stage", "next", plain.to_str().unwrap()],
+        &["made without --out"],
+    );
+    // Two shards of one name, a shard named like the run's own file, --out holding a shard.
+    let other = dir.path().join("sub");
+    std::fs::create_dir_all(&other).unwrap();
+    let twin = other.join(inputs[0].file_name().unwrap());
+    std::fs::copy(&inputs[0], &twin).unwrap();
+    let o2 = dir.path().join("o2");
+    let (a, b) = (inputs[0].to_str().unwrap(), twin.to_str().unwrap());
+    refused_with(
+        &[
+            "stage",
+            "init",
+            dir.path().join("w2").to_str().unwrap(),
+            a,
+            b,
+            "--out",
+            o2.to_str().unwrap(),
+        ],
+        &["are both named", "takes the shard's file name"],
+    );
+    let named = dir.path().join("clusters.jsonl");
+    std::fs::copy(&inputs[0], &named).unwrap();
+    refused_with(
+        &[
+            "stage",
+            "init",
+            dir.path().join("w3").to_str().unwrap(),
+            named.to_str().unwrap(),
+            "--out",
+            o2.to_str().unwrap(),
+        ],
+        &["are both named clusters.jsonl"],
+    );
+    refused_with(
+        &[
+            "stage",
+            "init",
+            dir.path().join("w4").to_str().unwrap(),
+            a,
+            "--out",
+            dir.path().to_str().unwrap(),
+        ],
+        &["holds the shard", "would replace it"],
+    );
+    // A work directory made with another --out is another run.
+    let w5 = dir.path().join("w5");
+    init(&w5, &inputs, &out, &[]);
+    refused_with(
+        &[
+            "stage",
+            "init",
+            w5.to_str().unwrap(),
+            inputs[0].to_str().unwrap(),
+            inputs[1].to_str().unwrap(),
+            "--partitions",
+            "3",
+            "--out",
+            o2.to_str().unwrap(),
+        ],
+        &["other inputs or parameters", "out.dir"],
+    );
+}
