@@ -5,6 +5,11 @@
 use crate::error::Error;
 
 /// The defaults of the options the command line and the Python package share.
+/// Bytes from a budget in MiB (the unit every memory option is given in), saturating.
+pub fn mib_bytes(mib: u64) -> usize {
+    usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+}
+
 pub mod defaults {
     /// Shingle width (`--k`).
     pub const K: usize = 5;

@@ -2,8 +2,8 @@
 # jobs.sh DIR PARTITIONS TASK_MEMORY: the sharded run over DIR/sh-* as tasks (`stage next`,
 # `stage run`, `--task-memory TASK_MEMORY` MiB), one task at a time, each under /usr/bin/time;
 # then `rank` and `cluster` again, each as one job, checking that both forms write the same
-# files. Prints each kind of task's count, seconds summed and largest peak RSS, and the task
-# files' bytes at their peak.
+# files. Prints each kind of task's count, seconds summed and largest peak RSS (`next`: the
+# `stage next` calls), and the task files' bytes at their peak.
 set -euo pipefail
 N=${NEARDUP:-$(cd "$(dirname "$0")/../.." && pwd)/target/release/neardup}
 cd "$1"
@@ -12,7 +12,9 @@ TM=$3
 T="/usr/bin/time -f %e:%M"
 rm -rf wd out t.* ./*.sha du.* c1.jsonl
 "$N" stage init wd sh-* --partitions "$P" --exact --out out -q
-while wave=$("$N" stage next wd --task-memory "$TM") && [ -n "$wave" ]; do
+n=0
+while wave=$($T -o "t.next.$n" "$N" stage next wd --task-memory "$TM") && [ -n "$wave" ]; do
+  n=$((n + 1))
   case "$wave" in
     rank-finish*) du -sb wd/rank/tasks > du.rank ;;
     cluster-finish*) du -sb wd/cluster/tasks > du.cluster ;;

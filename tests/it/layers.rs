@@ -375,3 +375,34 @@ fn the_files_of_io_have_no_import_cycle() {
         panic!("an import cycle between files of io/: {}", c.join(" -> "));
     }
 }
+
+/// The files of the sharded stages (`src/stages/sharded/`), each a stage or what stages share,
+/// import each other through `super::` without a cycle: a stage's parallel form sits above its
+/// one-process form, and what two stages share sits below both.
+#[test]
+fn the_sharded_stages_files_import_each_other_without_a_cycle() {
+    let dir = crate::common::root().join("src/stages/sharded");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let stem = |p: &Path| p.file_stem().unwrap().to_string_lossy().into_owned();
+    let siblings: BTreeSet<String> = files.iter().map(|f| stem(f)).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let me = stem(f);
+        if me == "mod" {
+            continue;
+        }
+        // `super::x` read as `crate::x` by the same detector, the crate's own paths set aside.
+        let code = non_test_code(&std::fs::read_to_string(f).unwrap())
+            .replace("crate::", "krate::")
+            .replace("super::", "crate::");
+        let deps = graph.entry(me.clone()).or_default();
+        for r in crate_refs(&code) {
+            if r != me && r != "mod" && siblings.contains(&r) {
+                deps.insert(r);
+            }
+        }
+    }
+    assert!(graph["task"].contains("rank_tasks") && graph["rank_tasks"].contains("rank"));
+    assert_eq!(find_cycle(&graph), None, "{graph:#?}");
+}

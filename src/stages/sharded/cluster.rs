@@ -509,7 +509,7 @@ pub fn cluster(
     };
     work.write_json(&work.cluster_summary(), &summary)?;
     // Whatever cluster jobs left: the stage is done.
-    super::cluster_tasks::remove_tasks(work)?;
+    remove_tasks(work)?;
     Ok(Some(summary))
 }
 
@@ -707,6 +707,38 @@ impl RankSet {
     }
 }
 
+/// Remove the task files (`cluster/tasks/`), then the directory if that leaves it empty:
+/// nothing else in it is neardup's to delete.
+pub(super) fn remove_tasks(work: &WorkDir) -> Result<(), Error> {
+    super::remove_own_files(&work.root().join("cluster").join("tasks"), is_task_name)
+}
+
+/// Whether `name` is the name of a task file: `plan.json`, or `STEP-NNNNN.json` and
+/// `STEP-NNNNN.OUTPUT` (`star-RRRR-NNNNN` for a round).
+fn is_task_name(name: &str) -> bool {
+    if name == "plan.json" {
+        return true;
+    }
+    let Some((stem, ext)) = name.split_once('.') else {
+        return false;
+    };
+    let outputs = [
+        "json", "edges", "pairs", "places", "exact", "requests", "links", "members", "verdicts",
+        "lines", "chaining",
+    ];
+    if !outputs.contains(&ext) {
+        return false;
+    }
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    match stem.split_once('-') {
+        Some(("star", rest)) => rest
+            .split_once('-')
+            .is_some_and(|(r, k)| digits(r, 4) && digits(k, 5)),
+        Some(("edges" | "locate" | "roots" | "attributes" | "clusters", n)) => digits(n, 5),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -732,6 +764,29 @@ mod tests {
                 let want = sorted.binary_search(&r).ok().map(|i| i as u64);
                 assert_eq!(set.index(r), want, "n {n}, rank {r}");
             }
+        }
+    }
+
+    #[test]
+    fn only_task_files_are_task_names() {
+        for n in [
+            "plan.json",
+            "edges-00001.json",
+            "edges-00001.pairs",
+            "star-0003-00002.edges",
+            "locate-00000.places",
+            "clusters-00004.verdicts",
+        ] {
+            assert!(is_task_name(n), "{n}");
+        }
+        for n in [
+            "mine.json",
+            "edges-1.json",
+            "star-3-00002.edges",
+            "clusters-00004.txt",
+            "notes",
+        ] {
+            assert!(!is_task_name(n), "{n}");
         }
     }
 }

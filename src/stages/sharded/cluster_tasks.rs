@@ -124,6 +124,19 @@ fn step(name: &str, index: Option<(&str, usize)>) -> String {
     }
 }
 
+/// A step's prologue: its unit's lock, then `None` when the step ran already (or the whole
+/// stage did); else the lock, held for the step, its start and the plan.
+fn begin(
+    work: &WorkDir,
+    name: &str,
+) -> Result<Option<(super::UnitLock, Instant, ClusterPlan)>, Error> {
+    let lock = unit(work, name)?;
+    if clustered(work)? || summary_of(work, name)?.is_some() {
+        return Ok(None);
+    }
+    Ok(Some((lock, Instant::now(), read_plan(work)?)))
+}
+
 fn unit(work: &WorkDir, name: &str) -> Result<super::UnitLock, Error> {
     let lock = work.lock(&format!("cluster-{name}"))?;
     work.remove_partials("cluster/tasks", name)?;
@@ -357,12 +370,9 @@ pub fn read_plan(work: &WorkDir) -> Result<ClusterPlan, Error> {
 pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
     work.check_partition(p)?;
     let name = format!("edges-{p:05}");
-    let _lock = unit(work, &name)?;
-    if clustered(work)? || summary_of(work, &name)?.is_some() {
+    let Some((_lock, t0, plan)) = begin(work, &name)? else {
         return Ok(false);
-    }
-    let t0 = Instant::now();
-    let plan = read_plan(work)?;
+    };
     let n = plan.documents;
     let mut edges: Vec<(usize, [u8; 16])> = Vec::new();
     let mut pairs: Vec<(usize, Vec<u8>)> = Vec::new();
@@ -416,12 +426,9 @@ pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
 pub fn locate(work: &WorkDir, s: usize) -> Result<bool, Error> {
     work.check_shard(s)?;
     let name = format!("locate-{s:05}");
-    let _lock = unit(work, &name)?;
-    if clustered(work)? || summary_of(work, &name)?.is_some() {
+    let Some((_lock, t0, plan)) = begin(work, &name)? else {
         return Ok(false);
-    }
-    let t0 = Instant::now();
-    let plan = read_plan(work)?;
+    };
     let exact = work.config().exact;
     let mut cols = vec!["rank"];
     if exact {
@@ -568,12 +575,9 @@ fn are_stars(edges: &[(u64, u64)]) -> bool {
 /// when done already, else whether its input edges were stars already.
 pub fn star(work: &WorkDir, r: u32, k: usize) -> Result<Option<bool>, Error> {
     let name = format!("star-{r:04}-{k:05}");
-    let _lock = unit(work, &name)?;
-    if clustered(work)? || summary_of(work, &name)?.is_some() {
+    let Some((_lock, t0, plan)) = begin(work, &name)? else {
         return Ok(None);
-    }
-    let t0 = Instant::now();
-    let plan = read_plan(work)?;
+    };
     check_part(&plan, k)?;
     let input = round_input(work, &plan, r, k)?;
     let stars = are_stars(&input);
@@ -681,12 +685,9 @@ pub fn stars(work: &WorkDir) -> Result<u32, Error> {
 /// to their roots' parts. `false` when done.
 pub fn roots(work: &WorkDir, k: usize) -> Result<bool, Error> {
     let name = format!("roots-{k:05}");
-    let _lock = unit(work, &name)?;
-    if clustered(work)? || summary_of(work, &name)?.is_some() {
+    let Some((_lock, t0, plan)) = begin(work, &name)? else {
         return Ok(false);
-    }
-    let t0 = Instant::now();
-    let plan = read_plan(work)?;
+    };
     check_part(&plan, k)?;
     let last = last_round(work)?;
     let input = round_input(work, &plan, last, k)?;
@@ -779,12 +780,9 @@ pub fn roots(work: &WorkDir, k: usize) -> Result<bool, Error> {
 pub fn attributes(work: &WorkDir, s: usize) -> Result<bool, Error> {
     work.check_shard(s)?;
     let name = format!("attributes-{s:05}");
-    let _lock = unit(work, &name)?;
-    if clustered(work)? || summary_of(work, &name)?.is_some() {
+    let Some((_lock, t0, plan)) = begin(work, &name)? else {
         return Ok(false);
-    }
-    let t0 = Instant::now();
-    let plan = read_plan(work)?;
+    };
     let rs = super::rank::summary(work)?;
     let base: u64 = rs.rows[..s].iter().sum();
     let mut want: Vec<(u64, u64, u64)> = Vec::new();
@@ -895,13 +893,10 @@ struct Member {
 /// Step 6 for part `k`: the clusters whose roots it holds. `false` when done.
 pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     let name = format!("clusters-{k:05}");
-    let _lock = unit(work, &name)?;
-    if clustered(work)? || summary_of(work, &name)?.is_some() {
+    let Some((_lock, t0, plan)) = begin(work, &name)? else {
         return Ok(false);
-    }
-    let t0 = Instant::now();
+    };
     let cfg = work.config();
-    let plan = read_plan(work)?;
     check_part(&plan, k)?;
     let rs = super::rank::summary(work)?;
     let mut offsets = vec![0u64];
@@ -1404,40 +1399,8 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
         largest_cluster_diameter,
     };
     work.write_json(&work.cluster_summary(), &summary)?;
-    remove_tasks(work)?;
+    super::cluster::remove_tasks(work)?;
     Ok(Some(summary))
-}
-
-/// Remove the task files (`cluster/tasks/`), then the directory if that leaves it empty:
-/// nothing else in it is neardup's to delete.
-pub(super) fn remove_tasks(work: &WorkDir) -> Result<(), Error> {
-    super::remove_own_files(&work.cluster_task(""), is_task_name)
-}
-
-/// Whether `name` is the name of a task file: `plan.json`, or `STEP-NNNNN.json` and
-/// `STEP-NNNNN.OUTPUT` (`star-RRRR-NNNNN` for a round).
-fn is_task_name(name: &str) -> bool {
-    if name == "plan.json" {
-        return true;
-    }
-    let Some((stem, ext)) = name.split_once('.') else {
-        return false;
-    };
-    let outputs = [
-        "json", "edges", "pairs", "places", "exact", "requests", "links", "members", "verdicts",
-        "lines", "chaining",
-    ];
-    if !outputs.contains(&ext) {
-        return false;
-    }
-    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
-    match stem.split_once('-') {
-        Some(("star", rest)) => rest
-            .split_once('-')
-            .is_some_and(|(r, k)| digits(r, 4) && digits(k, 5)),
-        Some(("edges" | "locate" | "roots" | "attributes" | "clusters", n)) => digits(n, 5),
-        _ => false,
-    }
 }
 
 #[cfg(test)]
@@ -1530,29 +1493,6 @@ mod tests {
             let (roots, rounds) = components(g);
             assert_eq!(roots, union_find(g), "graph of {} edges", g.len());
             assert!(rounds < 60, "{rounds} rounds");
-        }
-    }
-
-    #[test]
-    fn only_task_files_are_task_names() {
-        for n in [
-            "plan.json",
-            "edges-00001.json",
-            "edges-00001.pairs",
-            "star-0003-00002.edges",
-            "locate-00000.places",
-            "clusters-00004.verdicts",
-        ] {
-            assert!(is_task_name(n), "{n}");
-        }
-        for n in [
-            "mine.json",
-            "edges-1.json",
-            "star-3-00002.edges",
-            "clusters-00004.txt",
-            "notes",
-        ] {
-            assert!(!is_task_name(n), "{n}");
         }
     }
 }

@@ -1,4 +1,5 @@
-//! A few documents of a shard, computed again from their text: their signatures and, for
+//! A few documents of a shard, computed again from their text ([`Docs`]: a confirm group's,
+//! which the greedy rule's first round reads too): their signatures and, for
 //! `--confirm jaccard` and the report's S-curve, their shingle sets. `sign` keeps only the
 //! band digests (a quarter of a signature's bytes) and `confirm` needs full signatures for
 //! just the documents that share a bucket, so it signs those again on the CPU engine, which
@@ -7,9 +8,12 @@
 //! Of a plain JSONL shard only those lines are read (`sign/S.lines` says where each starts); of
 //! any other, one pass over the shard parses only them.
 
+use std::time::Instant;
+
 use rayon::prelude::*;
 
 use super::raw::{le_u64s, RawRows};
+use super::table::{u32s, u64s};
 use super::WorkDir;
 use crate::engine::{CpuEngine, Engine};
 use crate::error::Error;
@@ -17,7 +21,101 @@ use crate::index::lsh::band_digest;
 use crate::io::Chunk;
 use crate::pipeline::pipelined;
 use crate::progress::ProgressFactory;
-use crate::stages::dedup::text_shingle_set;
+use crate::stages::dedup::{text_shingle_set, Confirm, ShingleSets};
+
+/// The gathered documents of a group: each one's local number is its place among them, shard
+/// by shard, rows ascending.
+pub(super) struct Docs {
+    pub needed: Vec<Vec<u64>>,
+    /// Shard `s`'s first local number.
+    base: Vec<u32>,
+    pub rank: Vec<u64>,
+    pub groups: Vec<u32>,
+    pub sigs: Vec<u32>,
+    pub sets: ShingleSets,
+    pub seconds: f64,
+}
+
+impl Docs {
+    /// The local number of shard `shard`'s row `row`, if gathered.
+    pub fn local_at(&self, shard: usize, row: u64) -> Option<u32> {
+        let i = self.needed[shard].binary_search(&row).ok()?;
+        Some(self.base[shard] + i as u32)
+    }
+
+    /// The shard and row of local number `l`.
+    pub fn at(&self, l: u32) -> (usize, u64) {
+        let s = self.base.partition_point(|&b| b <= l) - 1;
+        (s, self.needed[s][(l - self.base[s]) as usize])
+    }
+
+    /// The ranks (and groups) of the documents `needed`, their signatures and (for `jaccard`)
+    /// shingle sets.
+    pub fn gather(
+        work: &WorkDir,
+        needed: Vec<Vec<u64>>,
+        progress: &ProgressFactory,
+    ) -> Result<Docs, Error> {
+        let t0 = Instant::now();
+        let mut base = vec![0u32; work.shards() + 1];
+        for (s, v) in needed.iter().enumerate() {
+            base[s + 1] = base[s] + v.len() as u32;
+        }
+        let total = base[work.shards()] as usize;
+        let num_perm = work.config().params.num_perm;
+        let grouped = work.fields().group.is_some();
+        let mut docs = Docs {
+            base,
+            rank: Vec::with_capacity(total),
+            groups: Vec::new(),
+            sigs: Vec::with_capacity(total * num_perm),
+            sets: ShingleSets::new(),
+            seconds: 0.0,
+            needed: Vec::new(),
+        };
+        let step = progress.step("confirm, gathering documents");
+        let mut gather = Gatherer::new(work, work.config().confirm == Confirm::Jaccard)?;
+        for (s, rows) in needed.iter().enumerate() {
+            if rows.is_empty() {
+                continue;
+            }
+            step.set_message(format!("shard {s}"));
+            let mut cols = vec!["rank"];
+            if grouped {
+                cols.push("group");
+            }
+            for batch in work.open_rows(&work.rank_file(s), "rank", &cols, Some(rows))? {
+                let batch = batch?;
+                docs.rank.extend_from_slice(u64s(&batch, "rank"));
+                if grouped {
+                    docs.groups.extend_from_slice(u32s(&batch, "group"));
+                }
+            }
+            // Signatures straight into the reserved table, not copied from a shard's.
+            let mut got = Gathered {
+                sigs: std::mem::take(&mut docs.sigs),
+                sets: Vec::new(),
+            };
+            let r = gather.shard_into(work, s, rows, progress, &mut got);
+            docs.sigs = got.sigs;
+            r?;
+            for (at, set) in got.sets.into_iter().enumerate() {
+                docs.sets.insert(docs.base[s] + at as u32, set);
+            }
+        }
+        if docs.rank.len() != total || docs.sigs.len() != total * num_perm {
+            return Err(work.refuse(format!(
+                "the buckets need {total} documents, and {} ranks and {} signatures were found: \
+                 run the stages again in an empty work directory",
+                docs.rank.len(),
+                docs.sigs.len() / num_perm
+            )));
+        }
+        docs.needed = needed;
+        docs.seconds = t0.elapsed().as_secs_f64();
+        Ok(docs)
+    }
+}
 
 /// Gathered documents, in the order asked for.
 #[derive(Debug, Default)]

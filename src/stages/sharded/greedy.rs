@@ -30,7 +30,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::confirm::Docs;
+use super::gather::Docs;
 use super::rank::NO_REP;
 use super::raw::{le_u32s, le_u64s, RawRows};
 use super::table::{f64s, u32s, u64s};

@@ -31,6 +31,7 @@ pub mod bands;
 pub mod cluster;
 pub mod cluster_tasks;
 pub mod confirm;
+mod deliver;
 mod gather;
 pub mod greedy;
 mod lock;
@@ -52,10 +53,11 @@ use crate::error::Error;
 use crate::io::{Fields, InputSpec, Inputs};
 use crate::stages::dedup::{Against, DedupConfig, RecordedIndex};
 
+pub use deliver::*;
 pub use lock::UnitLock;
 pub use run::*;
 pub use table::Table;
-pub use task::{next_wave, Task, TaskEnv, TaskReport, Waves};
+pub use task::{next_wave, StepIndex, Task, TaskEnv, TaskReport, Waves};
 
 /// The layout of the work directories this build makes. 3: every stage file carries a checksum
 /// of its contents, and `sign` records each shard's (2: band digests in `sign`, keyed band rows

@@ -307,7 +307,7 @@ pub fn rank_within(
     summary.seconds = t0.elapsed().as_secs_f64();
     work.write_json(&work.rank_summary(), &summary)?;
     // Whatever rank tasks left: the stage is done.
-    super::rank_tasks::remove_tasks(work)?;
+    remove_tasks(work)?;
     Ok(Some(summary))
 }
 
@@ -758,6 +758,31 @@ impl Scatter {
     }
 }
 
+/// Remove the task files (`rank/tasks/`), then the directory if that leaves it empty: nothing
+/// else in it is neardup's to delete.
+pub(super) fn remove_tasks(work: &WorkDir) -> Result<(), Error> {
+    super::remove_own_files(&work.root().join("rank").join("tasks"), is_task_name)
+}
+
+/// Whether `name` is the name of a task file.
+fn is_task_name(name: &str) -> bool {
+    if name == "plan.json" {
+        return true;
+    }
+    let Some((stem, ext)) = name.rsplit_once('.') else {
+        return false;
+    };
+    let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
+    match (stem.split_once('-'), ext) {
+        (Some(("split", rest)), "run") => rest
+            .split_once('-')
+            .is_some_and(|(a, b)| digits(a) && digits(b)),
+        (Some(("split" | "sort" | "exact", n)), "json") => digits(n),
+        (Some(("sort", n)), "ranks" | "keys") | (Some(("exact", n)), "reps") => digits(n),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -860,5 +885,31 @@ mod tests {
             assert_eq!(s.take(p as usize).unwrap(), want);
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn only_task_files_are_task_names() {
+        for n in [
+            "plan.json",
+            "split-00001.json",
+            "split-00001-00000.run",
+            "sort-00002.json",
+            "sort-00002.ranks",
+            "sort-00002.keys",
+            "exact-00003.reps",
+            "exact-00003.json",
+        ] {
+            assert!(is_task_name(n), "{n}");
+        }
+        for n in [
+            "mine.json",
+            "split-1.json",
+            "split-00001.run",
+            "sort-00002.reps",
+            ".sort-00002.keys.x.partial",
+            "notes",
+        ] {
+            assert!(!is_task_name(n), "{n}");
+        }
     }
 }

@@ -190,6 +190,31 @@ pub(super) fn ranked(work: &WorkDir) -> Result<bool, Error> {
 }
 
 /// Take the lock of a step's unit and clear what a killed run of it left.
+/// A range step's prologue: its unit's lock (`name`), then `None` when the step ran already
+/// (`done`, asked under the lock) or the whole stage did; else the lock, held for the step, its
+/// start and the plan, which must have range `r` (`what`: how the step calls a range).
+fn begin(
+    work: &WorkDir,
+    name: &str,
+    done: impl Fn() -> Result<bool, Error>,
+    r: usize,
+    what: &str,
+) -> Result<Option<(super::UnitLock, Instant, RankPlan)>, Error> {
+    let lock = unit(work, name)?;
+    if ranked(work)? || done()? {
+        return Ok(None);
+    }
+    let plan = read_plan(work)?;
+    if r >= plan.ranges {
+        return Err(Error::Param(format!(
+            "{what} {r} does not exist: the plan has {} (0 to {})",
+            plan.ranges,
+            plan.ranges - 1
+        )));
+    }
+    Ok(Some((lock, Instant::now(), plan)))
+}
+
 fn unit(work: &WorkDir, name: &str) -> Result<super::UnitLock, Error> {
     let lock = work.lock(&format!("rank-{name}"))?;
     work.remove_partials("rank/tasks", name)?;
@@ -412,23 +437,9 @@ fn group_maps(splits: &[SplitSummary]) -> (Vec<Vec<u32>>, Vec<Option<String>>) {
 /// already.
 pub fn sort(work: &WorkDir, r: usize) -> Result<Option<u64>, Error> {
     let name = format!("sort-{r:05}");
-    let _lock = unit(work, &name)?;
-    if ranked(work)?
-        || work
-            .read_json::<SortSummary>(&sort_json(work, r))?
-            .is_some()
-    {
+    let Some((_lock, t0, plan)) = begin(work, &name, || sort_done(work, r), r, "range")? else {
         return Ok(None);
-    }
-    let t0 = Instant::now();
-    let plan = read_plan(work)?;
-    if r >= plan.ranges {
-        return Err(Error::Param(format!(
-            "range {r} does not exist: the plan has {} (0 to {})",
-            plan.ranges,
-            plan.ranges - 1
-        )));
-    }
+    };
     let splits = splits(work)?;
     let offsets = offsets(work)?;
     let layout = layout(work);
@@ -559,23 +570,10 @@ pub fn exact(work: &WorkDir, k: usize) -> Result<Option<u64>, Error> {
         ));
     }
     let name = format!("exact-{k:05}");
-    let _lock = unit(work, &name)?;
-    if ranked(work)?
-        || work
-            .read_json::<ExactSummary>(&exact_json(work, k))?
-            .is_some()
-    {
+    let done = || exact_done(work, k);
+    let Some((_lock, t0, plan)) = begin(work, &name, done, k, "key part")? else {
         return Ok(None);
-    }
-    let t0 = Instant::now();
-    let plan = read_plan(work)?;
-    if k >= plan.ranges {
-        return Err(Error::Param(format!(
-            "key part {k} does not exist: the plan has {} (0 to {})",
-            plan.ranges,
-            plan.ranges - 1
-        )));
-    }
+    };
     let offsets = offsets(work)?;
     let window = window_rows(&plan);
     let bases = window_bases(&offsets, window);
@@ -769,33 +767,8 @@ pub fn finish(work: &WorkDir) -> Result<Option<RankSummary>, Error> {
         }
     }
     work.write_json(&work.rank_summary(), &summary)?;
-    remove_tasks(work)?;
+    super::rank::remove_tasks(work)?;
     Ok(Some(summary))
-}
-
-/// Remove the task files (`rank/tasks/`), then the directory if that leaves it empty: nothing
-/// else in it is neardup's to delete.
-pub(super) fn remove_tasks(work: &WorkDir) -> Result<(), Error> {
-    super::remove_own_files(&work.root().join("rank").join("tasks"), is_task_name)
-}
-
-/// Whether `name` is the name of a task file.
-fn is_task_name(name: &str) -> bool {
-    if name == "plan.json" {
-        return true;
-    }
-    let Some((stem, ext)) = name.rsplit_once('.') else {
-        return false;
-    };
-    let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
-    match (stem.split_once('-'), ext) {
-        (Some(("split", rest)), "run") => rest
-            .split_once('-')
-            .is_some_and(|(a, b)| digits(a) && digits(b)),
-        (Some(("split" | "sort" | "exact", n)), "json") => digits(n),
-        (Some(("sort", n)), "ranks" | "keys") | (Some(("exact", n)), "reps") => digits(n),
-        _ => false,
-    }
 }
 
 #[cfg(test)]
@@ -816,32 +789,6 @@ mod tests {
         assert_eq!(c.len(), 9);
         assert!(c.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(c[4], "0500");
-    }
-
-    #[test]
-    fn only_task_files_are_task_names() {
-        for n in [
-            "plan.json",
-            "split-00001.json",
-            "split-00001-00000.run",
-            "sort-00002.json",
-            "sort-00002.ranks",
-            "sort-00002.keys",
-            "exact-00003.reps",
-            "exact-00003.json",
-        ] {
-            assert!(is_task_name(n), "{n}");
-        }
-        for n in [
-            "mine.json",
-            "split-1.json",
-            "split-00001.run",
-            "sort-00002.reps",
-            ".sort-00002.keys.x.partial",
-            "notes",
-        ] {
-            assert!(!is_task_name(n), "{n}");
-        }
     }
 
     #[test]

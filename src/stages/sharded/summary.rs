@@ -1,7 +1,7 @@
 //! The whole run's summary, read back from the stages' files: what in-memory `dedup` returns,
 //! for the reports of a run whose stages ran as separate jobs.
 
-use super::gather::Gatherer;
+use super::gather::{Docs, Gatherer};
 use super::raw::le_u64s;
 use super::{apply, cluster, confirm, sign, WorkDir};
 use crate::engine::EngineInfo;
@@ -155,7 +155,7 @@ fn unconfirmed_survivors(
             v.sort_unstable();
             v.dedup();
         }
-        let docs = confirm::Docs::gather(work, needed, progress)?;
+        let docs = Docs::gather(work, needed, progress)?;
         let cache = JaccardCache::default();
         let tables = BucketTables {
             num_perm,

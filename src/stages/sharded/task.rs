@@ -22,6 +22,7 @@ use super::{bands, cluster, cluster_tasks, confirm, greedy, rank, rank_tasks, si
 use super::{WorkDir, MANIFEST};
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::options::mib_bytes;
 use crate::progress::ProgressFactory;
 use crate::progress::{human_count, per_second};
 use crate::stages::dedup::{ClusterRule, DedupSummary};
@@ -219,6 +220,78 @@ impl Task {
                 | Task::ClusterFinish
                 | Task::Report
         )
+    }
+}
+
+/// The numbers a parallel step of `rank` or `cluster` is given: a front end fills what it has
+/// (the command line its flags, Python one index for all).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StepIndex {
+    pub shard: Option<usize>,
+    pub range: Option<usize>,
+    pub partition: Option<usize>,
+    pub part: Option<usize>,
+    pub round: Option<u32>,
+}
+
+impl Task {
+    /// The task of the parallel step `step` of `stage` (`rank` or `cluster`), as `neardup
+    /// stage rank --step STEP` names it; its plan cuts the work for `memory` MiB a task.
+    pub fn step(stage: &str, step: &str, at: StepIndex, memory: u64) -> Result<Task, Error> {
+        let need = |what: Option<usize>, flag: &str| {
+            what.ok_or_else(|| Error::Param(format!("`{stage} --step {step}` needs --{flag}")))
+        };
+        use Task::*;
+        Ok(match (stage, step) {
+            ("rank", "split") => RankSplit {
+                shard: need(at.shard, "shard")?,
+                memory,
+            },
+            ("rank", "plan") => RankPlan { memory },
+            ("rank", "sort") => RankSort {
+                range: need(at.range, "range")?,
+            },
+            ("rank", "exact") => RankExact {
+                range: need(at.range, "range")?,
+            },
+            ("rank", "write") => RankWrite {
+                shard: need(at.shard, "shard")?,
+            },
+            ("rank", "finish") => RankFinish,
+            ("cluster", "plan") => ClusterPlan { memory },
+            ("cluster", "edges") => ClusterEdges {
+                partition: need(at.partition, "partition")?,
+            },
+            ("cluster", "locate") => ClusterLocate {
+                shard: need(at.shard, "shard")?,
+            },
+            ("cluster", "star") => ClusterStar {
+                part: need(at.part, "part")?,
+                round: at
+                    .round
+                    .ok_or_else(|| Error::Param("`cluster --step star` needs --round".into()))?,
+            },
+            ("cluster", "roots") => ClusterRoots {
+                part: need(at.part, "part")?,
+            },
+            ("cluster", "attributes") => ClusterAttributes {
+                shard: need(at.shard, "shard")?,
+            },
+            ("cluster", "clusters") => ClusterClusters {
+                part: need(at.part, "part")?,
+            },
+            ("cluster", "verdicts") => ClusterVerdicts {
+                shard: need(at.shard, "shard")?,
+            },
+            ("cluster", "finish") => ClusterFinish,
+            _ => {
+                return Err(Error::Param(format!(
+                    "no {stage} step {step:?}: rank has split, plan, sort, exact, write and \
+                     finish; cluster has plan, edges, locate, star, roots, attributes, clusters, \
+                     verdicts and finish"
+                )))
+            }
+        })
     }
 }
 
@@ -747,11 +820,6 @@ fn json<T: Serialize>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).expect("a summary is JSON")
 }
 
-/// MiB as bytes.
-fn bytes(mib: u64) -> usize {
-    usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
-}
-
 impl Task {
     /// Run the task (a no-op when it is done).
     pub fn run(&self, work: &WorkDir, env: &mut TaskEnv) -> Result<TaskReport, Error> {
@@ -797,25 +865,27 @@ impl Task {
                     None => (one(false, format!("sign: shard {shard}")), Value::Null),
                 }
             }
-            Rank { memory } => match rank::rank_within(w, progress, bytes(*memory))? {
+            Rank { memory } => match rank::rank_within(w, progress, mib_bytes(*memory))? {
                 Some(s) => (vec![Said::Ran(ranked(&s, "bucket"))], json(&s)),
                 None => (one(false, "rank".into()), Value::Null),
             },
-            RankSplit { shard, memory } => match rank_tasks::split(w, *shard, bytes(*memory))? {
-                Some(x) => (
-                    one(
-                        true,
-                        format!("rank split: shard {shard}, {} documents", x.rows),
+            RankSplit { shard, memory } => {
+                match rank_tasks::split(w, *shard, mib_bytes(*memory))? {
+                    Some(x) => (
+                        one(
+                            true,
+                            format!("rank split: shard {shard}, {} documents", x.rows),
+                        ),
+                        json(&x),
                     ),
-                    json(&x),
-                ),
-                None => (
-                    one(false, format!("rank split: shard {shard}")),
-                    Value::Null,
-                ),
-            },
+                    None => (
+                        one(false, format!("rank split: shard {shard}")),
+                        Value::Null,
+                    ),
+                }
+            }
             RankPlan { memory } => {
-                let asked = bytes(*memory);
+                let asked = mib_bytes(*memory);
                 let (p, how) = rank_tasks::plan_status(w, asked)?;
                 let ranges = format!(
                     "{} {}: run `--step sort --range R` for R in 0 to {}",
@@ -929,12 +999,12 @@ impl Task {
             Cluster => {
                 let (clusters, pairs) = copies(w, env)?;
                 let ran =
-                    super::run::cluster_to(w, clusters.as_deref(), pairs.as_deref(), progress)?;
+                    super::deliver::cluster_to(w, clusters.as_deref(), pairs.as_deref(), progress)?;
                 delivered_copies(w, env, [&clusters, &pairs])?;
                 clustered_line(w, ran)?
             }
             ClusterPlan { memory } => {
-                let asked = bytes(*memory);
+                let asked = mib_bytes(*memory);
                 let (p, how) = cluster_tasks::plan_status(w, asked)?;
                 let parts = format!(
                     "{} {}: run `--step star --round R --part K` for K in 0 to {}",
@@ -1007,7 +1077,8 @@ impl Task {
             }
             ClusterFinish => {
                 let (clusters, pairs) = copies(w, env)?;
-                let ran = super::run::cluster_finish_to(w, clusters.as_deref(), pairs.as_deref())?;
+                let ran =
+                    super::deliver::cluster_finish_to(w, clusters.as_deref(), pairs.as_deref())?;
                 delivered_copies(w, env, [&clusters, &pairs])?;
                 clustered_line(w, ran)?
             }
@@ -1019,7 +1090,7 @@ impl Task {
                     return Ok((one(false, format!("apply: shard {shard}")), Value::Null));
                 }
                 let out = out.display().to_string();
-                let s = super::run::apply_to(w, *shard, &out, progress)?;
+                let s = super::deliver::apply_to(w, *shard, &out, progress)?;
                 deliver(w, &name, &[Path::new(&out)])?;
                 let line = format!("apply: shard {shard}, {} written to {out}", s.written);
                 (vec![Said::Ran(line)], json(&s))
@@ -1042,7 +1113,10 @@ impl Task {
                 let path = dir.join(name).display().to_string();
                 let s = write(w, std::slice::from_ref(&path), &out.dir, None)?;
                 deliver(w, "report", &[Path::new(&path)])?;
-                (vec![Said::Ran(format!("report: {path}"))], run_counts(w, &s)?)
+                (
+                    vec![Said::Ran(format!("report: {path}"))],
+                    run_counts(w, &s)?,
+                )
             }
         })
     }
@@ -1287,6 +1361,41 @@ mod tests {
             let j = serde_json::to_string(&t).unwrap();
             assert_eq!(serde_json::from_str::<Task>(&j).unwrap(), t);
         }
+    }
+
+    #[test]
+    fn every_step_is_the_task_of_its_name() {
+        let all = StepIndex {
+            shard: Some(1),
+            range: Some(2),
+            partition: Some(3),
+            part: Some(4),
+            round: Some(5),
+        };
+        let steps = [
+            ("rank", "split plan sort exact write finish"),
+            (
+                "cluster",
+                "plan edges locate star roots attributes clusters verdicts finish",
+            ),
+        ];
+        for (stage, names) in steps {
+            for step in names.split(' ') {
+                let t = Task::step(stage, step, all, 7).unwrap();
+                assert_eq!(t.kind(), format!("{stage}-{step}"));
+                assert_eq!(t.to_string().parse::<Task>().unwrap(), t);
+                if !t.is_light() {
+                    let none = Task::step(stage, step, StepIndex::default(), 7);
+                    let e = none.unwrap_err().to_string();
+                    assert!(
+                        e.contains(&format!("`{stage} --step {step}` needs --")),
+                        "{e}"
+                    );
+                }
+            }
+        }
+        let e = Task::step("rank", "star", all, 7).unwrap_err().to_string();
+        assert!(e.contains("no rank step \"star\""), "{e}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! tasks that may run now.
 
 use neardup::stages::sharded::task::{Engines, Said, TaskEnv, Waves};
-use neardup::stages::sharded::{next_wave, run, OutDir, Task, WorkDir};
+use neardup::stages::sharded::{self, next_wave, OutDir, StepIndex, Task, WorkDir};
 
 use super::*;
 
@@ -29,7 +29,7 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             out,
         } => {
             let (cfg, fields) = cluster.options(&input).resolve()?;
-            let w = run::init(
+            let w = sharded::init(
                 &dir,
                 &input.inputs,
                 cfg,
@@ -85,7 +85,19 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             range,
             task_memory,
         } => {
-            let t = rank_task(step, shard, range, sort_memory, task_memory)?;
+            let t = match step {
+                None => Task::Rank {
+                    memory: sort_memory,
+                },
+                Some(step) => {
+                    let at = StepIndex {
+                        shard,
+                        range,
+                        ..Default::default()
+                    };
+                    Task::step("rank", &name_of(step), at, task_memory)?
+                }
+            };
             (dir, vec![t], no_engine, None)
         }
         Stage::Bands { dir, shard } => (dir, vec![Task::Bands { shard }], no_engine, None),
@@ -124,20 +136,21 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             let t = match step {
                 None => Task::Cluster,
                 Some(step) => {
-                    let job = ClusterJob {
+                    let at = StepIndex {
                         partition,
                         shard,
                         part,
                         round,
+                        ..Default::default()
                     };
-                    cluster_task(step, job, task_memory)?
+                    Task::step("cluster", &name_of(step), at, task_memory)?
                 }
             };
             (dir, vec![t], no_engine, Some((clusters, pairs)))
         }
         Stage::Apply { dir, shard, output } => {
             let w = WorkDir::open(&dir)?;
-            let s = run::apply_to(&w, shard, &output, &progress)?;
+            let s = sharded::apply_to(&w, shard, &output, &progress)?;
             tell(&[Said::Ran(format!(
                 "apply: shard {shard}, {} written to {output}",
                 s.written
@@ -206,83 +219,7 @@ impl Engines for CliEngines<'_> {
     }
 }
 
-/// The task of `rank` that `--step` (and its index) names; the whole stage without one.
-fn rank_task(
-    step: Option<RankStep>,
-    shard: Option<usize>,
-    range: Option<usize>,
-    sort_memory: u64,
-    memory: u64,
-) -> Result<Task> {
-    let Some(step) = step else {
-        return Ok(Task::Rank {
-            memory: sort_memory,
-        });
-    };
-    let name = format!("{step:?}").to_lowercase();
-    let need = |what: Option<usize>, flag: &str| {
-        what.ok_or_else(|| neardup::Error::Param(format!("`rank --step {name}` needs {flag}")))
-    };
-    Ok(match step {
-        RankStep::Split => Task::RankSplit {
-            shard: need(shard, "--shard")?,
-            memory,
-        },
-        RankStep::Plan => Task::RankPlan { memory },
-        RankStep::Sort => Task::RankSort {
-            range: need(range, "--range")?,
-        },
-        RankStep::Exact => Task::RankExact {
-            range: need(range, "--range")?,
-        },
-        RankStep::Write => Task::RankWrite {
-            shard: need(shard, "--shard")?,
-        },
-        RankStep::Finish => Task::RankFinish,
-    })
-}
-
-/// The indices a `cluster --step` job was given.
-struct ClusterJob {
-    partition: Option<usize>,
-    shard: Option<usize>,
-    part: Option<usize>,
-    round: Option<u32>,
-}
-
-/// The task of `cluster` that `--step` (and its indices) names.
-fn cluster_task(step: ClusterStep, job: ClusterJob, memory: u64) -> Result<Task> {
-    let name = format!("{step:?}").to_lowercase();
-    let need = |what: Option<usize>, flag: &str| {
-        what.ok_or_else(|| neardup::Error::Param(format!("`cluster --step {name}` needs {flag}")))
-    };
-    Ok(match step {
-        ClusterStep::Plan => Task::ClusterPlan { memory },
-        ClusterStep::Edges => Task::ClusterEdges {
-            partition: need(job.partition, "--partition")?,
-        },
-        ClusterStep::Locate => Task::ClusterLocate {
-            shard: need(job.shard, "--shard")?,
-        },
-        ClusterStep::Star => {
-            let part = need(job.part, "--part")?;
-            let round = job.round.ok_or_else(|| {
-                neardup::Error::Param("`cluster --step star` needs --round".into())
-            })?;
-            Task::ClusterStar { round, part }
-        }
-        ClusterStep::Roots => Task::ClusterRoots {
-            part: need(job.part, "--part")?,
-        },
-        ClusterStep::Attributes => Task::ClusterAttributes {
-            shard: need(job.shard, "--shard")?,
-        },
-        ClusterStep::Clusters => Task::ClusterClusters {
-            part: need(job.part, "--part")?,
-        },
-        ClusterStep::Verdicts => Task::ClusterVerdicts {
-            shard: need(job.shard, "--shard")?,
-        },
-        ClusterStep::Finish => Task::ClusterFinish,
-    })
+/// A step's name, as `--step` spells it.
+fn name_of(step: impl std::fmt::Debug) -> String {
+    format!("{step:?}").to_lowercase()
 }
