@@ -1,40 +1,13 @@
 // Hashing fused into the min-reduction: sig[d][i] = min over the shingles of d of
 // (a_i * x + b_i) mod P, where each x = fnv1a64(shingle bytes) mod P is computed into the
 // workgroup's tile instead of being read from the `xs` that `hash_shingles` writes.
-// Composed after u64.wgsl at load time; `init_signatures` (minhash.wgsl) runs first.
+// Composed after u64.wgsl and bindings.wgsl at load time; `init_signatures` (minhash.wgsl)
+// runs first.
 //
 // One workgroup takes one chunk (at most CHUNK shingles of one document) and every
 // permutation, so each shingle is hashed once: hash.wgsl's `doc_of` search is not needed (the
 // chunk names its document) and x never goes through device memory. The minima are merged
 // with atomicMin, as in minhash.wgsl, so the order in which chunks finish cannot change a bit.
-//
-// Mirror of `GpuConfig` in src/engine/gpu/mod.rs; keep the two in step.
-struct Config {
-    k: u32,
-    num_docs: u32,
-    num_shingles: u32,
-    num_perm: u32,
-    num_chunks: u32,
-    hash_groups_x: u32,
-    min_groups_x: u32,
-    init_groups_x: u32,
-}
-
-@group(0) @binding(0) var<uniform> cfg: Config;
-// Word bytes, four to a u32 (little-endian); every word is followed by one space.
-@group(0) @binding(1) var<storage, read> bytes: array<u32>;
-// Start of each word, as the batch it was tokenized into holds it (see `docs`).
-@group(0) @binding(2) var<storage, read> word_start: array<u32>;
-// Per document: x = first word, y = first shingle, z = end word (the slot after its last
-// word, holding where that word ends), w = the shift (wrapping) that turns its word starts
-// into offsets in `bytes`.
-@group(0) @binding(3) var<storage, read> docs: array<vec4<u32>>;
-// Per chunk: x = document, y = first shingle, z = one past the last shingle, w unused.
-@group(0) @binding(5) var<storage, read> chunks: array<vec4<u32>>;
-// Per permutation: x = a_i, y = b_i.
-@group(0) @binding(6) var<storage, read> perms: array<vec2<u32>>;
-// Output: num_docs rows of num_perm entries.
-@group(0) @binding(7) var<storage, read_write> sigs: array<atomic<u32>>;
 
 const FUSED_WG: u32 = 64u;
 const CHUNK: u32 = 256u;

@@ -1,30 +1,5 @@
 // Stage 1: one invocation per shingle -> x = fnv1a64(shingle bytes) mod P.
-// Composed after u64.wgsl at load time.
-//
-// The bindings are shared with minhash.wgsl (one bind group layout for both pipelines):
-// mirror of `GpuConfig` in src/engine/gpu/mod.rs; keep the two in step.
-struct Config {
-    k: u32,
-    num_docs: u32,
-    num_shingles: u32,
-    num_perm: u32,
-    num_chunks: u32,
-    hash_groups_x: u32,
-    min_groups_x: u32,
-    init_groups_x: u32,
-}
-
-@group(0) @binding(0) var<uniform> cfg: Config;
-// Word bytes, four to a u32 (little-endian); every word is followed by one space.
-@group(0) @binding(1) var<storage, read> bytes: array<u32>;
-// Start of each word, as the batch it was tokenized into holds it (see `docs`).
-@group(0) @binding(2) var<storage, read> word_start: array<u32>;
-// Per document: x = first word, y = first shingle, z = end word (the slot after its last
-// word, holding where that word ends), w = the shift (wrapping) that turns its word starts
-// into offsets in `bytes`.
-@group(0) @binding(3) var<storage, read> docs: array<vec4<u32>>;
-// Output: x of every shingle.
-@group(0) @binding(4) var<storage, read_write> xs: array<u32>;
+// Composed after u64.wgsl and bindings.wgsl at load time.
 
 const HASH_WG: u32 = 256u;
 

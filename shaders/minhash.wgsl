@@ -1,31 +1,10 @@
 // Stage 2: sig[d][i] = min over the shingles of d of (a_i * x + b_i) mod P.
-// Composed after u64.wgsl at load time.
+// Composed after u64.wgsl and bindings.wgsl at load time.
 //
 // Work is cut into chunks of at most CHUNK shingles of one document (a long document spans
 // several chunks, even several workgroups at once); each workgroup takes one chunk and
 // PERM_WG permutations, and merges its minima into the signature with atomicMin, so the order
 // in which chunks finish cannot change a bit.
-//
-// Mirror of `GpuConfig` in src/engine/gpu/mod.rs; keep the two in step.
-struct Config {
-    k: u32,
-    num_docs: u32,
-    num_shingles: u32,
-    num_perm: u32,
-    num_chunks: u32,
-    hash_groups_x: u32,
-    min_groups_x: u32,
-    init_groups_x: u32,
-}
-
-@group(0) @binding(0) var<uniform> cfg: Config;
-@group(0) @binding(4) var<storage, read_write> xs: array<u32>;
-// Per chunk: x = document, y = first shingle, z = one past the last shingle, w unused.
-@group(0) @binding(5) var<storage, read> chunks: array<vec4<u32>>;
-// Per permutation: x = a_i, y = b_i.
-@group(0) @binding(6) var<storage, read> perms: array<vec2<u32>>;
-// Output: num_docs rows of num_perm entries.
-@group(0) @binding(7) var<storage, read_write> sigs: array<atomic<u32>>;
 
 const PERM_WG: u32 = 64u;
 const CHUNK: u32 = 256u;

@@ -3,7 +3,7 @@
 //! fields and size, and the tiling constants.
 
 use neardup::engine::gpu::plan::CHUNK;
-use neardup::engine::gpu::shaders::{composed, composed_with, STAGES, U64, U64_NATIVE};
+use neardup::engine::gpu::shaders::{composed, composed_with, BINDINGS, STAGES, U64, U64_NATIVE};
 use neardup::engine::gpu::GpuConfig;
 
 fn validate(name: &str, src: &str) -> naga::Module {
@@ -38,6 +38,8 @@ fn every_wgsl_file_in_shaders_validates() {
             match name.as_str() {
                 "u64.wgsl" => drop(validate(&name, &src)),
                 "u64_native.wgsl" => drop(validate_native(&name, &src)),
+                // Declarations only: validated alone, and before every stage.
+                "bindings.wgsl" => drop(validate(&name, &src)),
                 _ => {
                     validate(&name, &composed(&src));
                     validate_native(&name, &composed_with(U64_NATIVE, &src));
@@ -47,8 +49,8 @@ fn every_wgsl_file_in_shaders_validates() {
         }
     }
     assert_eq!(
-        seen, 5,
-        "u64.wgsl, u64_native.wgsl, hash.wgsl, minhash.wgsl and fused.wgsl"
+        seen, 6,
+        "u64.wgsl, u64_native.wgsl, bindings.wgsl, hash.wgsl, minhash.wgsl and fused.wgsl"
     );
 }
 
@@ -96,6 +98,10 @@ fn both_preludes_define_the_same_functions() {
 fn the_embedded_sources_are_the_files_on_disk() {
     let dir = crate::common::root().join("shaders");
     assert_eq!(U64, std::fs::read_to_string(dir.join("u64.wgsl")).unwrap());
+    assert_eq!(
+        BINDINGS,
+        std::fs::read_to_string(dir.join("bindings.wgsl")).unwrap()
+    );
     assert_eq!(
         U64_NATIVE,
         std::fs::read_to_string(dir.join("u64_native.wgsl")).unwrap()

@@ -37,8 +37,8 @@ use crate::batch::PackedBatch;
 use crate::hash::PermParams;
 use crate::sign::minhash::MinHashParams;
 
-/// The uniform block of every shader. Mirrors `struct Config` in `shaders/hash.wgsl` and
-/// `shaders/minhash.wgsl`; keep the three in step (field order and size).
+/// The uniform block of every shader. Mirrors `struct Config` in `shaders/bindings.wgsl`; keep
+/// the two in step (field order and size).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct GpuConfig {
@@ -434,6 +434,7 @@ impl GpuEngine {
                 let sources = [
                     shaders::U64,
                     shaders::U64_NATIVE,
+                    shaders::BINDINGS,
                     shaders::HASH,
                     shaders::MINHASH,
                     shaders::FUSED,

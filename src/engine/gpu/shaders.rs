@@ -1,11 +1,14 @@
 //! The WGSL sources, embedded at build time, and their composition: `u64.wgsl` (the emulated
 //! 64-bit helpers), or `u64_native.wgsl` (the same functions on native 64-bit integers, for
-//! `--gpu-int64`), is prepended to each stage's source when it is loaded.
+//! `--gpu-int64`), then `bindings.wgsl` (the uniform block and the buffers every stage binds),
+//! are prepended to each stage's source when it is loaded.
 
 /// Shared helpers: 32x32->64 multiply, the FNV multiply, reduction mod P, the permutation.
 pub const U64: &str = include_str!("../../../shaders/u64.wgsl");
 /// [`U64`]'s functions on native 64-bit shader integers (`SHADER_INT64`).
 pub const U64_NATIVE: &str = include_str!("../../../shaders/u64_native.wgsl");
+/// The `Config` uniform block and the buffers of bind group 0, shared by every stage.
+pub const BINDINGS: &str = include_str!("../../../shaders/bindings.wgsl");
 /// Stage 1: shingle hashing.
 pub const HASH: &str = include_str!("../../../shaders/hash.wgsl");
 /// Stage 2: permutation min-reduction.
@@ -25,11 +28,12 @@ pub fn composed(stage: &str) -> String {
     composed_with(U64, stage)
 }
 
-/// A stage's source with `prelude` ([`U64`] or [`U64_NATIVE`]) in front.
+/// A stage's source with `prelude` ([`U64`] or [`U64_NATIVE`]) and [`BINDINGS`] in front.
 pub fn composed_with(prelude: &str, stage: &str) -> String {
-    let mut s = String::with_capacity(prelude.len() + stage.len() + 1);
-    s.push_str(prelude);
-    s.push('\n');
-    s.push_str(stage);
+    let mut s = String::with_capacity(prelude.len() + BINDINGS.len() + stage.len() + 2);
+    for part in [prelude, BINDINGS, stage] {
+        s.push_str(part);
+        s.push('\n');
+    }
     s
 }
