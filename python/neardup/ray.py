@@ -68,19 +68,19 @@ def _fault(name: str, index: Optional[int], when: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _run_stage(name: str, index: Optional[int], args: Tuple[Any, ...], kwargs: Dict[str, Any],
-               threads: int, func: Optional[str] = None) -> Dict[str, Any]:
-    """One stage (the :mod:`neardup.stages` function ``func``, by default ``name``) of one
-    shard, partition or range, in a Ray worker."""
+def _run_task(fault: str, index: Optional[int], work_dir: str, text: str,
+              kwargs: Dict[str, Any], threads: int) -> Dict[str, Any]:
+    """One task (:func:`neardup.stages.run`) in a Ray worker; ``fault`` and ``index`` name it
+    for fault injection."""
     # The stages that run on rayon's global pool get the task's CPUs, not every core.
     os.environ.setdefault("RAYON_NUM_THREADS", str(max(threads, 1)))
     import ray
 
-    _fault(name, index, "before")
+    _fault(fault, index, "before")
     exact_peak = _reset_peak()
     t0 = time.time()
-    result = getattr(stages, func or name)(*args, **kwargs)
-    _fault(name, index, "after")
+    result = stages.run(work_dir, text, **kwargs)
+    _fault(fault, index, "after")
     ctx = ray.get_runtime_context()
     return {
         "result": result,
@@ -211,7 +211,7 @@ def dedup(
                                 out_clusters=clusters, out_pairs=pairs, out_report=report,
                                 **options)
     say.info("%d shards, %d partitions, work directory %s", shards, parts, work_dir)
-    task = ray.remote(_run_stage).options(
+    task = ray.remote(_run_task).options(
         num_cpus=num_cpus, max_retries=max_retries, scheduling_strategy=scheduling_strategy
     )
     workers: set = set()
@@ -233,8 +233,7 @@ def dedup(
         """Run the tasks ``calls`` (each its fault name, index and text) of the stage ``name``
         and wait for them all."""
         t0 = time.time()
-        refs = [task.remote(fault, i, (work_dir, t), run_kw, threads, "run")
-                for (fault, i, t) in calls]
+        refs = [task.remote(fault, i, work_dir, t, run_kw, threads) for (fault, i, t) in calls]
         # A stage run in several waves (its steps, the greedy rounds) adds up.
         task_counts[name] = task_counts.get(name, 0) + len(refs)
         results: List[Any] = [None] * len(refs)
@@ -301,8 +300,7 @@ def dedup(
             raise RuntimeError(f"the tasks {wave} ran and are due again: something in the work "
                                f"directory {work_dir} is not as they left it")
         infos = [stages.task_info(t) for t in wave]
-        group = None if not wave else ("greedy" if infos[0]["stage"] == "greedy"
-                                       else infos[0]["stage"])
+        group = infos[0]["stage"] if wave else None
         if group != current:
             if current is not None:
                 log_stage(current)

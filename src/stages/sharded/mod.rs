@@ -18,7 +18,9 @@
 //!    ([`cluster_tasks`]) that hold a part of the members each.
 //! 6. [`apply`], per shard: the kept records, in input order.
 //!
-//! [`summary`] reads the run's counts back for its reports.
+//! [`summary`] reads the run's counts back for its reports. [`task`] cuts the run into units of
+//! work and says which may run now: every scheduler, and `--work-dir`, is a loop over its
+//! waves.
 //!
 //! The manifest (`manifest.json`) fixes the contract, the parameters, the partitions and the
 //! shards (their paths, sizes and fingerprints). Every stage file carries the manifest's key in

@@ -1,4 +1,5 @@
-//! `neardup dedup --work-dir`: every stage in one process, out of core, each finished stage
+//! `neardup stage init`, and `neardup dedup --work-dir`: every wave of tasks
+//! ([`next_wave`](super::task::next_wave)) in one process, out of core, each finished task
 //! skipped when the run is repeated; the outputs and the report as in-memory `dedup` makes
 //! them.
 
