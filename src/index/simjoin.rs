@@ -1,36 +1,59 @@
-//! Exact set-similarity join inside one LSH bucket: the pairs of sets that can reach a Jaccard
-//! threshold, found without comparing every pair.
+//! Exact set-similarity join inside one LSH bucket: the spanning forest of its pairs at or
+//! above a Jaccard threshold, found without comparing every pair.
 //!
-//! A bucket of templated pages (thousands of documents that share a long boilerplate) holds
-//! mostly pairs well below the threshold, and checking one costs a merge of two shingle sets.
-//! Prefix filtering (AllPairs, PPJoin) finds the pairs worth checking. Order the bucket's tokens
-//! rarest first; a pair with overlap `o` shares a token among the first `|x| - o + 1` tokens of
-//! each side. Jaccard `>= t` needs `o >= t/(1+t) * (|x| + |y|)`, so when the sets are visited by
-//! size, each set needs to be indexed by only its first `|x| - ceil(2t/(1+t) |x|) + 1` tokens
-//! (PPJoin's index prefix): a template's shared tokens, the most frequent, stay out of the
-//! index. The size filter (`|small| >= t |large|`) and the positional filter (the overlap found
-//! so far plus what is left of either set must reach the needed overlap) drop more.
+//! A bucket of templated pages holds thousands of documents that share a long boilerplate:
+//! most of its pairs are well below the threshold, and those above it are often a clique.
+//! Checking every pair is quadratic in the bucket; so is listing the pairs of a clique. The
+//! join here costs what the answer costs.
+//!
+//! - **Prefix filter** (AllPairs, PPJoin): the bucket's tokens are ordered rarest first; a set
+//!   of `l` tokens that reaches Jaccard `t` with any set shares at least `ceil(t l)` tokens with
+//!   it, so two such sets share a token among the first `l - ceil(t l) + 1` of each (the
+//!   *prefix*). A template's tokens, the most frequent, fall to the end of every prefix.
+//! - **Size and position, by group**: a set is indexed under each prefix token in the group of
+//!   sets with its size and the token's position in it. For sets of sizes `la`, `lb` the pair
+//!   needs `o >= t / (1 + t) * (la + lb)` shared tokens, and when the token is the first they
+//!   share, at most `1 + min` of what follows it in either can be shared. A group that cannot
+//!   reach that is passed over whole: a template's shared tokens sit at the same positions in
+//!   every page of one length, so a bucket of templated pages has a few groups per token.
+//! - **Joined blocks**: only one pair per member and earlier set of joined members is wanted
+//!   (the forest, not every pair), so within a group, runs of entries already joined to one
+//!   another are stepped over as one block, and a member's candidates are tested set by set,
+//!   in member order, until one is confirmed.
 //!
 //! Every filter is exact: each pair whose Jaccard, as [`jaccard_sorted`](crate::text::jaccard_sorted)
-//! computes it, is at least the threshold is among the candidates. The tests compare against
-//! every pair. The threshold is shaded down by one part in 10^9 in the filters, so a ratio that
-//! rounds up to the threshold is kept too.
+//! computes it, is at least the threshold reaches the test. The threshold is shaded down by
+//! one part in 10^9 in the filters, so a ratio that rounds up to the threshold is kept too.
+//! The tests compare the forest with Kruskal's rule over every pair.
+
+use crate::index::unionfind::UnionFind;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::BuildHasherDefault;
+
+use crate::ids::HashIsKey;
 
 /// The threshold the filters use: a hair below the one asked for, never above.
 fn shaded(threshold: f64) -> f64 {
     threshold * (1.0 - 1e-9)
 }
 
+/// `ceil(x)` of a bound computed from a shaded threshold, at least 1: the shading keeps an
+/// exact whole number from rounding up past itself.
+fn least(x: f64) -> usize {
+    (x.ceil() as usize).max(1)
+}
+
 /// The least overlap that a set of `len` tokens needs with any set to reach Jaccard `t`
-/// (`ceil(t * len)`, taken one lower where floating point might round it up), at least 1.
+/// (`ceil(t * len)`, at least 1).
 fn least_overlap(t: f64, len: usize) -> usize {
-    ((t * len as f64).floor() as usize).max(1)
+    least(t * len as f64)
 }
 
 /// The least overlap that sets of `lx` and `ly` tokens need to reach Jaccard `t`:
-/// `o / (lx + ly - o) >= t`, i.e. `o >= t / (1 + t) * (lx + ly)`; floored, at least 1.
+/// `o / (lx + ly - o) >= t`, i.e. `o >= t / (1 + t) * (lx + ly)`; at least 1.
 fn pair_overlap(t: f64, lx: usize, ly: usize) -> usize {
-    ((t / (1.0 + t) * (lx + ly) as f64).floor() as usize).max(1)
+    least(t / (1.0 + t) * (lx + ly) as f64)
 }
 
 /// Can sets of these sizes reach Jaccard `t` at all (`|small| >= t |large|`)?
@@ -39,143 +62,323 @@ fn sizes_fit(t: f64, lx: usize, ly: usize) -> bool {
     small as f64 >= t * large as f64
 }
 
-/// For each of `sets` (each sorted ascending, without repeats), the most tokens it can share
-/// with any other of them: its size less its private tokens (those no other set holds). A
-/// bucket of templated pages shares the template and little else, so this bounds a pair
-/// without merging the two sets ([`may_reach`]).
-pub fn shareable(sets: &[&[u64]]) -> Vec<usize> {
-    let mut all: Vec<u64> = sets.iter().flat_map(|s| s.iter().copied()).collect();
-    all.sort_unstable();
-    let mut private: Vec<u64> = Vec::new();
-    let mut i = 0;
-    while i < all.len() {
-        let mut e = i + 1;
-        while e < all.len() && all[e] == all[i] {
-            e += 1;
+/// The prefix of a set of `len` tokens: how many of its rarest tokens a partner must share.
+fn prefix_len(t: f64, len: usize) -> usize {
+    len + 1 - least_overlap(t, len).min(len)
+}
+
+/// How [`spanning_forest`] settled a bucket's pairs; the three add up to every pair.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ForestCounts {
+    /// Pairs given to the exact test.
+    pub tested: u64,
+    /// Pairs never tested because their members were joined already, through pairs confirmed
+    /// before them.
+    pub joined: u64,
+    /// Pairs that the filters proved below the threshold.
+    pub filtered: u64,
+}
+
+/// Sets of one size indexed under one token at one position, in the order indexed: `ends[k]`
+/// closes a run of entries from `k` known to be joined to one another ([`spanning_forest`]).
+struct Group {
+    len: u32,
+    at: u32,
+    /// The next group under the same token.
+    sibling: u32,
+    members: Vec<u32>,
+    ends: Vec<u32>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl Group {
+    /// The end of the block of entries from `k` that are joined to entry `k` (each of which
+    /// stays joined: components only grow), compressed for the next walk.
+    fn block_end(&mut self, k: usize, uf: &mut UnionFind) -> usize {
+        let root = uf.find(self.members[k]);
+        let mut e = self.ends[k] as usize;
+        while e < self.members.len() && uf.find(self.members[e]) == root {
+            e = self.ends[e] as usize;
         }
-        if e - i == 1 {
-            private.push(all[i]);
-        }
-        i = e;
+        self.ends[k] = e as u32;
+        e
     }
-    drop(all);
-    sets.iter()
-        .map(|s| {
-            s.len()
-                - s.iter()
-                    .filter(|v| private.binary_search(v).is_ok())
-                    .count()
-        })
-        .collect()
 }
 
-/// Can sets of `lx` and `ly` tokens that share at most `most` tokens reach Jaccard `threshold`?
-/// Exact: `false` only where the Jaccard is surely below it.
-pub fn may_reach(threshold: f64, lx: usize, ly: usize, most: usize) -> bool {
-    let t = shaded(threshold);
-    sizes_fit(t, lx, ly) && most >= pair_overlap(t, lx, ly)
+/// A token in the rarest-first order: how many sets hold it (at most; 255 for any more), then
+/// its value.
+pub type Key = (u8, u64);
+
+/// How many sets hold each token, counted in a sketch: two saturating counters a token, of
+/// which the smaller bounds its count from above (others' tokens only add to a counter). The
+/// order needs no exact count, only one order for every set, and a count of 1 is exact: a
+/// token only one set holds pairs nothing, so it is neither indexed nor looked up, yet keeps
+/// its place in each prefix.
+struct Rarity {
+    counts: Vec<u8>,
+    shift: u32,
 }
 
-/// Every pair of `sets` (each sorted ascending, without repeats) whose Jaccard may be at least
-/// `threshold` (in `(0, 1]`), as `(i, j)` with `i < j`, sorted. An empty set pairs with
-/// nothing.
+impl Rarity {
+    fn new(sets: &[&[u64]]) -> Self {
+        let total: usize = sets.iter().map(|s| s.len()).sum();
+        // Four counters a token or more: few tokens that one set holds look shared.
+        Rarity::sized(
+            sets,
+            (total.max(1) * 4)
+                .next_power_of_two()
+                .trailing_zeros()
+                .max(12),
+        )
+    }
+
+    /// With `2^bits` counters.
+    fn sized(sets: &[&[u64]], bits: u32) -> Self {
+        let mut rarity = Rarity {
+            counts: vec![0; 1 << bits],
+            shift: 64 - bits,
+        };
+        for set in sets {
+            for &v in *set {
+                let (a, b) = rarity.slots(v);
+                rarity.counts[a] = rarity.counts[a].saturating_add(1);
+                rarity.counts[b] = rarity.counts[b].saturating_add(1);
+            }
+        }
+        rarity
+    }
+
+    fn slots(&self, v: u64) -> (usize, usize) {
+        (
+            (v.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize,
+            (v.wrapping_mul(0xc2b2_ae3d_27d4_eb4f) >> self.shift) as usize,
+        )
+    }
+
+    fn key(&self, v: u64) -> Key {
+        let (a, b) = self.slots(v);
+        (self.counts[a].min(self.counts[b]), v)
+    }
+
+    /// The first `n` of `set`'s tokens in rarity order into `out`.
+    fn prefix(&self, set: &[u64], n: usize, out: &mut Vec<Key>) {
+        out.clear();
+        out.extend(set.iter().map(|&v| self.key(v)));
+        if n < out.len() {
+            out.select_nth_unstable(n);
+            out.truncate(n);
+        }
+        out.sort_unstable();
+    }
+}
+
+/// The key of the map from a token to its first group: the token, mixed (one to one), so that
+/// the map's buckets spread.
+fn mixed(v: u64) -> u64 {
+    v.wrapping_mul(0xd6e8_feb8_6659_fd93).rotate_left(32)
+}
+
+/// Sets indexed under their prefix tokens, each in the group of its size and the token's
+/// position, for finding the earlier sets that may reach the threshold with a new one.
+pub struct PrefixIndex {
+    t: f64,
+    rarity: Rarity,
+    /// The first group of each token indexed, by its [`mixed`] value.
+    head: HashMap<u64, u32, BuildHasherDefault<HashIsKey>>,
+    groups: Vec<Group>,
+}
+
+impl PrefixIndex {
+    /// An empty index for `threshold` (in `(0, 1]`), over the tokens of `sets`: every set
+    /// later indexed or looked up is one of them.
+    pub fn new<'a>(threshold: f64, sets: impl Iterator<Item = &'a [u64]>) -> Self {
+        let sets: Vec<&[u64]> = sets.collect();
+        PrefixIndex {
+            t: shaded(threshold),
+            rarity: Rarity::new(&sets),
+            head: HashMap::default(),
+            groups: Vec::new(),
+        }
+    }
+
+    /// The prefix of `set` (sorted ascending, without repeats, not empty) into `out`: what
+    /// [`PrefixIndex::viable_groups`] and [`PrefixIndex::insert`] take.
+    pub fn prefix(&self, set: &[u64], out: &mut Vec<Key>) {
+        self.rarity.prefix(set, prefix_len(self.t, set.len()), out);
+    }
+
+    /// Each group that may hold a set reaching the threshold with a set of `len` tokens whose
+    /// prefix is `prefix`, into `out`: one under a token of it, where the sizes and the
+    /// token's positions leave room for enough overlap. A set may be in several.
+    pub fn viable_groups(&self, prefix: &[Key], len: usize, out: &mut Vec<u32>) {
+        let t = self.t;
+        out.clear();
+        for (i, &(held, w)) in prefix.iter().enumerate() {
+            if held == 1 {
+                continue;
+            }
+            let mut g = self.head.get(&mixed(w)).copied().unwrap_or(NONE);
+            while g != NONE {
+                let group = &self.groups[g as usize];
+                let (la, j) = (group.len as usize, group.at as usize);
+                if sizes_fit(t, la, len)
+                    && 1 + (len - i - 1).min(la - j - 1) >= pair_overlap(t, la, len)
+                {
+                    out.push(g);
+                }
+                g = group.sibling;
+            }
+        }
+    }
+
+    /// Every indexed set that may reach the threshold with the set of `len` tokens whose
+    /// prefix is `prefix`, appended to `out` (a set may come more than once); `groups` is
+    /// scratch.
+    pub fn candidates(
+        &self,
+        prefix: &[Key],
+        len: usize,
+        groups: &mut Vec<u32>,
+        out: &mut Vec<u32>,
+    ) {
+        self.viable_groups(prefix, len, groups);
+        for &g in groups.iter() {
+            out.extend_from_slice(self.members(g));
+        }
+    }
+
+    /// The sets of group `g` (from [`PrefixIndex::viable_groups`]), in the order indexed.
+    pub fn members(&self, g: u32) -> &[u32] {
+        &self.groups[g as usize].members
+    }
+
+    /// Index `member`, a set of `len` tokens whose prefix is `prefix`.
+    pub fn insert(&mut self, prefix: &[Key], len: usize, member: u32) {
+        for (i, &(held, w)) in prefix.iter().enumerate() {
+            if held == 1 {
+                continue;
+            }
+            let (len, at) = (len as u32, i as u32);
+            let first = self.head.entry(mixed(w)).or_insert(NONE);
+            let mut g = *first;
+            while g != NONE
+                && (self.groups[g as usize].len, self.groups[g as usize].at) != (len, at)
+            {
+                g = self.groups[g as usize].sibling;
+            }
+            if g == NONE {
+                g = self.groups.len() as u32;
+                self.groups.push(Group {
+                    len,
+                    at,
+                    sibling: *first,
+                    members: Vec::new(),
+                    ends: Vec::new(),
+                });
+                *first = g;
+            }
+            let group = &mut self.groups[g as usize];
+            group.members.push(member);
+            group.ends.push(group.members.len() as u32);
+        }
+    }
+}
+
+/// The spanning forest of the pairs of `sets` (each sorted ascending, without repeats) whose
+/// Jaccard is at least `threshold` (in `(0, 1]`), as Kruskal's rule finds it when it visits
+/// the pairs by their later member, then their earlier one, and tests a pair only when its
+/// members are not joined yet. That is: for each member `b`, and each set of earlier members
+/// joined so far and not to `b`, the pair of `b` and that set's first member that `test`
+/// confirms.
 ///
-/// Returns `None` as soon as more than `max_pairs` candidates are found: the bucket is dense with
-/// similar sets, and checking its pairs in order (where pairs already joined are skipped) is
-/// cheaper than listing them.
-pub fn candidate_pairs(
+/// `test(a, b)` (`a < b`, places in `sets`) is the exact test, called only for pairs that the
+/// filters could not rule out and whose members are not joined; it returns whether the pair is
+/// confirmed (its Jaccard is at least `threshold`), and the forest grows by it. An empty set
+/// pairs with nothing.
+pub fn spanning_forest(
     sets: &[&[u64]],
     threshold: f64,
-    max_pairs: usize,
-) -> Option<Vec<(u32, u32)>> {
-    let t = shaded(threshold);
+    mut test: impl FnMut(u32, u32) -> bool,
+) -> ForestCounts {
     let m = sets.len();
-    // Frequency of each token in the bucket; rarest first, ties by value.
-    let mut all: Vec<u64> = sets.iter().flat_map(|s| s.iter().copied()).collect();
-    all.sort_unstable();
-    let mut tokens: Vec<u64> = Vec::new();
-    let mut freq: Vec<u32> = Vec::new();
-    for &v in &all {
-        if tokens.last() == Some(&v) {
-            *freq.last_mut().unwrap() += 1;
-        } else {
-            tokens.push(v);
-            freq.push(1);
+    assert!(m < NONE as usize, "a bucket is limited to 2^32 - 1 members");
+    let mut index = PrefixIndex::new(threshold, sets.iter().copied());
+    let mut counts = ForestCounts::default();
+    let mut uf = UnionFind::new(m);
+    // Members of each root's set.
+    let mut size = vec![1u32; m];
+    let (mut prefix, mut viable) = (Vec::new(), Vec::new());
+    // The candidates' blocks: (root, next entry's member, group, next entry, end).
+    let mut blocks: Vec<(u32, u32, u32, u32, u32)> = Vec::new();
+    let mut heap: BinaryHeap<Reverse<(u32, u32)>> = BinaryHeap::new();
+    let mut rejected: Vec<u32> = Vec::new();
+    for b in 0..m as u32 {
+        let lb = sets[b as usize].len();
+        if lb == 0 {
+            counts.filtered += b as u64;
+            continue;
         }
-    }
-    drop(all);
-    let mut by_rarity: Vec<u32> = (0..tokens.len() as u32).collect();
-    by_rarity.sort_unstable_by_key(|&i| (freq[i as usize], tokens[i as usize]));
-    let mut order_of = vec![0u32; tokens.len()];
-    for (o, &i) in by_rarity.iter().enumerate() {
-        order_of[i as usize] = o as u32;
-    }
-    drop(by_rarity);
-
-    // Visit sets by size (then index), so that each needs only its index prefix indexed.
-    let mut visit: Vec<u32> = (0..m as u32)
-        .filter(|&i| !sets[i as usize].is_empty())
-        .collect();
-    visit.sort_unstable_by_key(|&i| (sets[i as usize].len(), i));
-
-    let index_t = 2.0 * t / (1.0 + t);
-    let mut index: Vec<Vec<(u32, u32)>> = vec![Vec::new(); tokens.len()];
-    // Overlap found so far with each indexed set; -1: pruned for the set being probed.
-    let mut acc: Vec<i32> = vec![0; m];
-    let mut touched: Vec<u32> = Vec::new();
-    let mut prefix: Vec<u32> = Vec::new();
-    let mut out: Vec<(u32, u32)> = Vec::new();
-    for &x in &visit {
-        let set = sets[x as usize];
-        let lx = set.len();
-        // The set's tokens in rarity order; only a prefix is needed.
-        prefix.clear();
-        prefix.extend(set.iter().map(|v| {
-            // Every token of every set is in `tokens`.
-            let at = tokens.binary_search(v).unwrap_or_else(|_| unreachable!());
-            order_of[at]
-        }));
-        prefix.sort_unstable();
-        let probe_len = lx - least_overlap(t, lx) + 1;
-        let index_len = (lx - least_overlap(index_t, lx) + 1).min(probe_len);
-        touched.clear();
-        for (i, &w) in prefix[..probe_len].iter().enumerate() {
-            for &(y, j) in &index[w as usize] {
-                let a = acc[y as usize];
-                if a < 0 {
+        index.prefix(sets[b as usize], &mut prefix);
+        // The blocks of the groups that may hold a partner.
+        blocks.clear();
+        index.viable_groups(&prefix, lb, &mut viable);
+        for &gid in &viable {
+            let group = &mut index.groups[gid as usize];
+            let mut k = 0;
+            while k < group.members.len() {
+                let e = group.block_end(k, &mut uf);
+                let first = group.members[k];
+                blocks.push((uf.find(first), first, gid, k as u32, e as u32));
+                k = e;
+            }
+        }
+        // Set by set, its candidates in member order until one is confirmed.
+        blocks.sort_unstable();
+        rejected.clear();
+        let (mut tested, mut confirmed) = (0u64, 0u64);
+        let mut s = 0;
+        while s < blocks.len() {
+            let root = blocks[s].0;
+            let mut e = s + 1;
+            while e < blocks.len() && blocks[e].0 == root {
+                e += 1;
+            }
+            heap.clear();
+            heap.extend((s..e).map(|x| Reverse((blocks[x].1, x as u32))));
+            let mut last = NONE;
+            while let Some(Reverse((a, x))) = heap.pop() {
+                let block = &mut blocks[x as usize];
+                block.3 += 1;
+                if block.3 < block.4 {
+                    block.1 = index.groups[block.2 as usize].members[block.3 as usize];
+                    heap.push(Reverse((block.1, x)));
+                }
+                if a == last {
                     continue;
                 }
-                let ly = sets[y as usize].len();
-                if a == 0 {
-                    touched.push(y);
-                    if !sizes_fit(t, lx, ly) {
-                        acc[y as usize] = -1;
-                        continue;
-                    }
+                last = a;
+                tested += 1;
+                if test(a, b) {
+                    let (ra, rb) = (uf.find(a), uf.find(b));
+                    uf.union(ra, rb);
+                    size[ra.min(rb) as usize] = size[ra as usize] + size[rb as usize];
+                    confirmed += 1;
+                    break;
                 }
-                let left = (lx - i - 1).min(ly - j as usize - 1);
-                if a as usize + 1 + left >= pair_overlap(t, lx, ly) {
-                    acc[y as usize] = a + 1;
-                } else {
-                    acc[y as usize] = -1;
-                }
+                rejected.push(a);
             }
+            s = e;
         }
-        for &y in &touched {
-            if acc[y as usize] > 0 {
-                out.push((y.min(x), y.max(x)));
-                if out.len() > max_pairs {
-                    return None;
-                }
-            }
-            acc[y as usize] = 0;
-        }
-        for (i, &w) in prefix[..index_len].iter().enumerate() {
-            index[w as usize].push((x, i as u32));
-        }
+        let rb = uf.find(b);
+        let rejected_joined = rejected.iter().filter(|&&a| uf.find(a) == rb).count() as u64;
+        let joined = (size[rb as usize] as u64 - 1) - confirmed - rejected_joined;
+        counts.tested += tested;
+        counts.joined += joined;
+        counts.filtered += b as u64 - tested - joined;
+        index.insert(&prefix, lb, b);
     }
-    out.sort_unstable();
-    Some(out)
+    counts
 }
 
 #[cfg(test)]
@@ -183,58 +386,49 @@ mod tests {
     use super::*;
     use crate::text::jaccard_sorted;
 
-    /// The bound never rules out a pair at or above the threshold, and rules out the pairs of
-    /// a template with a few private tokens each.
-    #[test]
-    fn the_shareable_bound_is_exact() {
-        let mut rng = crate::hash::Pcg32::new(5);
-        for _ in 0..200 {
-            let m = 2 + rng.below(12) as usize;
-            let sets: Vec<Vec<u64>> = (0..m)
-                .map(|_| set((0..1 + rng.below(40)).map(|_| rng.below(60) as u64)))
-                .collect();
-            let refs: Vec<&[u64]> = sets.iter().map(|s| s.as_slice()).collect();
-            let most = shareable(&refs);
-            for t in [0.3, 0.5, 0.8, 1.0] {
-                for j in 0..m {
-                    for i in 0..j {
-                        if jaccard_sorted(&sets[i], &sets[j]) >= t {
-                            let bound = most[i].min(most[j]);
-                            assert!(may_reach(t, sets[i].len(), sets[j].len(), bound), "t {t}");
-                        }
-                    }
+    /// The oracle: Kruskal's rule over every pair, by later member then earlier, each pair not
+    /// joined yet tested. The forest's pairs, and the pairs tested.
+    fn every_pair(sets: &[Vec<u64>], t: f64) -> (Vec<(u32, u32)>, u64) {
+        let mut uf = UnionFind::new(sets.len());
+        let (mut forest, mut tested) = (Vec::new(), 0);
+        for b in 0..sets.len() as u32 {
+            for a in 0..b {
+                if uf.connected(a, b) {
+                    continue;
+                }
+                tested += 1;
+                if jaccard_sorted(&sets[a as usize], &sets[b as usize]) >= t {
+                    uf.union(a, b);
+                    forest.push((a, b));
                 }
             }
         }
-        // 56 template tokens and 10 private ones each: Jaccard 56 / 76 < 0.8, ruled out.
-        let template = |d: u64| set((0..56).chain((0..10).map(|w| 1000 + d * 100 + w)));
-        let sets = [template(1), template(2), template(3)];
-        let refs: Vec<&[u64]> = sets.iter().map(|s| s.as_slice()).collect();
-        assert_eq!(shareable(&refs), [56, 56, 56]);
-        assert!(!may_reach(0.8, 66, 66, 56));
-        assert!(may_reach(0.7, 66, 66, 56));
+        (forest, tested)
     }
 
-    /// The oracle: every pair, compared.
-    fn naive(sets: &[Vec<u64>], t: f64) -> Vec<(u32, u32)> {
-        let mut out = Vec::new();
-        for j in 0..sets.len() {
-            for i in 0..j {
-                if !sets[i].is_empty() && jaccard_sorted(&sets[i], &sets[j]) >= t {
-                    out.push((i as u32, j as u32));
-                }
+    /// The forest, checked against the oracle; the counts add up to every pair.
+    fn check(sets: &[Vec<u64>], t: f64) -> (Vec<(u32, u32)>, ForestCounts) {
+        let refs: Vec<&[u64]> = sets.iter().map(|s| s.as_slice()).collect();
+        let mut forest = Vec::new();
+        let counts = spanning_forest(&refs, t, |a, b| {
+            assert!(a < b);
+            let ok = jaccard_sorted(&sets[a as usize], &sets[b as usize]) >= t;
+            if ok {
+                forest.push((a, b));
             }
-        }
-        out
-    }
-
-    fn check(sets: &[Vec<u64>], t: f64) -> Vec<(u32, u32)> {
-        let refs: Vec<&[u64]> = sets.iter().map(|s| s.as_slice()).collect();
-        let got = candidate_pairs(&refs, t, usize::MAX).unwrap();
-        for p in naive(sets, t) {
-            assert!(got.binary_search(&p).is_ok(), "missed {p:?} at t = {t}");
-        }
-        got
+            ok
+        });
+        forest.sort_unstable_by_key(|&(a, b)| (b, a));
+        let (want, tested) = every_pair(sets, t);
+        assert_eq!(forest, want, "t = {t}");
+        let m = sets.len() as u64;
+        assert_eq!(
+            counts.tested + counts.joined + counts.filtered,
+            m * m.saturating_sub(1) / 2,
+            "t = {t}"
+        );
+        assert!(counts.tested <= tested, "t = {t}");
+        (forest, counts)
     }
 
     fn set(range: impl IntoIterator<Item = u64>) -> Vec<u64> {
@@ -244,8 +438,56 @@ mod tests {
         v
     }
 
+    /// Every overlap that reaches the threshold as `jaccard_sorted` computes it passes the
+    /// bounds, for every pair of sizes up to 120 and thresholds whose products are whole
+    /// numbers and are not.
+    #[test]
+    fn the_bounds_keep_every_pair_at_the_threshold() {
+        for threshold in [
+            0.05,
+            0.3,
+            0.5,
+            0.6,
+            2.0 / 3.0,
+            0.7,
+            0.75,
+            0.8,
+            0.85,
+            0.9,
+            0.95,
+            1.0,
+        ] {
+            let t = shaded(threshold);
+            for lx in 1..=120usize {
+                for ly in 1..=120usize {
+                    for o in 1..=lx.min(ly) {
+                        let j = o as f64 / (lx + ly - o) as f64;
+                        if j < threshold {
+                            continue;
+                        }
+                        assert!(sizes_fit(t, lx, ly), "{threshold} {lx} {ly} {o}");
+                        assert!(o >= pair_overlap(t, lx, ly), "{threshold} {lx} {ly} {o}");
+                        assert!(o >= least_overlap(t, lx), "{threshold} {lx} {ly} {o}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The bounds are tight: a pair one token short of the threshold is ruled out by them.
+    #[test]
+    fn the_bounds_are_the_least_overlaps() {
+        // 56 shared of 61 and 66 tokens: 56 / 71 < 0.8, and 57 are needed.
+        assert_eq!(pair_overlap(shaded(0.8), 61, 66), 57);
+        // 0.8 * 60 is 48 exactly: the shading keeps it from rounding to 49.
+        assert_eq!(least_overlap(shaded(0.8), 60), 48);
+        assert_eq!(prefix_len(shaded(0.8), 60), 13);
+        assert_eq!(prefix_len(shaded(0.8), 71), 15);
+        assert_eq!(prefix_len(shaded(1.0), 10), 1);
+    }
+
     /// Pairs exactly at the threshold, for thresholds and sizes where `t * n` is a whole number
-    /// and where it is not: the filters keep each.
+    /// and where it is not: each is in the forest.
     #[test]
     fn pairs_at_the_threshold_are_kept() {
         for n in 1..=40u64 {
@@ -256,63 +498,116 @@ mod tests {
                 if j == 0.0 {
                     continue;
                 }
-                let sets = vec![a, b];
-                let got = check(&sets, j);
-                assert_eq!(got, vec![(0, 1)], "n {n} shared {shared}");
+                let (forest, _) = check(&[a, b], j);
+                assert_eq!(forest, vec![(0, 1)], "n {n} shared {shared}");
             }
         }
     }
 
-    /// A template shared by every set, plus a few tokens of each set's own, and planted pairs
-    /// that share their own tokens too: only the planted pairs remain, without one missed.
+    /// A template shared by every set, a few tokens of each set's own (5 to 15), and planted
+    /// near copies: pages with few own tokens are near duplicates of one another, the others
+    /// only of their copies. The forest is the oracle's, with a fraction of its tests.
     #[test]
-    fn a_template_bucket_leaves_only_the_planted_pairs() {
-        let m = 400u64;
-        let mut sets: Vec<Vec<u64>> = (0..m)
-            .map(|d| set((0..56).chain((0..10).map(|w| 1_000_000 + d * 100 + w))))
-            .collect();
-        for d in (0..m).step_by(40) {
-            // A near copy of set d: its own tokens, one changed.
-            let mut own: Vec<u64> = (0..10).map(|w| 1_000_000 + d * 100 + w).collect();
-            own[0] = 9_000_000 + d;
-            sets[(d + 7) as usize] = set((0..56).chain(own));
+    fn a_template_bucket_costs_its_forest() {
+        let mut rng = crate::hash::Pcg32::new(3);
+        let m = 600u64;
+        let own = |d: u64, n: u64| (0..n).map(move |w| 1_000_000 + d * 100 + w);
+        let mut sets: Vec<Vec<u64>> = Vec::new();
+        for d in 0..m {
+            let n = 5 + rng.below(11) as u64;
+            if d >= 20 && rng.below(20) == 0 {
+                // A near copy of an earlier page: its own tokens, one changed.
+                let base = rng.below(d as u32) as usize;
+                let mut v = sets[base].clone();
+                let at = rng.below(v.len() as u32) as usize;
+                if v[at] >= 1_000_000 {
+                    v[at] = 9_000_000 + d;
+                }
+                sets.push(set(v));
+            } else {
+                sets.push(set((0..56).chain(own(d, n))));
+            }
         }
-        let got = check(&sets, 0.8);
-        let planted: Vec<(u32, u32)> = (0..m as u32).step_by(40).map(|d| (d, d + 7)).collect();
-        assert_eq!(got, planted);
+        let (forest, counts) = check(&sets, 0.8);
+        assert!(forest.len() > 100, "{}", forest.len());
+        let (_, oracle_tested) = every_pair(&sets, 0.8);
+        assert!(
+            counts.tested * 20 < oracle_tested,
+            "{} of {oracle_tested}",
+            counts.tested
+        );
     }
 
-    /// Random sets over a small universe, so that many pairs sit near any threshold.
+    /// Random sets over a small universe, so that many pairs sit near any threshold, and
+    /// families of near copies, so that sets join in many orders.
     #[test]
-    fn random_sets_lose_no_pair() {
+    fn random_sets_give_the_oracles_forest() {
         let mut rng = crate::hash::Pcg32::new(7);
-        for round in 0..60 {
+        for round in 0..80 {
             let universe = 8 + rng.below(60) as u64;
-            let m = 2 + rng.below(40) as usize;
+            let m = 2 + rng.below(60) as usize;
             let sets: Vec<Vec<u64>> = (0..m)
                 .map(|_| {
-                    let len = rng.below(universe as u32 + 1) as usize;
-                    set((0..len).map(|_| rng.below(universe as u32) as u64))
+                    if round % 2 == 0 {
+                        let len = rng.below(universe as u32 + 1) as usize;
+                        set((0..len).map(|_| rng.below(universe as u32) as u64))
+                    } else {
+                        let family = rng.below(4) as u64;
+                        let mut v: Vec<u64> = (0..30).map(|w| family * 100 + w).collect();
+                        for _ in 0..rng.below(10) {
+                            let at = rng.below(30) as usize;
+                            v[at] = 10_000 + rng.below(universe as u32) as u64;
+                        }
+                        set(v)
+                    }
                 })
                 .collect();
             for t in [0.05, 0.3, 0.5, 2.0 / 3.0, 0.7, 0.8, 0.9, 0.95, 1.0] {
-                let got = check(&sets, t);
-                assert!(got.windows(2).all(|w| w[0] < w[1]), "round {round}");
+                check(&sets, t);
             }
         }
     }
 
+    /// Each count bounds the sets that hold the token from above (255 standing for more), and a
+    /// count of 1 is exact, however crowded the counters.
     #[test]
-    fn too_many_candidates_give_up() {
-        let sets: Vec<Vec<u64>> = (0..50).map(|_| set(0..20)).collect();
+    fn the_sketch_bounds_each_count_and_one_is_exact() {
+        let mut rng = crate::hash::Pcg32::new(9);
+        let sets: Vec<Vec<u64>> = (0..400)
+            .map(|_| set((0..1 + rng.below(60)).map(|_| rng.below(5000) as u64 * 7919)))
+            .collect();
         let refs: Vec<&[u64]> = sets.iter().map(|s| s.as_slice()).collect();
-        assert_eq!(candidate_pairs(&refs, 0.8, 1224), None);
-        assert_eq!(candidate_pairs(&refs, 0.8, 1225).unwrap().len(), 1225);
+        let mut held = std::collections::HashMap::new();
+        for s in &sets {
+            for &v in s {
+                *held.entry(v).or_insert(0u32) += 1;
+            }
+        }
+        for bits in [4, 8, 12, 16] {
+            let rarity = Rarity::sized(&refs, bits);
+            let mut singles = 0;
+            for (&v, &n) in &held {
+                let (count, _) = rarity.key(v);
+                assert!(
+                    count as u32 >= n.min(255),
+                    "bits {bits}: {v} held {n}, counted {count}"
+                );
+                if count == 1 {
+                    assert_eq!(n, 1, "bits {bits}");
+                    singles += 1;
+                }
+            }
+            if bits == 16 {
+                assert!(singles > 0);
+            }
+        }
     }
 
     #[test]
     fn empty_sets_pair_with_nothing() {
-        let sets = vec![vec![], vec![], set(0..3), set(0..3)];
-        assert_eq!(check(&sets, 0.5), vec![(2, 3)]);
+        let sets = vec![vec![], vec![], set(0..3), set(0..3), vec![]];
+        let (forest, counts) = check(&sets, 0.5);
+        assert_eq!(forest, vec![(2, 3)]);
+        assert_eq!(counts.tested, 1);
     }
 }

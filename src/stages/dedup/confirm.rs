@@ -9,27 +9,24 @@
 //! threads or machines. Its components are those of every confirmed pair, because a skipped pair
 //! is always already joined.
 //!
-//! A large bucket under exact-Jaccard confirmation lists its candidates first with an exact
-//! prefix filter ([`crate::index::simjoin`]): in a bucket of templated pages most pairs are far
-//! below the threshold, and the filter proves it without a merge of their shingle sets.
+//! A large bucket under exact-Jaccard confirmation is confirmed by an exact similarity join
+//! ([`crate::index::simjoin`]) that finds the same spanning pairs: in a bucket of templated
+//! pages most pairs are far below the threshold, and the join proves it without a merge of
+//! their shingle sets, nor a visit to each pair.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 
 use super::{Confirm, ConfirmedPair, ShingleSets};
 use crate::ids::HashIsKey;
-use crate::index::simjoin::{candidate_pairs, may_reach, shareable};
+use crate::index::simjoin::spanning_forest;
 use crate::index::unionfind::UnionFind;
 use crate::sign::minhash::agreement;
 use crate::text::jaccard_sorted;
 
-/// Members from which a bucket's candidates are listed by the prefix filter (below, checking
+/// Members from which a bucket is confirmed through the similarity join (below, checking
 /// every pair costs less than ordering the bucket's tokens).
 pub const FILTER_MIN_MEMBERS: usize = 32;
-
-/// Candidates per member past which the prefix filter gives up on a bucket: the bucket is dense
-/// with near duplicates, and the pairs it would list are mostly joined before their turn.
-const FILTER_MAX_PAIRS_PER_MEMBER: usize = 8;
 
 /// What confirming a bucket reads, by document index.
 pub struct BucketTables<'a> {
@@ -193,7 +190,6 @@ pub fn confirm_bucket(
         confirm,
         threshold,
         filter_min: FILTER_MIN_MEMBERS,
-        max_pairs_per_member: FILTER_MAX_PAIRS_PER_MEMBER,
     };
     run.bucket(members, out, counts);
 }
@@ -203,10 +199,8 @@ struct Run<'a> {
     tables: &'a BucketTables<'a>,
     confirm: Confirm,
     threshold: f64,
-    /// Members from which the prefix filter lists the candidates.
+    /// Members from which the similarity join confirms the bucket.
     filter_min: usize,
-    /// Candidates a member the filter may list before the bucket is checked pair by pair.
-    max_pairs_per_member: usize,
 }
 
 impl Run<'_> {
@@ -244,10 +238,32 @@ impl Run<'_> {
             confirm,
             threshold,
             filter_min,
-            ..
         } = *self;
         let m = members.len();
         if m < 2 {
+            return;
+        }
+        if confirm == Confirm::Jaccard && m >= filter_min {
+            let sets: Vec<&[u64]> = members.iter().map(|d| tables.sets[d].as_slice()).collect();
+            let forest = spanning_forest(&sets, threshold, |a, b| {
+                let (da, db) = (members[a as usize], members[b as usize]);
+                let (ok, estimate, jaccard) = test_pair(tables, confirm, threshold, da, db);
+                if ok {
+                    counts.confirmed += 1;
+                    out.push(ConfirmedPair {
+                        a: da,
+                        b: db,
+                        estimate,
+                        jaccard,
+                    });
+                } else {
+                    counts.rejected += 1;
+                }
+                ok
+            });
+            counts.checked += forest.tested;
+            counts.already_joined += forest.joined;
+            counts.filtered += forest.filtered;
             return;
         }
         let mut uf = Joined::new(m);
@@ -273,38 +289,6 @@ impl Run<'_> {
                 counts.rejected += 1;
             }
         };
-        if confirm == Confirm::Jaccard && m >= filter_min {
-            let sets: Vec<&[u64]> = members.iter().map(|d| tables.sets[d].as_slice()).collect();
-            if let Some(mut cands) =
-                candidate_pairs(&sets, threshold, m * self.max_pairs_per_member)
-            {
-                counts.filtered += pairs_of(m) - cands.len() as u64;
-                // By the later member, then the earlier: the order of the loop below.
-                cands.sort_unstable_by_key(|&(a, b)| (b, a));
-                for (a, b) in cands {
-                    check(a as usize, b as usize, &mut uf, counts);
-                }
-                return;
-            }
-            // Too many candidates to list: every pair in order, but a pair whose sets cannot
-            // share enough tokens (their private ones aside) is ruled out without a merge.
-            let most = shareable(&sets);
-            for b in 1..m {
-                uf.scan(b, counts, |a, uf, counts| {
-                    if !may_reach(
-                        threshold,
-                        sets[a].len(),
-                        sets[b].len(),
-                        most[a].min(most[b]),
-                    ) {
-                        counts.filtered += 1;
-                        return;
-                    }
-                    check(a, b, uf, counts);
-                });
-            }
-            return;
-        }
         for b in 1..m {
             uf.scan(b, counts, |a, uf, counts| check(a, b, uf, counts));
         }
@@ -486,7 +470,6 @@ mod tests {
                         confirm,
                         threshold,
                         filter_min: usize::MAX,
-                        max_pairs_per_member: FILTER_MAX_PAIRS_PER_MEMBER,
                     }
                     .bucket(&members, &mut pairs, &mut counts);
                     let pairs: Vec<(u32, u32)> = pairs.iter().map(|p| (p.a, p.b)).collect();
@@ -540,8 +523,8 @@ mod tests {
         assert_eq!(computed, 200 - cache.len());
     }
 
-    /// Buckets of templated sets with planted near copies, and of random sets: the prefix
-    /// filter's path yields the very pairs of checking every pair in order, with fewer checks.
+    /// Buckets of templated sets with planted near copies, and of random sets: the similarity
+    /// join yields the very pairs of checking every pair in order, with fewer checks.
     #[test]
     fn the_filter_changes_the_work_not_the_pairs() {
         let mut rng = crate::hash::Pcg32::new(11);
@@ -581,7 +564,7 @@ mod tests {
             };
             let members: Vec<u32> = (0..m as u32).collect();
             for threshold in [0.5, 0.8, 0.9] {
-                let run = |filter_min, max_pairs_per_member| {
+                let run = |filter_min| {
                     let mut pairs = Vec::new();
                     let mut counts = BucketCounts::default();
                     Run {
@@ -589,24 +572,23 @@ mod tests {
                         confirm: Confirm::Jaccard,
                         threshold,
                         filter_min,
-                        max_pairs_per_member,
                     }
                     .bucket(&members, &mut pairs, &mut counts);
                     let pairs: Vec<(u32, u32)> = pairs.iter().map(|p| (p.a, p.b)).collect();
                     (pairs, counts)
                 };
-                let (every, c_every) = run(usize::MAX, FILTER_MAX_PAIRS_PER_MEMBER);
+                let (every, c_every) = run(usize::MAX);
                 assert_eq!(c_every.filtered, 0);
                 let total = |c: BucketCounts| c.checked + c.already_joined + c.filtered;
-                // The prefix filter's candidates, and (none allowed) the pair-by-pair loop with
-                // the private-token bound.
-                for cap in [FILTER_MAX_PAIRS_PER_MEMBER, 0] {
-                    let (filtered, c_filtered) = run(2, cap);
-                    assert_eq!(every, filtered, "round {round} t {threshold} cap {cap}");
-                    assert_eq!(total(c_every), total(c_filtered));
-                    assert_eq!(c_every.other_group, c_filtered.other_group);
-                    assert!(c_filtered.checked <= c_every.checked);
-                }
+                let (joined, c_joined) = run(2);
+                assert_eq!(every, joined, "round {round} t {threshold}");
+                assert_eq!(total(c_every), total(c_joined));
+                assert_eq!(c_every.other_group, c_joined.other_group);
+                assert_eq!(
+                    c_every.checked - c_every.rejected,
+                    c_joined.checked - c_joined.rejected
+                );
+                assert!(c_joined.checked <= c_every.checked);
             }
         }
     }
