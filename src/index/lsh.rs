@@ -320,6 +320,19 @@ impl Lsh {
     }
 }
 
+/// Do two ascending lists of buckets share one?
+pub fn shares_bucket(x: &[u32], y: &[u32]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < x.len() && j < y.len() {
+        match x[i].cmp(&y[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => return true,
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! `--cluster greedy` against an independent oracle: signatures and banding by hand, every pair
 //! tested by brute force, and the rule of SPEC §3 applied by hand in policy order. Generated
-//! corpora with chains, stars, cliques, exact copies, wordless documents, ties in the keep
-//! value and groups; the in-memory API and the command line.
+//! corpora with templated pages, chains, stars, cliques, exact copies, wordless documents,
+//! ties in the keep value and groups; the in-memory API and the command line.
 
 use std::collections::HashSet;
 
@@ -32,6 +32,21 @@ fn corpus(seed: u64, grouped: bool) -> Corpus {
         }
         w.join(" ")
     };
+    // Templated pages: one boilerplate, and a few words of each page's own; the pages with
+    // the fewest own words are near duplicates of one another, the rest of none. Buckets of
+    // dozens of members, most of them survivors.
+    let template: Vec<String> = (0..24).map(|i| word(300 + i)).collect();
+    for page in 0..(30 + pick(30)) {
+        let own: Vec<String> = (0..2 + pick(8)).map(|w| format!("p{page}x{w}")).collect();
+        texts.push(
+            template
+                .iter()
+                .chain(&own)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+    }
     for _family in 0..(6 + pick(5)) {
         let len = 12 + pick(10);
         let base: Vec<String> = (0..len).map(|_| word(pick(40))).collect();

@@ -25,3 +25,5 @@ pub use confirm::*;
 pub use inspect::*;
 pub use run::*;
 pub use sample::*;
+
+pub(crate) use greedy::INDEX_FROM;

@@ -23,6 +23,7 @@
 //! the others survive) and `R.json`. Every file is sorted by rank, so settling streams them;
 //! settling round R removes the answers and state of round R - 1, which no job reads again.
 
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -36,10 +37,12 @@ use super::raw::{le_u32s, le_u64s, RawRows};
 use super::table::{f64s, u32s, u64s};
 use super::WorkDir;
 use crate::error::Error;
-use crate::index::lsh::memberships;
+use crate::index::lsh::{memberships, shares_bucket};
+use crate::index::simjoin::{Key, PrefixIndex};
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
     estimate, keep_key, test_pair, BucketCounts, BucketTables, Confirm, JaccardCache, Keep,
+    INDEX_FROM,
 };
 
 /// A unit's place in the survivor policy's order, ascending: the keep key's bits (best
@@ -402,13 +405,21 @@ struct Tests<'a> {
     local: Vec<u32>,
     confirm: Confirm,
     threshold: f64,
+    /// Members a walk's buckets hold from which it looks its neighbours up in the prefix
+    /// index (the in-memory rule's `INDEX_FROM`).
+    index_from: usize,
 }
 
-/// A bucket's members placed before the unit walking them, and the next one to visit.
-struct Head<'a> {
-    list: &'a [u32],
-    next: usize,
-    end: usize,
+/// A walk's scratch: its neighbours to test (last first), or the heads of the prefix index's
+/// groups it merges by place: `(the next member's place, group, next member, end)`.
+#[derive(Default)]
+struct Walk {
+    /// Whether the walk merges the index's groups (else it pops `cands`).
+    merging: bool,
+    cands: Vec<u32>,
+    heads: BinaryHeap<Reverse<(Place, u32, usize, usize)>>,
+    prefix: Vec<Key>,
+    groups: Vec<u32>,
 }
 
 /// Where an undecided member's walk starts this round, from its answer of the round before in
@@ -463,31 +474,107 @@ fn decide(
     let grouped = tests.grouped;
     let p = tests.tables.num_perm;
     let sig = |l: u32| &tests.tables.sigs[l as usize * p..(l as usize + 1) * p];
+    // Under exact Jaccard, the members (those gathered, with a set) by prefix: a walk tests
+    // only the neighbours that the filters leave.
+    let set_of = |i: usize| {
+        let l = tests.local[i];
+        tests
+            .tables
+            .sets
+            .get(&l)
+            .map(Vec::as_slice)
+            .filter(|s| !s.is_empty())
+    };
+    let buckets_of = |i: usize| &of[at[i]..at[i + 1]];
+    // Walks through buckets of fewer members go through them all.
+    let walks_many = |d: usize| {
+        buckets_of(d)
+            .iter()
+            .map(|&b| part.bucket(b as usize).len())
+            .sum::<usize>()
+            >= tests.index_from
+    };
+    let index = (tests.confirm == Confirm::Jaccard
+        && undecided.iter().any(|&d| walks_many(d as usize)))
+    .then(|| {
+        let mut index = PrefixIndex::new(tests.threshold, (0..m.len()).filter_map(&set_of));
+        // In place order, so that each group's members are.
+        let mut by_place: Vec<u32> = (0..m.len() as u32).collect();
+        by_place.sort_unstable_by_key(|&i| m[i as usize].place);
+        let mut prefix = Vec::new();
+        for i in by_place {
+            if let Some(set) = set_of(i as usize) {
+                index.prefix(set, &mut prefix);
+                index.insert(&prefix, set.len(), i);
+            }
+        }
+        index
+    });
+    let placed_before = |x: u32, d: u32| m[x as usize].place < m[d as usize].place;
     let found = undecided
         .par_iter()
         .fold(
-            || (Vec::new(), BucketCounts::default(), Vec::new()),
-            |(mut events, mut counts, mut heads): (Vec<Event>, BucketCounts, Vec<Head>), &d| {
+            || (Vec::new(), BucketCounts::default(), Walk::default()),
+            |(mut events, mut counts, mut walk): (Vec<Event>, BucketCounts, Walk), &d| {
                 let after = match start(part, status, prior, d as usize) {
-                    Start::Nothing => return (events, counts, heads),
+                    Start::Nothing => return (events, counts, walk),
                     Start::Answer(e) => {
                         events.push(e);
-                        return (events, counts, heads);
+                        return (events, counts, walk);
                     }
                     Start::After(a) => a,
                 };
-                // Each bucket's members placed between `after` and `d`, walked together in
-                // place order.
-                heads.clear();
-                for &b in &of[at[d as usize]..at[d as usize + 1]] {
-                    let list = part.bucket(b as usize);
-                    let end = list.partition_point(|&x| m[x as usize].place < m[d as usize].place);
-                    let next =
-                        after.map_or(0, |a| list.partition_point(|&x| m[x as usize].place <= a));
-                    if next < end {
-                        heads.push(Head { list, next, end });
+                // The neighbours placed between `after` and `d`, in place order: under exact
+                // Jaccard those the filters leave, merged from the groups as the walk needs
+                // them (the first is often confirmed).
+                walk.cands.clear();
+                walk.heads.clear();
+                walk.merging = false;
+                match (&index, set_of(d as usize)) {
+                    (Some(index), Some(set)) if walks_many(d as usize) => {
+                        walk.merging = true;
+                        index.prefix(set, &mut walk.prefix);
+                        index.viable_groups(&walk.prefix, set.len(), &mut walk.groups);
+                        for &g in &walk.groups {
+                            let list = index.members(g);
+                            let end = list.partition_point(|&x| placed_before(x, d));
+                            let next = after
+                                .map_or(0, |a| list.partition_point(|&x| m[x as usize].place <= a));
+                            if next < end {
+                                walk.heads.push(Reverse((
+                                    m[list[next] as usize].place,
+                                    g,
+                                    next,
+                                    end,
+                                )));
+                            }
+                        }
+                    }
+                    _ => {
+                        for &b in buckets_of(d as usize) {
+                            let list = part.bucket(b as usize);
+                            walk.cands.extend(list.iter().copied().filter(|&x| {
+                                placed_before(x, d) && after.is_none_or(|a| m[x as usize].place > a)
+                            }));
+                        }
+                        walk.cands.sort_unstable_by_key(|&x| m[x as usize].place);
+                        walk.cands.dedup();
+                        walk.cands.reverse();
                     }
                 }
+                let next_candidate = |walk: &mut Walk| -> Option<u32> {
+                    let (Some(index), true) = (&index, walk.merging) else {
+                        return walk.cands.pop();
+                    };
+                    let Reverse((_, g, k, end)) = walk.heads.pop()?;
+                    let list = index.members(g);
+                    if k + 1 < end {
+                        walk.heads
+                            .push(Reverse((m[list[k + 1] as usize].place, g, k + 1, end)));
+                    }
+                    Some(list[k])
+                };
+                let mut last = u32::MAX;
                 let mut event = Event {
                     rank: m[d as usize].rank,
                     kind: Kind::None,
@@ -496,25 +583,16 @@ fn decide(
                     estimate: f64::NAN,
                     jaccard: None,
                 };
-                let mut last = u32::MAX;
-                loop {
-                    // The earliest head.
-                    let mut best: Option<(usize, u32)> = None;
-                    for (h, head) in heads.iter().enumerate() {
-                        if head.next < head.end {
-                            let c = head.list[head.next];
-                            if best.is_none_or(|(_, x)| m[c as usize].place < m[x as usize].place) {
-                                best = Some((h, c));
-                            }
-                        }
-                    }
-                    let Some((h, c)) = best else { break };
-                    heads[h].next += 1;
+                while let Some(c) = next_candidate(&mut walk) {
                     if c == last || status[c as usize] == Status::Dropped {
-                        last = c;
                         continue;
                     }
                     last = c;
+                    if walk.merging
+                        && !shares_bucket(buckets_of(d as usize), buckets_of(c as usize))
+                    {
+                        continue;
+                    }
                     if grouped && m[c as usize].group != m[d as usize].group {
                         counts.other_group += 1;
                         continue;
@@ -547,7 +625,7 @@ fn decide(
                 if event.kind != Kind::None {
                     events.push(event);
                 }
-                (events, counts, heads)
+                (events, counts, walk)
             },
         )
         .map(|(e, c, _)| (e, c))
@@ -655,6 +733,7 @@ pub(super) fn first_round(
         local: locals,
         confirm: cfg.confirm,
         threshold: cfg.threshold,
+        index_from: INDEX_FROM,
     };
     let status = vec![Status::Undecided; part.members.len()];
     let (events, counts) = decide(&part, &status, &[], &tests);
@@ -713,6 +792,20 @@ pub(super) fn final_counts(work: &WorkDir) -> Result<BucketCounts, Error> {
             kept.extend(list.iter().copied().filter(|&x| survives[x as usize]));
             for &d in list {
                 let d = d as usize;
+                if !grouped {
+                    // The kept units placed up to the cut, less the unit itself when it is kept
+                    // (its cut is its own place); the last of them, when it is at the cut, is
+                    // the root.
+                    let upto = kept.partition_point(|&s| m[s as usize].place <= cut[d]);
+                    let upto = upto - survives[d] as usize;
+                    let confirmed =
+                        (!survives[d] && upto > 0 && m[kept[upto - 1] as usize].place == cut[d])
+                            as u64;
+                    counts.checked += upto as u64;
+                    counts.confirmed += confirmed;
+                    counts.rejected += upto as u64 - confirmed;
+                    continue;
+                }
                 for &s in &kept {
                     let s = s as usize;
                     if s == d || m[s].place > cut[d] {
@@ -1054,6 +1147,7 @@ pub fn round(
         local,
         confirm: cfg.confirm,
         threshold: cfg.threshold,
+        index_from: INDEX_FROM,
     };
     let (events, counts) = decide(&part, &status, &prior, &tests);
     let summary = PartRound {
@@ -1298,6 +1392,82 @@ pub(super) fn verdicts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stages::dedup::ShingleSets;
+
+    /// Templated sets in random buckets, members placed at random, some already dropped or
+    /// surviving: the walks that look their neighbours up in the prefix index answer as the
+    /// walks through every neighbour do.
+    #[test]
+    fn the_index_changes_the_walks_work_not_their_answers() {
+        let mut rng = crate::hash::Pcg32::new(33);
+        for round in 0..30u64 {
+            let n = 2 + rng.below(120) as usize;
+            let template = 20 + rng.below(40) as u64;
+            let mut sets = ShingleSets::new();
+            for d in 0..n as u64 {
+                let base = if d > 0 && rng.below(5) == 0 {
+                    rng.below(d as u32) as u64
+                } else {
+                    d
+                };
+                let mut v: Vec<u64> = (0..template)
+                    .chain((0..2 + rng.below(12) as u64).map(|w| 1_000_000 + base * 100 + w))
+                    .collect();
+                if base != d {
+                    v[0] = 5_000_000 + d;
+                }
+                v.sort_unstable();
+                v.dedup();
+                sets.insert(d as u32, v);
+            }
+            let members: Vec<Member> = (0..n as u64)
+                .map(|r| Member {
+                    rank: r,
+                    shard: 0,
+                    row: r,
+                    place: (rng.below(4) as u64, r),
+                    group: 0,
+                })
+                .collect();
+            let mut buckets: Vec<Vec<u32>> = (0..1 + rng.below(4))
+                .map(|_| (0..n as u32).filter(|_| rng.below(2) == 0).collect())
+                .collect();
+            buckets.retain(|b| b.len() >= 2);
+            let part = Part::new(members, buckets);
+            let status: Vec<Status> = (0..n)
+                .map(|_| match rng.below(6) {
+                    0 => Status::Dropped,
+                    1 => Status::Survives,
+                    _ => Status::Undecided,
+                })
+                .collect();
+            let cache = JaccardCache::default();
+            for threshold in [0.5, 0.8] {
+                let walks = |index_from| {
+                    let tests = Tests {
+                        tables: BucketTables {
+                            num_perm: 1,
+                            sigs: &vec![0u32; n],
+                            sets: &sets,
+                            groups: &[],
+                            cache: &cache,
+                        },
+                        grouped: false,
+                        local: (0..n as u32).collect(),
+                        confirm: Confirm::Jaccard,
+                        threshold,
+                        index_from,
+                    };
+                    let (events, _) = decide(&part, &status, &[], &tests);
+                    events
+                        .iter()
+                        .map(|e| (e.rank, e.kind as u64, e.at, e.target, e.jaccard))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(walks(0), walks(usize::MAX), "round {round}, t {threshold}");
+            }
+        }
+    }
 
     #[test]
     fn places_order_by_key_descending_then_rank() {
