@@ -123,14 +123,11 @@ struct Rarity {
 impl Rarity {
     fn new(sets: &[&[u64]]) -> Self {
         let total: usize = sets.iter().map(|s| s.len()).sum();
-        // Four counters a token or more: few tokens that one set holds look shared.
-        Rarity::sized(
-            sets,
-            (total.max(1) * 4)
-                .next_power_of_two()
-                .trailing_zeros()
-                .max(12),
-        )
+        // Four counters a token or more, so that few tokens that one set holds look shared; at
+        // most 16 MiB of them: a bucket of templated pages holds far fewer distinct tokens
+        // than tokens, and where a token only looks shared, it is indexed for nothing.
+        let bits = (total.max(1) * 4).next_power_of_two().trailing_zeros();
+        Rarity::sized(sets, bits.clamp(12, 24))
     }
 
     /// With `2^bits` counters.

@@ -44,10 +44,11 @@ pub struct BucketTables<'a> {
 /// Shards of [`JaccardCache`]: enough that two threads seldom wait for one.
 const CACHE_SHARDS: usize = 64;
 
-/// The most Jaccards one shard of [`JaccardCache`] keeps: 8.4 million in all, about 200 MB. A
-/// bucket of thousands of templated pages checks millions of pairs once each, and keeping them
-/// all would grow with the square of the bucket.
-const CACHE_SHARD_ENTRIES: usize = 1 << 17;
+/// The most Jaccards one shard of [`JaccardCache`] keeps: 2.1 million in all, about 50 MB. The
+/// pairs worth keeping are near duplicates, checked again in other bands' buckets; a large
+/// bucket is tested about once a member ([`crate::index::simjoin`]), mostly pairs no other
+/// bucket asks for.
+const CACHE_SHARD_ENTRIES: usize = 1 << 15;
 
 /// The exact Jaccards computed so far, shared by the buckets being confirmed: a pair of near
 /// duplicates sits in the buckets of most bands, and each bucket checks it on its own, so a
