@@ -26,4 +26,5 @@ pub use inspect::*;
 pub use run::*;
 pub use sample::*;
 
+#[cfg(feature = "parquet")]
 pub(crate) use greedy::INDEX_FROM;
