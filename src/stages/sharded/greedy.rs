@@ -1086,9 +1086,13 @@ pub fn round(
         }
     }
     // What the walks test: each walking member, and the members of its buckets placed between
-    // where it starts and itself that are not dropped.
+    // where it starts and itself that are not dropped. Each walk's stretch of a bucket is
+    // marked at its two ends and the marks summed along the bucket once, so that the cost
+    // is the buckets', not the walks' (every walk of a bucket of templated pages spans
+    // most of it).
     let (at, of) = part.buckets_of();
     let mut want = vec![false; m.len()];
+    let mut marks: Vec<i32> = vec![0; part.starts[part.buckets()] + part.buckets()];
     for d in 0..m.len() {
         if status[d] != Status::Undecided {
             continue;
@@ -1101,10 +1105,21 @@ pub fn round(
             let list = part.bucket(b as usize);
             let end = list.partition_point(|&x| m[x as usize].place < m[d].place);
             let next = after.map_or(0, |a| list.partition_point(|&x| m[x as usize].place <= a));
-            for &x in &list[next.min(end)..end] {
-                if status[x as usize] != Status::Dropped {
-                    want[x as usize] = true;
-                }
+            if next < end {
+                // A bucket's marks lie at its start in the list, plus its number.
+                let base = part.starts[b as usize] + b as usize;
+                marks[base + next] += 1;
+                marks[base + end] -= 1;
+            }
+        }
+    }
+    for b in 0..part.buckets() {
+        let base = part.starts[b] + b;
+        let mut open = 0;
+        for (k, &x) in part.bucket(b).iter().enumerate() {
+            open += marks[base + k];
+            if open > 0 && status[x as usize] != Status::Dropped {
+                want[x as usize] = true;
             }
         }
     }
