@@ -232,6 +232,80 @@ fn a_parquet_shard_through_the_loop_gives_the_parquet_of_dedup() {
     assert_eq!(sha256(&out.join("clusters.jsonl")), sha256(&want[1]));
 }
 
+/// Records of Parquet files, in order, as JSONL: every record of `files` tagged (`--tag-only`)
+/// by one run over all of them, so equal records give equal lines.
+fn parquet_records(dir: &Path, name: &str, files: &[PathBuf]) -> Vec<u8> {
+    let out = dir.join(format!("{name}.records.jsonl"));
+    let mut args: Vec<&str> = vec!["dedup"];
+    args.extend(files.iter().map(|p| p.to_str().unwrap()));
+    args.extend([
+        "-o",
+        out.to_str().unwrap(),
+        "--tag-only",
+        "--engine",
+        "cpu",
+        "-q",
+    ]);
+    ok(&neardup(&args));
+    std::fs::read(out).unwrap()
+}
+
+#[test]
+fn parquet_shards_through_the_loop_give_the_records_of_dedup() {
+    let dir = tempfile::tempdir().unwrap();
+    // Three Parquet shards, each a JSONL shard written as Parquet (tagged, so every record).
+    let jsonl = shards(dir.path(), &corpus_lines(), 3, None);
+    let inputs: Vec<PathBuf> = jsonl
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let shard = dir.path().join(format!("part-{i}.parquet"));
+            let args = [
+                p.to_str().unwrap(),
+                "-o",
+                shard.to_str().unwrap(),
+                "--tag-only",
+            ];
+            ok(&neardup(
+                &[&["dedup"][..], &args, &["--engine", "cpu", "-q"]].concat(),
+            ));
+            shard
+        })
+        .collect();
+    for (rule, flags) in [
+        ("components", &["--exact"][..]),
+        ("greedy", &["--cluster", "greedy"][..]),
+    ] {
+        let want = dedup(dir.path(), rule, &inputs, "parquet", flags);
+        let want_records = parquet_records(dir.path(), &format!("{rule}-want"), &want[..1]);
+        for at_once in [1, 8] {
+            let tag = format!("{rule}-{at_once}");
+            let work = dir.path().join(format!("work-{tag}"));
+            let out = dir.path().join(format!("out-{tag}"));
+            init(&work, &inputs, &out, flags);
+            run_loop(&work, at_once, 5 + at_once as u64);
+            let outs: Vec<PathBuf> = inputs
+                .iter()
+                .map(|p| out.join(p.file_name().unwrap()))
+                .collect();
+            assert!(
+                parquet_records(dir.path(), &tag, &outs) == want_records,
+                "{tag}: the records"
+            );
+            assert_eq!(
+                sha256(&out.join("clusters.jsonl")),
+                sha256(&want[1]),
+                "{tag}"
+            );
+            assert_eq!(
+                comparable_report(&out.join("report.json")),
+                comparable_report(&want[2]),
+                "{tag}: the report"
+            );
+        }
+    }
+}
+
 #[test]
 fn bad_task_lines_and_out_directories_are_refused() {
     let dir = tempfile::tempdir().unwrap();
