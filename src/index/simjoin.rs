@@ -378,6 +378,34 @@ pub fn spanning_forest(
     counts
 }
 
+/// Templated sets for tests: `n` sets of the tokens `0..template` and 2 to 13 tokens of their
+/// own; one in five a near copy of an earlier set (its own tokens, with token 0 changed).
+#[cfg(test)]
+pub(crate) fn templated_sets(
+    rng: &mut crate::hash::Pcg32,
+    n: usize,
+    template: u64,
+) -> Vec<Vec<u64>> {
+    let mut sets: Vec<Vec<u64>> = Vec::new();
+    for d in 0..n as u64 {
+        let base = if d > 0 && rng.below(5) == 0 {
+            rng.below(d as u32) as u64
+        } else {
+            d
+        };
+        let mut v: Vec<u64> = (0..template)
+            .chain((0..2 + rng.below(12) as u64).map(|w| 1_000_000 + base * 100 + w))
+            .collect();
+        if base != d {
+            v[0] = 5_000_000 + d;
+        }
+        v.sort_unstable();
+        v.dedup();
+        sets.push(v);
+    }
+    sets
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

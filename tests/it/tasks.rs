@@ -102,6 +102,21 @@ fn dedup(dir: &Path, name: &str, inputs: &[PathBuf], ext: &str, flags: &[&str]) 
     files
 }
 
+/// The run's clusters and report in `out` are those of `dedup` (`want`, as [`dedup`] gives
+/// them), report timings aside.
+fn same_clusters_and_report(out: &Path, want: &[PathBuf; 3], tag: &str) {
+    assert_eq!(
+        sha256(&out.join("clusters.jsonl")),
+        sha256(&want[1]),
+        "{tag}: the clusters"
+    );
+    assert_eq!(
+        comparable_report(&out.join("report.json")),
+        comparable_report(&want[2]),
+        "{tag}: the report"
+    );
+}
+
 #[test]
 fn the_task_loop_writes_what_dedup_writes_one_or_eight_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
@@ -143,16 +158,7 @@ fn the_task_loop_writes_what_dedup_writes_one_or_eight_at_a_time() {
                 got == std::fs::read(&want[0]).unwrap(),
                 "{tag}: the outputs"
             );
-            assert_eq!(
-                sha256(&out.join("clusters.jsonl")),
-                sha256(&want[1]),
-                "{tag}"
-            );
-            assert_eq!(
-                comparable_report(&out.join("report.json")),
-                comparable_report(&want[2]),
-                "{tag}: the report"
-            );
+            same_clusters_and_report(&out, &want, &tag);
             let mut names = dir_entries(&out);
             names.sort();
             let mut expect: Vec<String> = inputs
@@ -292,16 +298,7 @@ fn parquet_shards_through_the_loop_give_the_records_of_dedup() {
                 parquet_records(dir.path(), &tag, &outs) == want_records,
                 "{tag}: the records"
             );
-            assert_eq!(
-                sha256(&out.join("clusters.jsonl")),
-                sha256(&want[1]),
-                "{tag}"
-            );
-            assert_eq!(
-                comparable_report(&out.join("report.json")),
-                comparable_report(&want[2]),
-                "{tag}: the report"
-            );
+            same_clusters_and_report(&out, &want, &tag);
         }
     }
 }

@@ -292,6 +292,19 @@ pub(crate) fn count_clusters(root: &[u32], stats: &mut ClusterStats) {
 /// Shingle sets (sorted 64-bit FNV-1a values) by document index, for `jaccard` confirmation.
 pub type ShingleSets = HashMap<u32, Vec<u64>>;
 
+/// For tests: up to `max_n` templated sets ([`crate::index::simjoin::templated_sets`]), a
+/// template of 20 to 59 tokens, keyed by document number.
+#[cfg(test)]
+pub(crate) fn templated_shingle_sets(rng: &mut crate::hash::Pcg32, max_n: u32) -> ShingleSets {
+    let n = 2 + rng.below(max_n - 1) as usize;
+    let template = 20 + rng.below(40) as u64;
+    crate::index::simjoin::templated_sets(rng, n, template)
+        .into_iter()
+        .enumerate()
+        .map(|(d, v)| (d as u32, v))
+        .collect()
+}
+
 /// Cluster a signed corpus. `place_of(loc)` names documents' places in error messages; `load_sets` is
 /// called (once, only for `jaccard` confirmation and only when some bucket exists) with a mask of
 /// the documents whose shingle sets are needed. With `measure`, the S-curve is also measured

@@ -283,7 +283,7 @@ impl Rule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::dedup::{JaccardCache, ShingleSets};
+    use crate::stages::dedup::JaccardCache;
 
     /// Templated sets (a shared template, a few tokens of each set's own, near copies now and
     /// then) in random buckets: the survivors looked up in the prefix index, from the first
@@ -292,27 +292,8 @@ mod tests {
     fn the_index_changes_the_work_not_the_rule() {
         let mut rng = crate::hash::Pcg32::new(21);
         for round in 0..30u64 {
-            let n = 2 + rng.below(150) as usize;
-            let template = 20 + rng.below(40) as u64;
-            let mut sets = ShingleSets::new();
-            let mut own: Vec<u64> = Vec::new();
-            for d in 0..n as u64 {
-                let base = if d > 0 && rng.below(5) == 0 {
-                    own[rng.below(d as u32) as usize]
-                } else {
-                    d
-                };
-                own.push(base);
-                let mut v: Vec<u64> = (0..template)
-                    .chain((0..2 + rng.below(12) as u64).map(|w| 1_000_000 + base * 100 + w))
-                    .collect();
-                if base != d {
-                    v[0] = 5_000_000 + d;
-                }
-                v.sort_unstable();
-                v.dedup();
-                sets.insert(d as u32, v);
-            }
+            let sets = crate::stages::dedup::templated_shingle_sets(&mut rng, 150);
+            let n = sets.len();
             // A few buckets, each a random half of the documents, and some pairs.
             let mut members = Vec::new();
             let mut offsets = vec![0];

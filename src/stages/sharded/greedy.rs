@@ -1407,7 +1407,6 @@ pub(super) fn verdicts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stages::dedup::ShingleSets;
 
     /// Templated sets in random buckets, members placed at random, some already dropped or
     /// surviving: the walks that look their neighbours up in the prefix index answer as the
@@ -1416,25 +1415,8 @@ mod tests {
     fn the_index_changes_the_walks_work_not_their_answers() {
         let mut rng = crate::hash::Pcg32::new(33);
         for round in 0..30u64 {
-            let n = 2 + rng.below(120) as usize;
-            let template = 20 + rng.below(40) as u64;
-            let mut sets = ShingleSets::new();
-            for d in 0..n as u64 {
-                let base = if d > 0 && rng.below(5) == 0 {
-                    rng.below(d as u32) as u64
-                } else {
-                    d
-                };
-                let mut v: Vec<u64> = (0..template)
-                    .chain((0..2 + rng.below(12) as u64).map(|w| 1_000_000 + base * 100 + w))
-                    .collect();
-                if base != d {
-                    v[0] = 5_000_000 + d;
-                }
-                v.sort_unstable();
-                v.dedup();
-                sets.insert(d as u32, v);
-            }
+            let sets = crate::stages::dedup::templated_shingle_sets(&mut rng, 120);
+            let n = sets.len();
             let members: Vec<Member> = (0..n as u64)
                 .map(|r| Member {
                     rank: r,
