@@ -14,6 +14,10 @@ for s in $(seq 0 $((S - 1))); do $T -o t.sign.$s "$N" stage sign wd --shard "$s"
 $T -o t.rank "$N" stage rank wd -q
 for s in $(seq 0 $((S - 1))); do $T -o t.bands.$s "$N" stage bands wd --shard "$s" -q; done
 du -sb wd > du.bands
+# confirm, its shards read once: each partition's needs, each shard's texts shipped, then the
+# partitions (`confirm` below sums the three).
+for p in $(seq 0 $((P - 1))); do $T -o t.confirm.needs.$p "$N" stage run wd "confirm-needs partition=$p" -q; done
+for s in $(seq 0 $((S - 1))); do $T -o t.confirm.texts.$s "$N" stage run wd "confirm-texts shard=$s" -q; done
 for p in $(seq 0 $((P - 1))); do $T -o t.confirm.$p "$N" stage confirm wd --partition "$p" -q; done
 $T -o t.cluster "$N" stage cluster wd --clusters cl.jsonl -q
 for s in $(seq 0 $((S - 1))); do

@@ -4,7 +4,9 @@
 each wave's tasks in parallel on the cluster that ``ray.init()`` connects to (a local one when
 none is running): ``sign`` and ``bands`` per input shard, ``confirm`` per group of partitions
 (as many groups as the cluster runs tasks at once, so that a document in buckets of several
-partitions of a group is read and signed again once), ``rank`` and ``cluster`` as parallel
+partitions of a group is signed again once) after its two shipping steps
+(``confirm-needs`` per partition, ``confirm-texts`` per shard: each shard read once for all the
+groups), ``rank`` and ``cluster`` as parallel
 steps (per shard, per id range, per partition and per part of the members, with rounds per
 part), under ``cluster="greedy"`` the rule's rounds, and ``apply`` per shard; the plans, the
 finishing steps and the report, which read and write a few small files, on the driver. Its
@@ -12,8 +14,9 @@ outputs are byte-identical to ``neardup dedup`` over the same inputs in the same
 any number of nodes, workers and partitions: the same functions run, on the same files.
 
 The band rows are shuffled through files in the work directory, not through Ray's object
-store or Ray Data: the stage files already are the shuffle (each ``bands`` task writes one file
-per partition, each ``confirm`` task reads its partitions'); they outlive a dead worker, so a
+store or Ray Data: the stage files already are the shuffle (each ``bands`` and
+``confirm-texts`` task writes one file per partition, each ``confirm`` task reads its
+partitions'); they outlive a dead worker, so a
 retried task finds what the others wrote instead of Ray re-running their stages to rebuild lost
 objects; and no band row has to sit in the object store's memory. The price is that
 ``work_dir`` and ``output_dir`` must be on storage every node sees (NFS or another shared file

@@ -182,20 +182,24 @@ fn a_shard_edited_mid_file_after_sign_stops_confirm_naming_it() {
         ok(&o);
         o
     };
-    stage(&[
-        "init",
-        s(&w),
-        s(&shards[0]),
-        s(&shards[1]),
-        "--partitions",
-        "1",
-    ]);
-    for i in ["0", "1"] {
-        stage(&["sign", s(&w), "--shard", i, "--engine", "cpu"]);
-    }
-    stage(&["rank", s(&w)]);
-    for i in ["0", "1"] {
-        stage(&["bands", s(&w), "--shard", i]);
+    // Two runs: one whose confirm job reads the shards, one whose texts are shipped first.
+    let shipped = dir.path().join("w-shipped");
+    for w in [&w, &shipped] {
+        stage(&[
+            "init",
+            s(w),
+            s(&shards[0]),
+            s(&shards[1]),
+            "--partitions",
+            "1",
+        ]);
+        for i in ["0", "1"] {
+            stage(&["sign", s(w), "--shard", i, "--engine", "cpu"]);
+        }
+        stage(&["rank", s(w)]);
+        for i in ["0", "1"] {
+            stage(&["bands", s(w), "--shard", i]);
+        }
     }
     // The planted document's text, edited in place: same length, same size, first and last
     // MiB untouched, so the fingerprint still matches.
@@ -206,15 +210,28 @@ fn a_shard_edited_mid_file_after_sign_stops_confirm_naming_it() {
     let edited = lines.join("\n") + "\n";
     assert_eq!(edited.len(), body.len());
     std::fs::write(&shards[0], &edited).unwrap();
-    let o = neardup(&["stage", "confirm", s(&w), "--partition", "0"]);
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains(s(&shards[0])) && err.contains("shard 0 changed since `sign`"),
-        "{err}"
-    );
-    assert!(err.contains(&format!("document {}", mid + 2)), "{err}");
-    assert!(!w.join("confirm").join("00000.parquet").exists());
+    for task in [
+        "confirm-needs partition=0",
+        "confirm-texts shard=0",
+        "confirm-texts shard=1",
+    ] {
+        stage(&["run", s(&shipped), task]);
+    }
+    for o in [
+        neardup(&["stage", "confirm", s(&w), "--partition", "0"]),
+        neardup(&["stage", "run", s(&shipped), "confirm partitions=0"]),
+    ] {
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(s(&shards[0])) && err.contains("shard 0 changed since `sign`"),
+            "{err}"
+        );
+        assert!(err.contains(&format!("document {}", mid + 2)), "{err}");
+    }
+    for w in [&w, &shipped] {
+        assert!(!w.join("pairs").join("0000.parquet").exists());
+    }
 }
 
 #[test]

@@ -238,6 +238,99 @@ fn a_parquet_shard_through_the_loop_gives_the_parquet_of_dedup() {
     assert_eq!(sha256(&out.join("clusters.jsonl")), sha256(&want[1]));
 }
 
+/// Run the tasks of `wave` one by one, each to success.
+fn run_wave(work: &Path, wave: &[String]) {
+    for t in wave {
+        let o = spawn(work, t).wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "{t}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+#[test]
+fn confirm_reads_no_shard_once_their_texts_are_shipped() {
+    let dir = tempfile::tempdir().unwrap();
+    // Compressed shards: read whole, so each confirm group would read every one of them.
+    let inputs: Vec<PathBuf> = shards(dir.path(), &corpus_lines(), 3, None)
+        .into_iter()
+        .map(|p| {
+            let z = p.with_extension("jsonl.zst");
+            let plain = std::fs::read(&p).unwrap();
+            std::fs::write(&z, zstd::encode_all(&plain[..], 3).unwrap()).unwrap();
+            z
+        })
+        .collect();
+    let flags = ["--confirm", "jaccard"];
+    let want = dedup(dir.path(), "mem", &inputs, "jsonl.zst", &flags);
+    let (work, out) = (dir.path().join("work"), dir.path().join("out"));
+    init(&work, &inputs, &out, &flags);
+    let mut kinds = Vec::new();
+    let wave = loop {
+        let wave = next(&work);
+        let kind = wave[0].split(' ').next().unwrap().to_string();
+        if kind == "confirm" {
+            break wave;
+        }
+        if kinds.last() != Some(&kind) {
+            kinds.push(kind);
+        }
+        run_wave(&work, &wave);
+    };
+    assert!(
+        kinds.ends_with(&[
+            "bands".into(),
+            "confirm-needs".into(),
+            "confirm-texts".into()
+        ]),
+        "{kinds:?}"
+    );
+    // A shipped file damaged: refused by name.
+    let texts = work.join("ship/texts-00001-0002.rows");
+    let good = std::fs::read(&texts).unwrap();
+    let mut bad = good.clone();
+    bad[40] ^= 1;
+    std::fs::write(&texts, &bad).unwrap();
+    let o = neardup(&[
+        "stage",
+        "run",
+        work.to_str().unwrap(),
+        "confirm partitions=2",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("texts-00001-0002.rows"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(&texts, &good).unwrap();
+    // The shards and the band rows away while the partitions are confirmed: the shipped
+    // texts and the buckets' rows that `confirm-needs` kept are all it reads.
+    let mut away: Vec<(PathBuf, PathBuf)> = inputs
+        .iter()
+        .map(|p| (p.clone(), p.with_extension("away")))
+        .collect();
+    away.push((work.join("bands"), dir.path().join("bands.away")));
+    for (p, a) in &away {
+        std::fs::rename(p, a).unwrap();
+    }
+    run_wave(&work, &wave);
+    for (p, a) in &away {
+        std::fs::rename(a, p).unwrap();
+    }
+    run_loop(&work, 1, 0);
+    let got: Vec<u8> = inputs
+        .iter()
+        .flat_map(|p| {
+            zstd::decode_all(&std::fs::read(out.join(p.file_name().unwrap())).unwrap()[..]).unwrap()
+        })
+        .collect();
+    assert!(got == zstd::decode_all(&std::fs::read(&want[0]).unwrap()[..]).unwrap());
+    same_clusters_and_report(&out, &want, "shipped");
+}
+
 /// Records of Parquet files, in order, as JSONL: every record of `files` tagged (`--tag-only`)
 /// by one run over all of them, so equal records give equal lines.
 fn parquet_records(dir: &Path, name: &str, files: &[PathBuf]) -> Vec<u8> {

@@ -2,8 +2,9 @@
 //! full-band equality, as in memory), each confirmed on its own by [`confirm_bucket`]. Only
 //! the documents in some bucket matter here: their ranks are looked up in `rank`'s files, and
 //! their signatures and (for `jaccard`) shingle sets computed again from their text
-//! (`gather.rs`). Out: `rank_a`, `rank_b`, `estimate`, `jaccard` (null unless computed), one
-//! row per confirmed pair, sorted.
+//! (`gather.rs`: from the shards, or from the texts `ship.rs` shipped once a run goes task by
+//! task; [`needs`] is that step's first half). Out: `rank_a`, `rank_b`, `estimate`, `jaccard`
+//! (null unless computed), one row per confirmed pair, sorted.
 //!
 //! It holds the partition's band rows (24 bytes each) and the bucketed documents' signatures
 //! and sets.
@@ -16,9 +17,10 @@ use arrow_schema::{DataType, Field};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::bands::{band_and_row, BAND_ROW_BYTES};
+use super::bands::{band_and_row, band_row, BAND_ROW_BYTES};
 use super::gather::Docs;
 use super::raw::le_u64s;
+use super::ship::{self, NeedsSummary};
 use super::table::{col, u32s, u64s};
 use super::{greedy, WorkDir};
 use crate::error::Error;
@@ -219,7 +221,8 @@ pub fn confirm_together(
                         union: &mut Vec<Vec<u64>>,
                         out: &mut Vec<Option<ConfirmSummary>>|
      -> Result<(), Error> {
-        let docs = Docs::gather(work, std::mem::take(union), progress)?;
+        let parts: Vec<usize> = group.iter().map(|(_, l)| l.partition).collect();
+        let docs = Docs::gather(work, std::mem::take(union), &parts, progress)?;
         *union = vec![Vec::new(); work.shards()];
         let cache = JaccardCache::default();
         let greedy = work.config().cluster == ClusterRule::Greedy;
@@ -306,6 +309,32 @@ fn merged_len(a: &[u64], b: &[u64]) -> usize {
     n + (a.len() - i) + (b.len() - j)
 }
 
+/// Write partition `partition`'s needs (`ship.rs`): for each shard, the rows its buckets
+/// hold. Returns `None` when they were written already.
+pub fn needs(
+    work: &WorkDir,
+    partition: usize,
+    progress: &ProgressFactory,
+) -> Result<Option<NeedsSummary>, Error> {
+    work.check_partition(partition)?;
+    let _lock = work.lock(&format!("needs-{partition:04}"))?;
+    work.remove_partials("ship", &format!("needs-{partition:04}"))?;
+    if ship::needs_done(work, partition)? {
+        return Ok(None);
+    }
+    let loaded = load(work, partition, progress)?;
+    let bucketed: Vec<[u64; 3]> = loaded
+        .runs
+        .iter()
+        .flat_map(|r| &loaded.rows[r.clone()])
+        .map(|b| {
+            let [digest, x] = band_row(b.digest, b.band as usize, b.row);
+            [digest, x, b.shard as u64]
+        })
+        .collect();
+    ship::write_needs(work, partition, &loaded.needed, &bucketed, loaded.seconds).map(Some)
+}
+
 /// A partition's buckets, before their documents are gathered.
 struct Loaded {
     partition: usize,
@@ -324,12 +353,27 @@ impl Loaded {
     }
 }
 
-/// Read partition `partition`'s band rows into its runs.
+/// Read partition `partition`'s band rows into its runs: those `confirm-needs` kept when it
+/// ran, else every shard's.
 fn load(work: &WorkDir, partition: usize, progress: &ProgressFactory) -> Result<Loaded, Error> {
     let t0 = Instant::now();
     let step = progress.step(&format!("confirm, partition {partition}"));
     step.set_message("reading band rows");
-    let rows = partition_rows(work, partition)?;
+    let rows = match ship::read_bucketed(work, partition)? {
+        Some(kept) => kept
+            .into_iter()
+            .map(|[digest, x, shard]| {
+                let (band, row) = band_and_row(x);
+                BandRow {
+                    digest,
+                    row,
+                    band,
+                    shard: shard as u32,
+                }
+            })
+            .collect(),
+        None => partition_rows(work, partition)?,
+    };
     // Runs of equal band and digest, two or more long: the documents worth gathering.
     let same = |a: &BandRow, b: &BandRow| a.band == b.band && a.digest == b.digest;
     let mut runs: Vec<std::ops::Range<usize>> = Vec::new();

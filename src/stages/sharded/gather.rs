@@ -13,6 +13,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use super::raw::{le_u64s, RawRows};
+use super::ship::{self, TextsReader, TextsSummary, TextsWriter};
 use super::table::{u32s, u64s};
 use super::WorkDir;
 use crate::engine::{CpuEngine, Engine};
@@ -50,10 +51,12 @@ impl Docs {
     }
 
     /// The ranks (and groups) of the documents `needed`, their signatures and (for `jaccard`)
-    /// shingle sets.
+    /// shingle sets. `parts`: the partitions whose buckets need exactly these documents, when
+    /// their texts may have been shipped (`ship.rs`); a shard whose texts were is not read.
     pub fn gather(
         work: &WorkDir,
         needed: Vec<Vec<u64>>,
+        parts: &[usize],
         progress: &ProgressFactory,
     ) -> Result<Docs, Error> {
         let t0 = Instant::now();
@@ -96,7 +99,11 @@ impl Docs {
                 sigs: std::mem::take(&mut docs.sigs),
                 sets: Vec::new(),
             };
-            let r = gather.shard_into(work, s, rows, progress, &mut got);
+            let r = if !parts.is_empty() && ship::texts_done(work, s)? {
+                gather.shipped_into(work, s, rows, parts, &mut got)
+            } else {
+                gather.shard_into(work, s, rows, progress, &mut got)
+            };
             docs.sigs = got.sigs;
             r?;
             for (at, set) in got.sets.into_iter().enumerate() {
@@ -165,54 +172,75 @@ impl Gatherer {
         out: &mut Gathered,
     ) -> Result<(), Error> {
         let before = out.sigs.len();
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let fields = work.fields();
-        let inputs = work.inputs(&[shard])?;
-        let name = inputs.name(0).to_string();
-        if let Some(spans) = spans_of(work, shard, rows)? {
-            // A slice of lines at a time: all of them at once would hold every gathered
-            // document's text beside the sets and signatures made of it.
-            for slice in slices(&spans, SLICE_BYTES) {
-                let chunk = inputs.read_spans(0, &spans[slice])?;
-                let all: Vec<usize> = (0..chunk.len()).collect();
-                self.add(work, &chunk, &all, &name, out)?;
+        visit(work, shard, rows, progress, |chunk, at, name| {
+            self.add(work, chunk, at, name, out)
+        })?;
+        let name = work.manifest.shards[shard].path.clone();
+        check_digests(work, shard, rows, &out.sigs[before..], &name)
+    }
+
+    /// [`Gatherer::shard_into`] from the texts `confirm-texts` shipped to the partitions
+    /// `parts` (`ship.rs`), which must hold exactly the rows `rows` between them.
+    pub fn shipped_into(
+        &mut self,
+        work: &WorkDir,
+        shard: usize,
+        rows: &[u64],
+        parts: &[usize],
+        out: &mut Gathered,
+    ) -> Result<(), Error> {
+        let before = out.sigs.len();
+        let mut readers = parts
+            .iter()
+            .map(|&p| TextsReader::open(work, shard, p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut heads = readers
+            .iter_mut()
+            .map(|r| r.next_text())
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut texts: Vec<String> = Vec::new();
+        let (mut bytes, mut at) = (0u64, 0usize);
+        let wrong = |what: String| Error::Work {
+            path: work.texts_summary(shard).display().to_string(),
+            msg: format!(
+                "{what}: the shipped texts are not those the buckets need; run the confirm \
+                 steps again in an empty work directory"
+            ),
+        };
+        // The partitions' records merged by row: a document two of them need is taken once.
+        while let Some(row) = heads.iter().flatten().map(|h| h.0).min() {
+            let mut text = None;
+            for (h, r) in heads.iter_mut().zip(&mut readers) {
+                if h.as_ref().is_some_and(|h| h.0 == row) {
+                    text = h.take().map(|h| h.1);
+                    *h = r.next_text()?;
+                }
             }
-            return check_digests(work, shard, rows, &out.sigs[before..], &name);
+            if rows.get(at) != Some(&row) {
+                return Err(wrong(format!(
+                    "shard {shard}'s row {row} is not needed here"
+                )));
+            }
+            at += 1;
+            let text = text.expect("a record of this row");
+            bytes += text.len() as u64;
+            texts.push(text);
+            if bytes >= SLICE_BYTES {
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                self.add_texts(work, &refs, out)?;
+                texts.clear();
+                bytes = 0;
+            }
         }
-        let mut wanted = vec![false; rows.last().map_or(0, |&r| r as usize + 1)];
-        for &r in rows {
-            wanted[r as usize] = true;
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        self.add_texts(work, &refs, out)?;
+        if at != rows.len() {
+            return Err(wrong(format!(
+                "{at} of shard {shard}'s {} needed documents were shipped",
+                rows.len()
+            )));
         }
-        let bar = progress.pass(&format!("gathering, shard {shard}"), inputs.total_bytes());
-        let mut next = 0usize;
-        pipelined(
-            &inputs,
-            crate::io::ReadPlan::needed(fields),
-            crate::corpus::DEFAULT_CHUNK_BYTES,
-            &bar,
-            |chunk, _| Ok(chunk),
-            |chunk: Chunk| {
-                // Chunks come in input order: a running count gives each line its row.
-                let at: Vec<usize> = (0..chunk.len())
-                    .filter(|&i| wanted.get(next + i).copied().unwrap_or(false))
-                    .collect();
-                next += chunk.len();
-                self.add(work, &chunk, &at, &name, out)
-            },
-        )?;
-        let got = (out.sigs.len() - before) / work.config().params.num_perm;
-        if got != rows.len() {
-            return Err(Error::Work {
-                path: name,
-                msg: format!(
-                    "holds {got} of the {} documents the work directory needs from it: it \
-                     changed since `sign`; start again in an empty work directory",
-                    rows.len()
-                ),
-            });
-        }
+        let name = work.manifest.shards[shard].path.clone();
         check_digests(work, shard, rows, &out.sigs[before..], &name)
     }
 
@@ -225,31 +253,165 @@ impl Gatherer {
         name: &str,
         out: &mut Gathered,
     ) -> Result<(), Error> {
-        if at.is_empty() {
+        let fields = work.fields();
+        let texts: Vec<std::borrow::Cow<str>> = self.engine.install(|| {
+            at.par_iter()
+                .map(|&i| Ok(crate::corpus::record(chunk, i, fields, name)?.text))
+                .collect::<Result<_, Error>>()
+        })?;
+        let refs: Vec<&str> = texts.iter().map(|t| t.as_ref()).collect();
+        self.add_texts(work, &refs, out)
+    }
+
+    /// The documents of `texts`, appended to `out`.
+    fn add_texts(
+        &mut self,
+        work: &WorkDir,
+        texts: &[&str],
+        out: &mut Gathered,
+    ) -> Result<(), Error> {
+        if texts.is_empty() {
             return Ok(());
         }
-        let fields = work.fields();
         let params = &work.config().params;
-        let sets = self.sets;
-        let records: Vec<(std::borrow::Cow<str>, Option<Vec<u64>>)> =
-            self.engine.install(|| {
-                at.par_iter()
-                    .map(|&i| {
-                        let text = crate::corpus::record(chunk, i, fields, name)?.text;
-                        let set = sets.then(|| text_shingle_set(&text, params));
-                        Ok((text, set))
-                    })
-                    .collect::<Result<_, Error>>()
-            })?;
-        let texts: Vec<&str> = records.iter().map(|(t, _)| t.as_ref()).collect();
+        if self.sets {
+            let sets: Vec<Vec<u64>> = self.engine.install(|| {
+                texts
+                    .par_iter()
+                    .map(|t| text_shingle_set(t, params))
+                    .collect()
+            });
+            out.sets.extend(sets);
+        }
         let np = params.num_perm;
         let start = out.sigs.len();
         out.sigs.resize(start + texts.len() * np, 0);
-        self.engine.sign_texts(&texts, &mut out.sigs[start..])?;
-        drop(texts);
-        out.sets.extend(records.into_iter().filter_map(|(_, s)| s));
+        self.engine.sign_texts(texts, &mut out.sigs[start..])?;
         Ok(())
     }
+}
+
+/// Shard `shard`'s records at rows `rows` (ascending), handed to `f` a chunk at a time with
+/// the places in it of the wanted ones, in row order, and the shard's name. Of a plain JSONL
+/// shard only those lines are read; of any other, the whole shard once.
+fn visit(
+    work: &WorkDir,
+    shard: usize,
+    rows: &[u64],
+    progress: &ProgressFactory,
+    mut f: impl FnMut(&Chunk, &[usize], &str) -> Result<(), Error>,
+) -> Result<(), Error> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let fields = work.fields();
+    let inputs = work.inputs(&[shard])?;
+    let name = inputs.name(0).to_string();
+    if let Some(spans) = spans_of(work, shard, rows)? {
+        // A slice of lines at a time: all of them at once would hold every gathered
+        // document's text beside the sets and signatures made of it.
+        for slice in slices(&spans, SLICE_BYTES) {
+            let chunk = inputs.read_spans(0, &spans[slice])?;
+            let all: Vec<usize> = (0..chunk.len()).collect();
+            f(&chunk, &all, &name)?;
+        }
+        return Ok(());
+    }
+    let mut wanted = vec![false; rows.last().map_or(0, |&r| r as usize + 1)];
+    for &r in rows {
+        wanted[r as usize] = true;
+    }
+    let bar = progress.pass(&format!("gathering, shard {shard}"), inputs.total_bytes());
+    let (mut next, mut got) = (0usize, 0usize);
+    pipelined(
+        &inputs,
+        crate::io::ReadPlan::needed(fields),
+        crate::corpus::DEFAULT_CHUNK_BYTES,
+        &bar,
+        |chunk, _| Ok(chunk),
+        |chunk: Chunk| {
+            // Chunks come in input order: a running count gives each line its row.
+            let at: Vec<usize> = (0..chunk.len())
+                .filter(|&i| wanted.get(next + i).copied().unwrap_or(false))
+                .collect();
+            next += chunk.len();
+            got += at.len();
+            if at.is_empty() {
+                return Ok(());
+            }
+            f(&chunk, &at, &name)
+        },
+    )?;
+    if got != rows.len() {
+        return Err(Error::Work {
+            path: name,
+            msg: format!(
+                "holds {got} of the {} documents the work directory needs from it: it \
+                 changed since `sign`; start again in an empty work directory",
+                rows.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Ship shard `shard`'s texts to the partitions that need them (`ship.rs`), reading the shard
+/// once. Returns `None` when they were shipped already.
+pub fn ship_texts(
+    work: &WorkDir,
+    shard: usize,
+    progress: &ProgressFactory,
+) -> Result<Option<TextsSummary>, Error> {
+    let t0 = Instant::now();
+    work.check_shard(shard)?;
+    let _lock = work.lock(&format!("texts-{shard:05}"))?;
+    work.remove_partials("ship", &format!("texts-{shard:05}"))?;
+    if ship::texts_done(work, shard)? {
+        return Ok(None);
+    }
+    let parts = work.partitions();
+    crate::sys::check_partition_files(parts, parts)?;
+    // Each needed row with the partitions that need it, by row.
+    let mut wants: Vec<(u64, u32)> = Vec::new();
+    for p in 0..parts {
+        wants.extend(
+            ship::read_needs(work, p, shard)?
+                .into_iter()
+                .map(|r| (r, p as u32)),
+        );
+    }
+    wants.sort_unstable();
+    let mut rows: Vec<u64> = wants.iter().map(|w| w.0).collect();
+    rows.dedup();
+    let mut outs: Vec<TextsWriter> = (0..parts)
+        .map(|p| TextsWriter::create(work, shard, p))
+        .collect::<Result<_, _>>()?;
+    let fields = work.fields();
+    let (mut at, mut written, mut bytes) = (0usize, 0u64, 0u64);
+    visit(work, shard, &rows, progress, |chunk, places, name| {
+        for &i in places {
+            let text = crate::corpus::record(chunk, i, fields, name)?.text;
+            let row = wants[at].0;
+            while at < wants.len() && wants[at].0 == row {
+                outs[wants[at].1 as usize].push(row, &text)?;
+                written += 1;
+                bytes += text.len() as u64;
+                at += 1;
+            }
+        }
+        Ok(())
+    })?;
+    for o in outs {
+        o.finish()?;
+    }
+    let summary = TextsSummary {
+        documents: rows.len() as u64,
+        written,
+        bytes,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    work.write_json(&work.texts_summary(shard), &summary)?;
+    Ok(Some(summary))
 }
 
 /// Refuse gathered signatures `sigs` (of shard `shard`'s rows `rows`) whose band digests are

@@ -1134,7 +1134,7 @@ pub fn round(
         v.sort_unstable();
         v.dedup();
     }
-    let docs = Docs::gather(work, needed, progress)?;
+    let docs = Docs::gather(work, needed, &[], progress)?;
     let local: Vec<u32> = m
         .iter()
         .zip(&want)

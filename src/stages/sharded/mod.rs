@@ -41,6 +41,7 @@ pub mod rank;
 pub mod rank_tasks;
 mod raw;
 pub mod run;
+pub mod ship;
 pub mod sign;
 mod sliced;
 pub mod summary;
@@ -708,6 +709,33 @@ impl WorkDir {
     /// the measured S-curve of reports.
     pub fn bucketed_file(&self, partition: usize) -> PathBuf {
         self.file("pairs", format!("{partition:04}-docs.parquet"))
+    }
+
+    /// The rows of shard `shard` that partition `partition`'s buckets hold, a keyed row file
+    /// (`ship.rs`).
+    pub fn needs_file(&self, partition: usize, shard: usize) -> PathBuf {
+        self.file("ship", format!("needs-{partition:04}-{shard:05}.rows"))
+    }
+
+    /// The band rows of partition `partition`'s buckets, a keyed row file (`ship.rs`).
+    pub fn bucketed_rows_file(&self, partition: usize) -> PathBuf {
+        self.file("ship", format!("bucketed-{partition:04}.rows"))
+    }
+
+    /// Written once every shard's [`WorkDir::needs_file`] of partition `partition` is.
+    pub fn needs_summary(&self, partition: usize) -> PathBuf {
+        self.file("ship", format!("needs-{partition:04}.json"))
+    }
+
+    /// The texts of shard `shard` that partition `partition` needs, a keyed byte file
+    /// (`ship.rs`).
+    pub fn texts_file(&self, shard: usize, partition: usize) -> PathBuf {
+        self.file("ship", format!("texts-{shard:05}-{partition:04}.rows"))
+    }
+
+    /// Written once every partition's [`WorkDir::texts_file`] of shard `shard` is.
+    pub fn texts_summary(&self, shard: usize) -> PathBuf {
+        self.file("ship", format!("texts-{shard:05}.json"))
     }
 
     pub fn cluster_file(&self, shard: usize) -> PathBuf {

@@ -127,6 +127,12 @@ impl RawRows {
         Ok(&self.buf)
     }
 
+    /// The file, at its first row not yet read: for a reader of its own over the rows left
+    /// (`rows` counts every row, read or not).
+    pub fn into_file(self) -> File {
+        self.file
+    }
+
     /// Back to the first row, for [`RawRows::read_next`].
     pub fn rewind(&mut self) -> Result<(), Error> {
         use std::io::{Seek, SeekFrom};

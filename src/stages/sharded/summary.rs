@@ -155,7 +155,7 @@ fn unconfirmed_survivors(
             v.sort_unstable();
             v.dedup();
         }
-        let docs = Docs::gather(work, needed, progress)?;
+        let docs = Docs::gather(work, needed, &[], progress)?;
         let cache = JaccardCache::default();
         let tables = BucketTables {
             num_perm,

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::{bands, cluster, cluster_tasks, confirm, greedy, rank, rank_tasks, sign};
+use super::{bands, cluster, cluster_tasks, confirm, gather, greedy, rank, rank_tasks, ship, sign};
 use super::{WorkDir, MANIFEST};
 use crate::engine::Engine;
 use crate::error::Error;
@@ -60,6 +60,14 @@ pub enum Task {
     },
     RankFinish,
     Bands {
+        shard: usize,
+    },
+    /// The rows of each shard that partition `partition`'s buckets hold (`ship.rs`).
+    ConfirmNeeds {
+        partition: usize,
+    },
+    /// Shard `shard`'s texts that the partitions need, read once and shipped to each.
+    ConfirmTexts {
         shard: usize,
     },
     /// These partitions, confirmed together (a document is gathered once for all of them).
@@ -134,6 +142,8 @@ impl Task {
             RankWrite { shard } => ("rank-write", vec![n("shard", *shard)]),
             RankFinish => ("rank-finish", vec![]),
             Bands { shard } => ("bands", vec![n("shard", *shard)]),
+            ConfirmNeeds { partition } => ("confirm-needs", vec![n("partition", *partition)]),
+            ConfirmTexts { shard } => ("confirm-texts", vec![n("shard", *shard)]),
             Confirm { partitions } => {
                 let list: Vec<String> = partitions.iter().map(|p| p.to_string()).collect();
                 ("confirm", vec![("partitions", list.join(","))])
@@ -187,10 +197,13 @@ impl Task {
             | ClusterLocate { shard }
             | ClusterAttributes { shard }
             | ClusterVerdicts { shard }
+            | ConfirmTexts { shard }
             | Apply { shard } => Some(*shard),
             RankSort { range } | RankExact { range } => Some(*range),
             Confirm { partitions } => partitions.first().copied(),
-            GreedyRound { partition, .. } | ClusterEdges { partition } => Some(*partition),
+            GreedyRound { partition, .. }
+            | ClusterEdges { partition }
+            | ConfirmNeeds { partition } => Some(*partition),
             ClusterStar { part, .. } | ClusterRoots { part } | ClusterClusters { part } => {
                 Some(*part)
             }
@@ -380,6 +393,12 @@ impl FromStr for Task {
             "bands" => Bands {
                 shard: num("shard", get("shard")?)?,
             },
+            "confirm-needs" => ConfirmNeeds {
+                partition: num("partition", get("partition")?)?,
+            },
+            "confirm-texts" => ConfirmTexts {
+                shard: num("shard", get("shard")?)?,
+            },
             "confirm" => {
                 let list = get("partitions")?;
                 let partitions = list
@@ -520,6 +539,26 @@ pub fn next_wave(work: &WorkDir, how: &Waves) -> Result<Vec<Task>, Error> {
         for p in parts.clone() {
             if !work.table_done(&work.pairs_file(p))? {
                 left.push(p);
+            }
+        }
+        if how.steps {
+            // Each shard read once for every confirm group, not once by each.
+            let mut wave = Vec::new();
+            for &p in &left {
+                if !ship::needs_done(work, p)? {
+                    wave.push(Task::ConfirmNeeds { partition: p });
+                }
+            }
+            if !wave.is_empty() {
+                return Ok(wave);
+            }
+            for s in shards.clone() {
+                if !ship::texts_done(work, s)? {
+                    wave.push(Task::ConfirmTexts { shard: s });
+                }
+            }
+            if !wave.is_empty() {
+                return Ok(wave);
             }
         }
         let tasks = match how.confirm_tasks {
@@ -930,6 +969,38 @@ impl Task {
                 let ran = bands::bands(w, *shard)?;
                 (one(ran, format!("bands: shard {shard}")), json(&ran))
             }
+            ConfirmNeeds { partition } => match confirm::needs(w, *partition, progress)? {
+                Some(s) => (
+                    one(
+                        true,
+                        format!(
+                            "confirm needs: partition {partition}, {} documents",
+                            s.documents
+                        ),
+                    ),
+                    json(&s),
+                ),
+                None => (
+                    one(false, format!("confirm needs: partition {partition}")),
+                    Value::Null,
+                ),
+            },
+            ConfirmTexts { shard } => match gather::ship_texts(w, *shard, progress)? {
+                Some(s) => (
+                    one(
+                        true,
+                        format!(
+                            "confirm texts: shard {shard}, {} documents, {} texts shipped",
+                            s.documents, s.written
+                        ),
+                    ),
+                    json(&s),
+                ),
+                None => (
+                    one(false, format!("confirm texts: shard {shard}")),
+                    Value::Null,
+                ),
+            },
             Confirm { partitions } => {
                 let all = confirm::confirm_together(w, partitions, confirm::GROUP_DOCS, progress)?;
                 let mut said = Vec::new();
@@ -1321,6 +1392,8 @@ mod tests {
             RankWrite { shard: 12 },
             RankFinish,
             Bands { shard: 99_999 },
+            ConfirmNeeds { partition: 7 },
+            ConfirmTexts { shard: 12 },
             Confirm {
                 partitions: vec![0, 4, 8],
             },
