@@ -2,7 +2,9 @@
 
 MinHash signatures under the ``neardup-minhash-v1`` contract (``docs/SPEC.md``), bit for bit
 the same as the ``neardup`` command line, from the CPU engine or the GPU engine; in-memory
-near-dedup with the command line's options; the sharded stages over files
+near-dedup with the command line's options, of tables of any kind (:func:`dedup_table`; Hugging
+Face datasets in :mod:`neardup.hf`); decontamination against a protected set
+(:class:`Protected`); the sharded stages over files
 (:mod:`neardup.stages`); and a driver that runs them on a Ray cluster (:mod:`neardup.ray`).
 
 Errors are :class:`NeardupError`, with the message the command line prints. The engines run
@@ -25,6 +27,9 @@ __all__ = [
     "DedupResult",
     "NeardupError",
     "dedup",
+    "Protected",
+    "decontaminate_table",
+    "dedup_table",
     "defaults",
     "release_engines",
     "signatures",
@@ -254,3 +259,8 @@ def dedup(
         stats=json.loads(stats),
         engine=info,
     )
+
+
+# Built on dedup above: imported last.
+from .decontam import Protected  # noqa: E402
+from .tables import decontaminate_table, dedup_table  # noqa: E402

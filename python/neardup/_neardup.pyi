@@ -4,6 +4,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 CONTRACT_VERSION: str
 __version__: str
+DECONTAM_N: int
+DECONTAM_PROTECT_SHORT: int
 
 def defaults() -> str: ...
 
@@ -38,6 +40,17 @@ def dedup(
     gpu_int64: bool,
     progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None,
 ) -> Tuple[bytearray, bytearray, bytearray, str, str]: ...
+class Protected:
+    def __init__(
+        self, *, n: int, protect_short: int, join_fields: bool, task_field: Optional[str]
+    ) -> None: ...
+    def add_file(self, path: str) -> None: ...
+    def add_texts(self, name: str, texts: Any) -> None: ...
+    def check(
+        self, texts: Any, *, column: str, min_score: Optional[float], tags: bool
+    ) -> Tuple[bytearray, Optional[List[Optional[str]]]]: ...
+    def summary(self) -> str: ...
+
 def stage_init(
     work_dir: str,
     inputs: List[str],

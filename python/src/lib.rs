@@ -3,7 +3,8 @@
 //! arguments, docstrings and NumPy arrays; every engine call and every stage runs with the GIL
 //! released. Here: the errors and the module's table; beside it, one file per concern: texts
 //! in (`texts`), options (`options`), kept engines and the GIL (`engines`), progress callbacks
-//! (`progress`), signatures and in-memory dedup (`memory`), the sharded run (`stages`).
+//! (`progress`), signatures and in-memory dedup (`memory`), protected sets (`decontam`), the
+//! sharded run (`stages`).
 
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -30,6 +31,7 @@ use neardup::stages::dedup::{DedupConfig, Keep, KeepChoice, MemoryDocs};
 use neardup::stages::sharded::{self, WorkDir};
 use neardup::MinHashParams;
 
+mod decontam;
 mod engines;
 mod memory;
 mod options;
@@ -37,6 +39,7 @@ mod progress;
 mod stages;
 mod texts;
 
+use decontam::*;
 use engines::*;
 use memory::*;
 use options::*;
@@ -82,10 +85,16 @@ fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NeardupError", m.py().get_type::<NeardupError>())?;
     m.add("CONTRACT_VERSION", neardup::CONTRACT_VERSION)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("DECONTAM_N", neardup::stages::decontam::DEFAULT_N)?;
+    m.add(
+        "DECONTAM_PROTECT_SHORT",
+        neardup::stages::decontam::DEFAULT_PROTECT_SHORT,
+    )?;
     m.add_function(wrap_pyfunction!(defaults, m)?)?;
     m.add_function(wrap_pyfunction!(signatures, m)?)?;
     m.add_function(wrap_pyfunction!(dedup, m)?)?;
     m.add_function(wrap_pyfunction!(release_engines, m)?)?;
+    m.add_class::<Protected>()?;
     m.add_function(wrap_pyfunction!(stage_init, m)?)?;
     m.add_function(wrap_pyfunction!(stage_shape, m)?)?;
     m.add_function(wrap_pyfunction!(stage_next, m)?)?;

@@ -66,6 +66,15 @@ pub struct DecontamOptions {
 /// Keys a JSONL protected file never protects (ids and scorer plumbing, not eval text).
 pub const UNPROTECTED_KEYS: [&str; 4] = ["case_id", "id", "tags", "scorer_args"];
 
+/// One document's verdict ([`ProtectedSet::verdict`]): each protected source (an index into
+/// [`ProtectedSet::sources`]) it shares a window with, with the first window shared (empty:
+/// clean), and its score and matched windows when scored and caught.
+pub type Caught = (Vec<(u32, String)>, Option<(f64, u64)>);
+
+/// The n-gram length in words of SPEC §4 by default (`decontam --n`): the 13-grams of GPT-3's
+/// contamination study.
+pub const DEFAULT_N: usize = 13;
+
 /// The least words of a protected text shorter than `n` that is protected whole by default
 /// (SPEC §4's `m`; `--protect-short`): the minimum window GPT-3's contamination study used.
 pub const DEFAULT_PROTECT_SHORT: usize = 8;
@@ -537,6 +546,64 @@ fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
+impl ProtectedSet {
+    /// One document checked as `decontam` checks it: each protected source it shares a window
+    /// with and the first window shared, and with `scored` its [`ProtectedSet::score`] (only
+    /// when caught). Under `min_score`, a document scoring less is clean: no hits.
+    pub fn verdict(&self, words: &Words, scored: bool, min_score: Option<f64>) -> Caught {
+        let mut hits = self.check(words);
+        let score =
+            ((scored || min_score.is_some()) && !hits.is_empty()).then(|| self.score(words));
+        if let (Some(min), Some((s, _))) = (min_score, score) {
+            if s < min {
+                hits.clear();
+            }
+        }
+        (hits, score)
+    }
+
+    /// [`ProtectedSet::verdict`] of every text, on every core, in order.
+    pub fn verdicts(&self, texts: &[&str], scored: bool, min_score: Option<f64>) -> Vec<Caught> {
+        texts
+            .par_iter()
+            .map_init(Words::default, |w, t| {
+                w.reset(t);
+                self.verdict(w, scored, min_score)
+            })
+            .collect()
+    }
+
+    /// The tag `--mode tag` gives a caught document (`meta.decontam`, or the Parquet column),
+    /// as JSON: its score and matched windows, the protected files of `sources` (indices into
+    /// [`ProtectedSet::sources`], as [`ProtectedSet::verdict`] gives them) and, with a task
+    /// field, each source's task.
+    pub fn tag(&self, sources: &[u32], score: Option<(f64, u64)>) -> String {
+        let (s, matched) = score.unwrap_or_default();
+        let mut paths: Vec<&str> = Vec::new();
+        for &si in sources {
+            let p = self.files[self.sources[si as usize].file as usize]
+                .path
+                .as_str();
+            if !paths.contains(&p) {
+                paths.push(p);
+            }
+        }
+        let mut tag = serde_json::json!({
+            "score": s,
+            "matched": matched,
+            "sources": paths,
+        });
+        if self.task_field.is_some() {
+            let names: Vec<Option<&str>> = sources
+                .iter()
+                .map(|&si| self.sources[si as usize].task.as_deref())
+                .collect();
+            tag["tasks"] = serde_json::json!(names);
+        }
+        tag.to_string()
+    }
+}
+
 /// SPEC §4's protected set of the given files at the defaults: their `n`-grams, and their texts
 /// of [`DEFAULT_PROTECT_SHORT`] to `n - 1` words whole.
 pub fn protected_ngrams<P: AsRef<Path>>(paths: &[P], n: usize) -> Result<ProtectedSet, Error> {
@@ -825,21 +892,14 @@ pub fn run_decontam(
                 .map_init(Words::default, |w, i| {
                     let rec = crate::corpus::record(&chunk, i, fields, name)?;
                     w.reset(&rec.text);
-                    let mut hits: Vec<_> = grams
-                        .check(w)
+                    let (hits, score) = grams.verdict(w, scored, opts.min_score);
+                    let hits = hits
                         .into_iter()
                         .map(|(f, gram)| {
                             let (ctx, hl) = evidence_context(&rec.text, &gram);
                             (f, gram, ctx, hl)
                         })
                         .collect();
-                    let score = (scored && !hits.is_empty()).then(|| grams.score(w));
-                    // Under the minimum score, a document is clean.
-                    if let (Some(min), Some((s, _))) = (opts.min_score, score) {
-                        if s < min {
-                            hits.clear();
-                        }
-                    }
                     Ok((rec.id.into_owned(), hits, score))
                 })
                 .collect();
@@ -864,27 +924,8 @@ pub fn run_decontam(
                 documents += 1;
                 if hits.is_empty() || opts.tag {
                     let tag = (!hits.is_empty()).then(|| {
-                        let (s, matched) = score.unwrap_or_default();
-                        let mut sources: Vec<&str> = Vec::new();
-                        for h in &hits {
-                            let p = files[file_of(h.0) as usize].path.as_str();
-                            if !sources.contains(&p) {
-                                sources.push(p);
-                            }
-                        }
-                        let mut tag = serde_json::json!({
-                            "score": s,
-                            "matched": matched,
-                            "sources": sources,
-                        });
-                        if !tasks.is_empty() {
-                            let names: Vec<Option<&str>> = hits
-                                .iter()
-                                .map(|h| grams.sources()[h.0 as usize].task.as_deref())
-                                .collect();
-                            tag["tasks"] = serde_json::json!(names);
-                        }
-                        tag.to_string()
+                        let sources: Vec<u32> = hits.iter().map(|h| h.0).collect();
+                        grams.tag(&sources, score)
                     });
                     match (&rows, tag) {
                         (Some(_), tag) => column.push(tag),

@@ -1022,7 +1022,7 @@ pub struct DecontamArgs {
     #[arg(short, long, value_name = "OUT")]
     pub output: String,
     /// n-gram length in words, 1 to 1048576.
-    #[arg(long, default_value_t = 13)]
+    #[arg(long, default_value_t = neardup::stages::decontam::DEFAULT_N)]
     pub n: usize,
     /// Protect each protected text shorter than n words but of MIN words or more by its whole
     /// word sequence: a document holding that sequence is caught (SPEC §4). MIN is 8 by default
