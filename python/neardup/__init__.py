@@ -146,6 +146,11 @@ class DedupResult:
     survives: np.ndarray
     #: Whether each document is an exact duplicate of one with a smaller id (``exact=True``).
     exact_duplicate: np.ndarray
+    #: The size of each document's cluster (1 for a document in none).
+    cluster_size: np.ndarray
+    #: The id of the document of each document's cluster that a dropping run keeps (its own id
+    #: for a document in no cluster): the root, unless ``keep`` chose another member.
+    survivor_id: list
     #: The clustering's counts: ``clusters``, ``near_duplicates``, ``exact_duplicates``,
     #: ``pairs_checked``, ``pairs_confirmed``, ``cluster_sizes`` and the stages' seconds.
     stats: Dict[str, Any]
@@ -251,11 +256,20 @@ def dedup(
     if hasattr(ids, "column_names") and "id" in ids.column_names:
         ids = ids.column("id")
     id_list = ids.to_pylist() if hasattr(ids, "to_pylist") else (ids.to_list() if hasattr(ids, "to_list") else list(ids))
+    survives_a = np.frombuffer(survives, dtype=np.uint8).astype(bool)
+    size_of_root = np.bincount(root_a, minlength=len(root_a))
+    # Each cluster's surviving member, by root (every cluster has one).
+    survivor_of_root = np.arange(len(root_a), dtype=np.int64)
+    survivor_of_root[root_a[survives_a]] = np.flatnonzero(survives_a)
+    roots = root_a.tolist()
+    survivor = survivor_of_root[root_a].tolist()
     return DedupResult(
         root=root_a,
-        root_id=[id_list[r] for r in root_a.tolist()],
-        survives=np.frombuffer(survives, dtype=np.uint8).astype(bool),
+        root_id=[id_list[r] for r in roots],
+        survives=survives_a,
         exact_duplicate=np.frombuffer(exact_dup, dtype=np.uint8).astype(bool),
+        cluster_size=size_of_root[root_a],
+        survivor_id=[id_list[d] for d in survivor],
         stats=json.loads(stats),
         engine=info,
     )

@@ -19,7 +19,6 @@ from .tables import (
     _inputs,
     _keep_rows,
     _protected,
-    _Result,
     _tags,
     decontaminate_table,
     dedup_table,
@@ -99,7 +98,7 @@ def dedup(
     r = _dedup(ids, _texts(texts), keep_values=kv, groups=gr, **options)
     bounds = np.cumsum([0] + sizes)
     out: Dict[str, Any] = {}
-    tags = _tags(_Result(r, ids), options) if tag else None
+    tags = _tags(r, options) if tag else None
     for j, s in enumerate(names):
         lo, hi = int(bounds[j]), int(bounds[j + 1])
         if tags is not None:

@@ -120,21 +120,11 @@ def _tags(result: Any, options: Dict[str, Any]) -> Dict[str, List[Optional[str]]
     """The tag columns of ``--tag-only``: each clustered row's root and, where ``keep`` may
     choose another row than the root under components, the row a dropping run keeps; ``None``
     for a row in no cluster."""
-    root = result.root.astype(np.int64)
-    n = len(root)
-    in_cluster = root != np.arange(n)
-    in_cluster[root[in_cluster]] = True
-    cluster = [result.root_id[d] if in_cluster[d] else None for d in range(n)]
-    tags = {CLUSTER_TAG: cluster}
+    clustered = (result.cluster_size > 1).tolist()
+    tags = {CLUSTER_TAG: [r if c else None for r, c in zip(result.root_id, clustered)]}
     keep = options.get("keep", "smallest-id")
     if keep != "smallest-id" and options.get("cluster", "components") == "components":
-        survivor_of: Dict[int, int] = {}
-        for d in np.flatnonzero(in_cluster & result.survives).tolist():
-            survivor_of[int(root[d])] = d
-        ids = result.ids
-        tags[SURVIVOR_TAG] = [
-            ids[survivor_of[int(root[d])]] if in_cluster[d] else None for d in range(n)
-        ]
+        tags[SURVIVOR_TAG] = [s if c else None for s, c in zip(result.survivor_id, clustered)]
     return tags
 
 
@@ -180,16 +170,6 @@ def _add_columns(table: Any, columns: Dict[str, List[Optional[str]]]) -> Any:
     return table
 
 
-class _Result:
-    """A dedup result with the ids it was run on."""
-
-    def __init__(self, result: Any, ids: Any) -> None:
-        self.root = result.root
-        self.root_id = result.root_id
-        self.survives = result.survives
-        self.ids = ids.to_pylist() if hasattr(ids, "to_pylist") else list(ids)
-
-
 def dedup_table(
     table: Any,
     *,
@@ -214,7 +194,7 @@ def dedup_table(
     ids, texts, kv, gr = _inputs(table, column, id_column, keep_values, groups)
     r = _dedup(ids, texts, keep_values=kv, groups=gr, **options)
     if tag:
-        return _add_columns(table, _tags(_Result(r, ids), options))
+        return _add_columns(table, _tags(r, options))
     return _keep_rows(table, r.survives)
 
 

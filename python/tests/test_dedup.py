@@ -49,6 +49,10 @@ def test_in_memory_dedup_equals_the_command_line(cli, example, tmp_path, flags, 
     assert [ids[r] for r in got.root] == tags
     assert {i for i, s in zip(ids, got.survives) if s} == kept_ids
     assert got.stats["clusters"] > 0
+    size = {t: tags.count(t) for t in set(tags)}
+    assert got.cluster_size.tolist() == [size[t] for t in tags]
+    kept_in = {t: i for i, t in zip(ids, tags) if i in kept_ids}
+    assert got.survivor_id == [kept_in[t] for t in tags]
 
 
 def test_in_memory_dedup_reads_arrow(example):
