@@ -127,3 +127,6 @@ def stage_apply(
 def stage_report(
     work_dir: str, reports: List[str], output: str, seconds: Optional[float] = None
 ) -> str: ...
+def stage_verdicts(
+    work_dir: str, shard: int
+) -> Tuple[List[str], List[Optional[str]], bytes, List[str], List[Optional[str]], bytes]: ...

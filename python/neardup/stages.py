@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 #: A progress callback: ``progress(stage, done, total, docs)``, as :func:`neardup.dedup` calls it.
 Progress = Optional[Callable[[str, int, Optional[int], int], Any]]
+
+import numpy as np
 
 from . import _neardup
 
@@ -57,6 +60,8 @@ __all__ = [
     "shape",
     "sign",
     "task_info",
+    "verdicts",
+    "Verdicts",
 ]
 
 
@@ -385,4 +390,41 @@ def report(
             output,
             None if seconds is None else float(seconds),
         )
+    )
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """One shard's verdicts, in row order (see :func:`verdicts`)."""
+
+    #: Each document's id, as ``sign`` read it.
+    ids: List[str]
+    #: The root id of each document's cluster, ``None`` for a document in no cluster.
+    cluster: List[Optional[str]]
+    #: Whether the clustering keeps each document.
+    survives: np.ndarray
+    #: The id of the document of each document's cluster that the run keeps (its own id for
+    #: a document in no cluster).
+    survivor: List[str]
+    #: With ``against``: the id of the indexed document each document matched, else ``None``.
+    matched: List[Optional[str]]
+    #: Whether a dropping run writes each document: it survives and matched no index.
+    kept: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def verdicts(work_dir: "str | os.PathLike[str]", shard: int) -> Verdicts:
+    """Shard ``shard``'s verdicts once :func:`cluster` has run, in the shard's row order: for
+    a caller that filters or tags the records itself instead of :func:`apply`. The stage files
+    are checked as every stage checks them."""
+    ids, cluster, survives, survivor, matched, kept = _neardup.stage_verdicts(os.fspath(work_dir), shard)
+    return Verdicts(
+        ids=ids,
+        cluster=cluster,
+        survives=np.frombuffer(survives, dtype=np.uint8).astype(bool),
+        survivor=survivor,
+        matched=matched,
+        kept=np.frombuffer(kept, dtype=np.uint8).astype(bool),
     )

@@ -112,5 +112,6 @@ fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_cluster, m)?)?;
     m.add_function(wrap_pyfunction!(stage_apply, m)?)?;
     m.add_function(wrap_pyfunction!(stage_report, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_verdicts, m)?)?;
     Ok(())
 }

@@ -404,3 +404,36 @@ pub(crate) fn stage_report(
         Ok(sharded::task::run_counts(&w, &s).map_err(err)?.to_string())
     })
 }
+
+/// Shard `shard`'s verdicts once `cluster` has run, in row order: (ids, cluster root ids or
+/// `None`, survives as one byte each, survivor ids, index matches or `None`, kept as one byte
+/// each: what a dropping run writes).
+type ShardVerdictLists = (
+    Vec<String>,
+    Vec<Option<String>>,
+    Vec<u8>,
+    Vec<String>,
+    Vec<Option<String>>,
+    Vec<u8>,
+);
+
+#[pyfunction]
+pub(crate) fn stage_verdicts(
+    py: Python<'_>,
+    work_dir: PathBuf,
+    shard: usize,
+) -> PyResult<ShardVerdictLists> {
+    detached(py, || {
+        let w = open(&work_dir)?;
+        let v = sharded::apply::shard_verdicts(&w, shard).map_err(err)?;
+        let n = v.len();
+        Ok((
+            (0..n).map(|d| v.id(d).to_string()).collect(),
+            (0..n).map(|d| v.cluster(d).map(str::to_string)).collect(),
+            (0..n).map(|d| v.survives(d) as u8).collect(),
+            (0..n).map(|d| v.survivor_id(d).to_string()).collect(),
+            (0..n).map(|d| v.matched(d).map(str::to_string)).collect(),
+            (0..n).map(|d| v.kept(d) as u8).collect(),
+        ))
+    })
+}

@@ -306,3 +306,45 @@ def test_greedy_stages_from_python_equal_the_command_line(cli, example, tmp_path
     outs = apply_all(work, shards, tmp_path)
     assert b"".join(outs) == want.read_bytes()
     assert got_pairs.read_bytes() == want_pairs.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "kw,flags",
+    [
+        ({}, ()),
+        ({"keep": "longest", "exact": True}, ("--keep", "longest", "--exact")),
+        ({"cluster": "greedy", "keep": "longest"}, ("--cluster", "greedy", "--keep", "longest")),
+        ({"keep": "first", "tag_only": True}, ("--keep", "first")),
+    ],
+)
+def test_shard_verdicts_equal_in_memory_dedup(cli, example, tmp_path, kw, flags):
+    """Each shard's verdicts, read back, are the in-memory run's on the same documents: the
+    cluster, whether it survives and its cluster's survivor, in row order."""
+    records = read_jsonl(example)
+    ids = [r["id"] for r in records]
+    want = neardup.dedup(ids, [r["text"] for r in records],
+                         **{k: v for k, v in kw.items() if k != "tag_only"})
+    paths = split_lines(example, tmp_path / "in", 3, 1)
+    work, out = tmp_path / "work", tmp_path / "out"
+    stages.init(work, paths, partitions=2, out=out, **kw)
+    with pytest.raises(neardup.NeardupError, match="cluster"):
+        stages.verdicts(work, 0)
+    while wave := stages.next_wave(work):
+        for task in wave:
+            stages.run(work, task, engine="cpu")
+    got = [stages.verdicts(work, s) for s in range(3)]
+    assert len(got[1]) == 0
+    assert sum((v.ids for v in got), []) == ids
+    cluster = sum((v.cluster for v in got), [])
+    size = {t: want.root_id.count(t) for t in set(want.root_id)}
+    assert cluster == [t if size[t] > 1 else None for t in want.root_id]
+    assert np.concatenate([v.survives for v in got]).tolist() == want.survives.tolist()
+    assert np.concatenate([v.kept for v in got]).tolist() == want.survives.tolist()
+    assert sum((v.survivor for v in got), []) == want.survivor_id
+    assert all(m is None for v in got for m in v.matched)
+    # What the run wrote is what the verdicts say it keeps (all of it, tagged, under tag_only).
+    written = [r["id"] for p in paths for r in read_jsonl(out / p.name)]
+    kept = [i for v in got for i, k in zip(v.ids, v.kept) if k]
+    assert written == (ids if kw.get("tag_only") else kept)
+    with pytest.raises(neardup.NeardupError, match="shard 7 does not exist"):
+        stages.verdicts(work, 7)

@@ -520,7 +520,7 @@ fn other_parameters_other_inputs_and_early_stages_are_refused() {
     let m = other.join("manifest.json");
     let mut manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
-    assert_eq!(manifest["layout"], 3);
+    assert_eq!(manifest["layout"], 4);
     manifest.as_object_mut().unwrap().remove("layout");
     std::fs::write(&m, manifest.to_string()).unwrap();
     let o = neardup(&["stage", "rank", &os]);

@@ -218,7 +218,15 @@ impl DedupConfig {
     /// say which record a dropping run would keep.
     /// Under `greedy` the root is the survivor, so the tag says it already.
     pub fn tags_survivor(&self) -> bool {
-        !self.drop && self.keep != Keep::SmallestId && self.cluster == ClusterRule::Components
+        !self.drop && self.records_survivor()
+    }
+
+    /// Does a sharded run record each member's survivor beside its cluster tag? Wherever the
+    /// root need not be the survivor (a keep policy other than the smallest id, under
+    /// `components`), so that a shard's verdicts say which record was kept without reading the
+    /// other shards'.
+    pub fn records_survivor(&self) -> bool {
+        self.keep != Keep::SmallestId && self.cluster == ClusterRule::Components
     }
 
     pub fn validate(&self) -> Result<(), Error> {

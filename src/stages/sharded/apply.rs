@@ -30,8 +30,10 @@ pub struct ApplySummary {
     pub seconds: f64,
 }
 
-/// One shard's verdicts, from `sign` (ids) and `cluster` (tags, survivors).
-struct ShardVerdicts {
+/// One shard's verdicts, in row order: from `sign` (ids), `cluster` (tags, survivors) and,
+/// with `--against`, the indexes (matches). Read by [`shard_verdicts`].
+#[derive(Debug, Default)]
+pub struct ShardVerdicts {
     ids: IdArena,
     /// Per document, an index into `tags`, or `u32::MAX` for a document in no cluster.
     tag: Vec<u32>,
@@ -39,8 +41,52 @@ struct ShardVerdicts {
     survives: Vec<bool>,
     /// Per document, an index into `tags` of its cluster's survivor (`u32::MAX`: none read).
     survivor: Vec<u32>,
+    /// Whether `survivor` was read (the run records it; else the root is the survivor).
+    survivors_recorded: bool,
     /// With `--against`: each document's match in the indexes (else empty).
     matches: Vec<Option<IndexMatch>>,
+    /// With `--against`: pairs of a document and an indexed one sharing a band.
+    index_candidates: u64,
+}
+
+impl ShardVerdicts {
+    /// How many documents the shard holds.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ids.len() == 0
+    }
+    /// The document's id.
+    pub fn id(&self, d: usize) -> &str {
+        self.ids.get(d)
+    }
+    /// The root id of the document's cluster, or `None` for a document in no cluster.
+    pub fn cluster(&self, d: usize) -> Option<&str> {
+        match self.tag[d] {
+            u32::MAX => None,
+            t => Some(self.tags.get(t as usize)),
+        }
+    }
+    /// Whether the clustering keeps the document (an index match aside).
+    pub fn survives(&self, d: usize) -> bool {
+        self.survives[d]
+    }
+    /// The id of the document of its cluster that the run keeps (its own when in none).
+    pub fn survivor_id(&self, d: usize) -> &str {
+        if self.survivors_recorded {
+            return Verdicts::survivor(self, d);
+        }
+        self.cluster(d).unwrap_or_else(|| self.ids.get(d))
+    }
+    /// With `--against`: the id of the indexed document the document matched.
+    pub fn matched(&self, d: usize) -> Option<&str> {
+        Verdicts::index_match(self, d)
+    }
+    /// Whether a dropping run writes the document.
+    pub fn kept(&self, d: usize) -> bool {
+        Verdicts::keeps(self, d)
+    }
 }
 
 impl Verdicts for ShardVerdicts {
@@ -120,30 +166,18 @@ pub fn apply_summary(work: &WorkDir, shard: usize) -> Result<ApplySummary, Error
     work.need_json(&work.apply_summary_file(shard), &format!("apply {shard}"))
 }
 
-/// Write shard `shard`'s kept records to `out` (which the caller finishes), and keep the
-/// summary in the work directory for the run's report.
-pub fn apply(
-    work: &WorkDir,
-    shard: usize,
-    out: &mut RecordSink,
-    progress: &ProgressFactory,
-) -> Result<ApplySummary, Error> {
+/// Shard `shard`'s verdicts, in row order, once `cluster` has run: what `apply` writes by, for
+/// a caller that filters the records itself. The stage files are checked as every stage
+/// checks them (sealed, of this run, one verdict per signed document).
+pub fn shard_verdicts(work: &WorkDir, shard: usize) -> Result<ShardVerdicts, Error> {
     work.check_shard(shard)?;
-    let _lock = work.lock(&format!("apply-{shard:05}"))?;
-    work.remove_partials("apply", &format!("{shard:05}."))?;
-    let t0 = std::time::Instant::now();
-    let summary = super::cluster::summary(work)?;
+    super::cluster::summary(work)?;
     let mut v = ShardVerdicts {
-        ids: IdArena::default(),
-        tag: Vec::new(),
-        tags: IdArena::default(),
-        survives: Vec::new(),
-        survivor: Vec::new(),
-        matches: Vec::new(),
+        survivors_recorded: work.config().records_survivor(),
+        ..ShardVerdicts::default()
     };
-    let survivor_tag = work.config().tags_survivor();
     let mut columns = vec!["tag", "survives"];
-    if survivor_tag {
+    if v.survivors_recorded {
         columns.push("survivor");
     }
     for batch in work.open_table(&work.sign_file(shard), "sign", &["id"])? {
@@ -170,7 +204,7 @@ pub fn apply(
     for batch in table {
         let batch = batch?;
         let tag = strings(&batch, "tag");
-        if survivor_tag {
+        if v.survivors_recorded {
             let survivor = strings(&batch, "survivor");
             for i in 0..batch.num_rows() {
                 v.survivor
@@ -205,7 +239,6 @@ pub fn apply(
         )));
     }
     // `--against`: the shard's signatures checked against the indexes as recorded.
-    let (mut index_candidates, mut index_matched) = (0, 0);
     if !work.manifest.against.is_empty() {
         let against = Against::open_recorded(&work.manifest.against_resolved(), work.config())?;
         let path = work.sig_rows_file(shard);
@@ -215,10 +248,31 @@ pub fn apply(
             super::raw::RawRows::open(work, &path, width, Some(docs), false)?.expect("required");
         let sigs: Vec<u32> = super::raw::le_u32s(rows.read_next(v.ids.len())?).collect();
         let (matches, candidates) = against.matches(&sigs, work.config())?;
-        index_candidates = candidates;
-        index_matched = matches.iter().filter(|m| m.is_some()).count() as u64;
+        v.index_candidates = candidates;
         v.matches = matches;
     }
+    Ok(v)
+}
+
+/// Write shard `shard`'s kept records to `out` (which the caller finishes), and keep the
+/// summary in the work directory for the run's report.
+pub fn apply(
+    work: &WorkDir,
+    shard: usize,
+    out: &mut RecordSink,
+    progress: &ProgressFactory,
+) -> Result<ApplySummary, Error> {
+    work.check_shard(shard)?;
+    let _lock = work.lock(&format!("apply-{shard:05}"))?;
+    work.remove_partials("apply", &format!("{shard:05}."))?;
+    let t0 = std::time::Instant::now();
+    let summary = super::cluster::summary(work)?;
+    let v = shard_verdicts(work, shard)?;
+    let (index_candidates, index_matched) = (
+        v.index_candidates,
+        v.matches.iter().filter(|m| m.is_some()).count() as u64,
+    );
+    let survivor_tag = work.config().tags_survivor();
     let wanted: HashSet<u32> = summary
         .largest
         .iter()

@@ -456,8 +456,8 @@ pub fn cluster(
         Field::new("tag", DataType::Utf8, true),
         col("survives", DataType::Boolean),
     ];
-    // The survivor's id, where a tagging run's keep policy may choose another than the root.
-    let survivor_of_root: HashMap<u32, u32> = if cfg.tags_survivor() {
+    // The survivor's id, where the keep policy may choose another than the root.
+    let survivor_of_root: HashMap<u32, u32> = if cfg.records_survivor() {
         columns.push(Field::new("survivor", DataType::Utf8, true));
         (0..m)
             .filter(|&i| survives[i])
@@ -481,7 +481,7 @@ pub fn cluster(
                 Arc::new(StringArray::from_iter(tags)),
                 Arc::new(BooleanArray::from(survive.collect::<Vec<bool>>())),
             ];
-            if cfg.tags_survivor() {
+            if cfg.records_survivor() {
                 let survivor =
                     (at..end).map(|k| member(k).map(|i| id(survivor_of_root[&root[i as usize]])));
                 cols.push(Arc::new(StringArray::from_iter(survivor)));

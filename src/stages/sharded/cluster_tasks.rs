@@ -1166,7 +1166,7 @@ pub fn verdicts(work: &WorkDir, s: usize) -> Result<bool, Error> {
         Field::new("tag", DataType::Utf8, true),
         col("survives", DataType::Boolean),
     ];
-    if cfg.tags_survivor() {
+    if cfg.records_survivor() {
         columns.push(Field::new("survivor", DataType::Utf8, true));
     }
     let mut w = work.create_table(&work.cluster_file(s), columns, &[])?;
@@ -1194,7 +1194,7 @@ pub fn verdicts(work: &WorkDir, s: usize) -> Result<bool, Error> {
             Arc::new(StringArray::from(tags)),
             Arc::new(BooleanArray::from(survive)),
         ];
-        if cfg.tags_survivor() {
+        if cfg.records_survivor() {
             cols.push(Arc::new(StringArray::from(survivor)));
         }
         if end == rows {
