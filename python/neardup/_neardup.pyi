@@ -61,6 +61,7 @@ def stage_init(
     out_clusters: Optional[str] = None,
     out_pairs: Optional[str] = None,
     out_report: Optional[str] = None,
+    glob: Optional[str] = None,
 ) -> Tuple[int, int]: ...
 def stage_shape(work_dir: str) -> Tuple[int, int]: ...
 def stage_next(

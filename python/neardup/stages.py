@@ -97,6 +97,7 @@ def init(
     out_clusters: Optional[str] = "clusters.jsonl",
     out_pairs: Optional[str] = None,
     out_report: Optional[str] = "report.json",
+    glob: Optional[str] = None,
 ) -> Tuple[int, int]:
     """Make the work directory for ``inputs`` (JSONL or Parquet shards) and the options of
     ``neardup dedup`` (``keep`` as the command line spells it: ``field:NAME:max`` reads a
@@ -107,7 +108,9 @@ def init(
     ``out``: the directory (made if missing) the run's tasks (:func:`next_wave`) write into:
     each shard's output under the shard's file name, and the files named ``out_clusters``,
     ``out_pairs`` and ``out_report`` (``None``: not written; a report named ``.html`` is a
-    page). Returns ``(shards, partitions)``."""
+    page). A directory among ``inputs`` stands for the data files under it (or those whose path
+    below it matches ``glob``), sorted, as on the command line. Returns ``(shards,
+    partitions)``."""
     options = {
         "k": k,
         "num_perm": num_perm,
@@ -138,6 +141,7 @@ def init(
         out_clusters,
         out_pairs,
         out_report,
+        glob,
     )
 
 

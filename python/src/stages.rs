@@ -9,7 +9,7 @@ pub(crate) fn open(dir: &std::path::Path) -> PyResult<WorkDir> {
 /// Make (or reopen, when made for the same run) the work directory; returns (shards,
 /// partitions).
 #[pyfunction]
-#[pyo3(signature = (work_dir, inputs, partitions, options, against, out = None, out_clusters = None, out_pairs = None, out_report = None))]
+#[pyo3(signature = (work_dir, inputs, partitions, options, against, out = None, out_clusters = None, out_pairs = None, out_report = None, glob = None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn stage_init(
     py: Python<'_>,
@@ -22,8 +22,10 @@ pub(crate) fn stage_init(
     out_clusters: Option<String>,
     out_pairs: Option<String>,
     out_report: Option<String>,
+    glob: Option<String>,
 ) -> PyResult<(usize, usize)> {
     let (cfg, fields) = parse_options(options)?;
+    let inputs = neardup::io::expand_inputs(&inputs, glob.as_deref()).map_err(err)?;
     let out = out.map(|dir| sharded::OutDir {
         dir: dir.display().to_string(),
         clusters: out_clusters,

@@ -348,3 +348,19 @@ def test_shard_verdicts_equal_in_memory_dedup(cli, example, tmp_path, kw, flags)
     assert written == (ids if kw.get("tag_only") else kept)
     with pytest.raises(neardup.NeardupError, match="shard 7 does not exist"):
         stages.verdicts(work, 7)
+
+
+def test_a_directory_of_shards_is_its_files_in_path_order(cli, example, tmp_path):
+    paths = split_lines(example, tmp_path / "in" / "sub", 3)
+    (tmp_path / "in" / "notes.txt").write_text("not a shard\n")
+    want = tmp_path / "want.jsonl"
+    run(cli, "dedup", *map(str, paths), "-o", str(want))
+    work, out = tmp_path / "work", tmp_path / "out"
+    assert stages.init(work, [tmp_path / "in"], partitions=2, out=out) == (3, 2)
+    while wave := stages.next_wave(work):
+        for task in wave:
+            stages.run(work, task, engine="cpu")
+    assert b"".join((out / p.name).read_bytes() for p in paths) == want.read_bytes()
+    with pytest.raises(neardup.NeardupError, match="matches --glob"):
+        stages.init(tmp_path / "w3", [tmp_path / "in"], glob="*.parquet")
+    assert stages.init(tmp_path / "w4", [tmp_path / "in"], glob="sub/shard-1.jsonl")[0] == 1

@@ -5,6 +5,7 @@
 pub mod checksum;
 pub mod chunk;
 pub mod decode;
+pub mod dirs;
 pub mod fields;
 pub mod format;
 pub mod input;
@@ -22,6 +23,7 @@ pub mod ranges;
 pub mod sigfile;
 
 pub use chunk::{Chunk, ChunkBytes, LineReader};
+pub use dirs::expand_inputs;
 pub use fields::Fields;
 pub use format::Columns;
 pub use input::{InputSpec, Inputs, ReadPlan, Reader};

@@ -1057,3 +1057,82 @@ fn adapter_picks_one_gpu_by_index_or_name_and_says_when_it_is_software() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("--gpu-timeout 0"), "{}", stderr(&o));
 }
+
+/// A directory input is the data files under it, sorted by path, hidden ones skipped: the
+/// output is the one the files named in that order give, in memory and out of core; `--glob`
+/// picks files by their path below the directory.
+#[test]
+fn a_directory_input_is_its_data_files_in_path_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = lines_of(&fixture("example.jsonl"));
+    let snap = dir.path().join("snap");
+    let parts = [
+        "data/b/train-1.jsonl",
+        "data/a/train-0.jsonl",
+        "data/a/test-0.jsonl",
+    ];
+    for (i, rel) in parts.iter().enumerate() {
+        let p = snap.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let chunk: Vec<&str> = lines
+            .iter()
+            .skip(i)
+            .step_by(3)
+            .map(|s| s.as_str())
+            .collect();
+        std::fs::write(&p, chunk.join("\n") + "\n").unwrap();
+    }
+    // Not data, or hidden: never read (a broken line would fail the run).
+    std::fs::write(snap.join("README.md"), "# a dataset card\n").unwrap();
+    std::fs::create_dir_all(snap.join(".cache")).unwrap();
+    std::fs::write(snap.join(".cache/x.jsonl"), "not json\n").unwrap();
+    let sorted = [
+        "data/a/test-0.jsonl",
+        "data/a/train-0.jsonl",
+        "data/b/train-1.jsonl",
+    ];
+    let files: Vec<String> = sorted
+        .iter()
+        .map(|r| snap.join(r).display().to_string())
+        .collect();
+    let s = snap.to_str().unwrap();
+    let run = |name: &str, inputs: &[&str], extra: &[&str]| {
+        let out = dir.path().join(name);
+        let mut args = vec!["dedup"];
+        args.extend_from_slice(inputs);
+        args.extend_from_slice(&["-o", out.to_str().unwrap(), "--engine", "cpu"]);
+        args.extend_from_slice(extra);
+        ok(&neardup(&args));
+        std::fs::read(&out).unwrap()
+    };
+    let want = run(
+        "want.jsonl",
+        &files.iter().map(|f| f.as_str()).collect::<Vec<_>>(),
+        &[],
+    );
+    assert_eq!(run("dir.jsonl", &[s], &[]), want);
+    let work = dir.path().join("work");
+    assert_eq!(
+        run(
+            "sharded.jsonl",
+            &[s],
+            &["--work-dir", work.to_str().unwrap()]
+        ),
+        want
+    );
+    let train: Vec<&str> = files[1..].iter().map(|f| f.as_str()).collect();
+    assert_eq!(
+        run("glob.jsonl", &[s], &["--glob", "data/*/train-*.jsonl"]),
+        run("train.jsonl", &train, &[])
+    );
+    refused_with(
+        &["dedup", s, "-o", "/dev/null", "--glob", "*.csv"],
+        &["input directory", "matches --glob \"*.csv\""],
+    );
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    refused_with(
+        &["dedup", empty.to_str().unwrap(), "-o", "/dev/null"],
+        &["input directory", "no data file"],
+    );
+}

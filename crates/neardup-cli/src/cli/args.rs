@@ -138,6 +138,27 @@ fn parse_protect_short(s: &str) -> Result<usize, String> {
 }
 
 impl Cli {
+    /// Input directories replaced by the files under them, before anything reads the inputs.
+    pub fn expand_inputs(&mut self) -> Result<(), Error> {
+        let input = match &mut self.command {
+            Command::Dedup(a) => &mut a.input,
+            Command::Decontam(a) => &mut a.input,
+            Command::Signatures(a) => &mut a.input,
+            Command::Inspect(a) => &mut a.input,
+            Command::Verify(a) => &mut a.input,
+            Command::Stage(StageArgs {
+                stage: Stage::Init { input, .. },
+                ..
+            }) => input,
+            Command::Index(IndexArgs {
+                command: IndexCommand::Build { input, .. } | IndexCommand::Add { input, .. },
+                ..
+            }) => input,
+            _ => return Ok(()),
+        };
+        input.expand()
+    }
+
     /// Refuse every numeric value out of its range, before any work starts (see above).
     pub fn check(&self) -> Result<(), Error> {
         match &self.command {
@@ -441,9 +462,16 @@ impl LshArgs {
 #[derive(Debug, Clone, Args)]
 pub struct InputArgs {
     /// JSONL inputs (plain, .gz or .zst) or Parquet files, detected by content; `-` reads stdin
-    /// (JSONL).
+    /// (JSONL). A directory stands for the data files under it (.parquet, .jsonl, .jsonl.gz,
+    /// .jsonl.zst, .ndjson; or those --glob matches), recursively, sorted by path; names that
+    /// begin with a dot are skipped.
     #[arg(required = true, value_name = "IN")]
     pub inputs: Vec<String>,
+    /// Which files of an input directory to read: a pattern over their path below it (`*` and
+    /// `?` within a segment, `**` any segments), e.g. 'data/*/train-*.parquet' in a Hugging
+    /// Face snapshot. Files named directly are read whatever it says.
+    #[arg(long, value_name = "PATTERN")]
+    pub glob: Option<String>,
     /// Field holding each record's unique id.
     #[arg(long = "id-field", default_value = defaults::ID_FIELD)]
     pub id_field: String,
@@ -466,6 +494,12 @@ pub struct InputArgs {
 }
 
 impl InputArgs {
+    /// Replace each input directory by the data files under it (see `inputs`).
+    pub fn expand(&mut self) -> Result<(), Error> {
+        self.inputs = neardup::io::expand_inputs(&self.inputs, self.glob.as_deref())?;
+        Ok(())
+    }
+
     pub fn specs(&self) -> Vec<InputSpec> {
         self.inputs.iter().map(|s| InputSpec::parse(s)).collect()
     }

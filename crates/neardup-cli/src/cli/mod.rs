@@ -32,8 +32,9 @@ use neardup::report::per_second;
 use neardup::{corpus, pipeline};
 
 /// Run one command.
-pub fn run(cli: Cli) -> Result<ExitCode> {
+pub fn run(mut cli: Cli) -> Result<ExitCode> {
     cli.check()?;
+    cli.expand_inputs()?;
     match cli.command {
         Command::Dedup(a) => dedup::run(a),
         Command::Decontam(a) => decontam::run(a),
