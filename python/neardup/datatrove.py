@@ -309,14 +309,16 @@ class NeardupDedupCluster(_Step):
     in bounded memory. Writes, into ``output_folder``, ``verdicts/RANK.parquet`` per input task
     and datatrove's ``RANK.remove`` (and with ``save_cluster_id``/``save_cluster_size``,
     ``.clusters``/``.sizes``; cluster ids numbered by each cluster's first member in (rank,
-    position) order, as datatrove numbers them), plus ``clusters`` (neardup's clusters file) and
-    ``report`` when named."""
+    position) order, as datatrove numbers them), plus ``clusters`` (neardup's clusters file),
+    ``report`` and ``removed`` (``dedup --removed``'s Parquet, which NeMo Curator's removal
+    workflow reads) when named."""
 
     name = "🎯 neardup 3: cluster"
 
     def __init__(self, input_folder: Any, output_folder: Any, config: Optional[NeardupConfig] = None,
                  save_cluster_id: bool = False, save_cluster_size: bool = False,
-                 clusters: Optional[str] = "clusters.jsonl", report: Optional[str] = "report.json") -> None:
+                 clusters: Optional[str] = "clusters.jsonl", report: Optional[str] = "report.json",
+                 removed: Optional[str] = None) -> None:
         super().__init__(config)
         self.input_folder = _local(input_folder, "input_folder")
         self.output_folder = _local(output_folder, "output_folder")
@@ -324,6 +326,7 @@ class NeardupDedupCluster(_Step):
         self.save_cluster_size = save_cluster_size
         self.clusters = clusters
         self.report = report
+        self.removed = removed
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         if world_size != 1:
@@ -383,6 +386,8 @@ class NeardupDedupCluster(_Step):
                 if self.save_cluster_size:
                     pairs = np.stack([member, csize[member].astype("<u4")], axis=1)
                     _write_new(os.path.join(out, f"{s:06d}.sizes"), pairs.astype("<u4").tobytes())
+            if self.removed is not None:
+                stages.removed(w, os.path.join(out, self.removed))
             _write_new(os.path.join(out, "verdicts", "tasks.json"), json.dumps({"tasks": shards}).encode())
             stats = summary.get("stats", {})
             self.stat_update("clusters", value=len(number))

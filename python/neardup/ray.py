@@ -43,7 +43,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import stages
+from . import _neardup, stages
 from .stages import _D  # every option's default, from the library
 
 __all__ = ["dedup"]
@@ -146,6 +146,7 @@ def dedup(
     clusters: Optional[str] = "clusters.jsonl",
     pairs: Optional[str] = None,
     report: Optional[str] = "report.json",
+    removed: Optional[str] = None,
     verbose: bool = True,
     progress: Optional[Callable[[str, int, Optional[int], int], Any]] = None,
     **options: Any,
@@ -153,8 +154,10 @@ def dedup(
     """Near-dedup ``inputs`` (JSONL or Parquet shards, one task each) on a Ray cluster.
 
     Writes into ``output_dir`` one output per input, with the input file's name, and
-    ``clusters`` and ``report`` (names inside ``output_dir``; ``None`` for none; ``pairs`` too
-    when given). ``options`` are :func:`neardup.stages.init`'s (the command line's dedup
+    ``clusters`` and ``report`` (names inside ``output_dir``; ``None`` for none; ``pairs`` and
+    ``removed``, the removed documents as ``dedup --removed`` writes them, too when given). A
+    directory among ``inputs`` stands for its data files (``glob=`` picks them), as on the
+    command line. ``options`` are :func:`neardup.stages.init`'s (the command line's dedup
     options: ``threshold``, ``bands``, ``rows``, ``exact``, ``tag_only``, ``keep`` ...).
     ``partitions`` splits the band rows for ``confirm``, whose tasks each take a group of
     partitions (one task per ``num_cpus`` CPUs of the cluster). ``task_memory`` is the MiB a
@@ -193,6 +196,7 @@ def dedup(
     inputs = [os.path.abspath(os.fspath(p)) for p in inputs]
     output_dir = os.path.abspath(os.fspath(output_dir))
     work_dir = os.path.abspath(os.fspath(work_dir))
+    inputs = _neardup.expand_inputs([os.fspath(p) for p in inputs], options.pop("glob", None))
     names: Dict[str, str] = {}
     for p in inputs:
         name = os.path.basename(p)
@@ -202,7 +206,7 @@ def dedup(
                 f"in {output_dir} takes the input's name"
             )
         names[name] = p
-    side = [n for n in (clusters, pairs, report) if n is not None]
+    side = [n for n in (clusters, pairs, report, removed) if n is not None]
     for n in side:
         if n in names:
             raise ValueError(f"{n!r} is both an input's name and an output of the run's own")
@@ -354,6 +358,8 @@ def dedup(
         seen["clustered"] = stages.run(work_dir, "cluster-finish")["result"]
     if not seen["report"]:
         seen["report"] = stages.report(work_dir, [], output=output_dir)
+    if removed is not None:
+        stages.removed(work_dir, os.path.join(output_dir, removed))
     total = time.time() - t_start
     c = seen["clustered"]
     summary = dict(seen["report"])

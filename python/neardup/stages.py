@@ -55,6 +55,7 @@ __all__ = [
     "next_wave",
     "rank",
     "rank_step",
+    "removed",
     "report",
     "run",
     "shape",
@@ -432,3 +433,10 @@ def verdicts(work_dir: "str | os.PathLike[str]", shard: int) -> Verdicts:
         matched=matched,
         kept=np.frombuffer(kept, dtype=np.uint8).astype(bool),
     )
+
+
+def removed(work_dir: "str | os.PathLike[str]", path: "str | os.PathLike[str]") -> int:
+    """Once :func:`cluster` has run: write the documents a dropping run removes to ``path``, as
+    ``neardup dedup --removed`` does (Parquet: ``id``, ``root``, ``survivor``, in input order;
+    NeMo Curator's removal workflow reads it as its ids to remove). Returns how many."""
+    return _neardup.stage_removed(os.fspath(work_dir), os.fspath(path))

@@ -113,5 +113,7 @@ fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_apply, m)?)?;
     m.add_function(wrap_pyfunction!(stage_report, m)?)?;
     m.add_function(wrap_pyfunction!(stage_verdicts, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_removed, m)?)?;
+    m.add_function(wrap_pyfunction!(expand_inputs, m)?)?;
     Ok(())
 }

@@ -439,3 +439,21 @@ pub(crate) fn stage_verdicts(
         ))
     })
 }
+
+/// Write the run's removed documents (`dedup --removed`: `id`, `root`, `survivor`) to `path`
+/// as Parquet once `cluster` has run; returns how many.
+#[pyfunction]
+pub(crate) fn stage_removed(py: Python<'_>, work_dir: PathBuf, path: String) -> PyResult<u64> {
+    detached(py, || {
+        let w = open(&work_dir)?;
+        sharded::apply::write_removed(&w, &path).map_err(err)
+    })
+}
+
+/// `inputs` with each directory replaced by the data files under it (or those `glob` matches),
+/// as the command line reads them.
+#[pyfunction]
+#[pyo3(signature = (inputs, glob = None))]
+pub(crate) fn expand_inputs(inputs: Vec<String>, glob: Option<String>) -> PyResult<Vec<String>> {
+    neardup::io::expand_inputs(&inputs, glob.as_deref()).map_err(err)
+}

@@ -80,7 +80,7 @@ def neardup_steps(tmp, inputs, config, files, buckets_tasks=1, filter_cls=None, 
     execute([JsonlReader(str(inputs)), NeardupDedupSignature(str(spool), config=config)], files, tmp / "l1")
     execute([NeardupDedupBuckets(str(spool), str(work), config=config)], buckets_tasks, tmp / "l2")
     execute([NeardupDedupCluster(str(work), str(verdicts), config=config, save_cluster_id=save,
-                                 save_cluster_size=save)], 1, tmp / "l3")
+                                 save_cluster_size=save, removed="removed.parquet")], 1, tmp / "l3")
     if filter_cls is None:
         step = NeardupDedupFilter(str(verdicts), exclusion_writer=JsonlWriter(str(excl), compression=None),
                                   load_cluster_ids=True, load_cluster_sizes=True, config=config)
@@ -162,6 +162,12 @@ def test_neardup_steps_keep_what_neardup_dedup_keeps(cli, example, tmp_path, kw,
     config = NeardupConfig(**kw, partitions=2, engine="cpu")
     kept, dropped = neardup_steps(tmp_path / "nd", inputs, config, files=2, buckets_tasks=buckets_tasks)
     assert [r["id"] for r in kept] == want_ids
+    # The removed ids, for NeMo Curator's removal workflow: what the filter dropped.
+    pq = need("pyarrow.parquet")
+    removed = pq.read_table(tmp_path / "nd" / "verdicts" / "removed.parquet")
+    assert removed.column_names == ["id", "root", "survivor"]
+    assert removed.column("id").to_pylist() == [r["id"] for r in dropped]
+    assert removed.column("root").to_pylist() == [r["metadata"]["minhash_cluster"] for r in dropped]
     # datatrove's own filter after neardup's first three steps keeps the same documents.
     dt_kept, _ = neardup_steps(tmp_path / "dt", inputs, config, files=2, filter_cls=MinhashDedupFilter)
     assert [r["id"] for r in dt_kept] == want_ids

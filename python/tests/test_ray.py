@@ -215,3 +215,18 @@ def test_the_driver_logs_each_stage_and_a_summary(ray_cluster, example, tmp_path
         nray.dedup(paths, tmp_path / "out2", work_dir=tmp_path / "work2", partitions=2,
                    engine="cpu", verbose=False, progress=broken)
     assert (tmp_path / "out2" / "report.json").exists(), "the run finished before the raise"
+
+
+def test_a_directory_of_shards_and_the_removed_file(ray_cluster, cli, example, want, tmp_path):
+    nray = need("neardup.ray")
+    paths = split_lines(example, tmp_path / "in", 3)
+    removed = tmp_path / "removed.parquet"
+    run(cli, "dedup", str(example), "-o", str(tmp_path / "o.jsonl"), "--removed", str(removed))
+    out_dir = tmp_path / "out"
+    nray.dedup([tmp_path / "in"], out_dir, work_dir=tmp_path / "work", engine="cpu",
+               removed="removed.parquet", report=None, verbose=False)
+    assert outputs_of(paths, out_dir) == want["out"]
+    assert (out_dir / "removed.parquet").read_bytes() == removed.read_bytes()
+    with pytest.raises(ValueError, match="both an input's name"):
+        nray.dedup([tmp_path / "in"], tmp_path / "o2", work_dir=tmp_path / "w2",
+                   removed=paths[0].name, verbose=False)

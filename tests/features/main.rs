@@ -81,7 +81,19 @@ fn a_parquet_input_or_output_names_the_parquet_feature() {
     let outpq = dir.path().join("out.parquet");
     let work = dir.path().join("work");
     let sigs = dir.path().join("s.parquet");
+    let removed = dir.path().join("removed.parquet");
     let cases: Vec<(Vec<&str>, &Path)> = vec![
+        (
+            vec![
+                "dedup",
+                example.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "--removed",
+                removed.to_str().unwrap(),
+            ],
+            &removed,
+        ),
         (
             vec!["dedup", pq.to_str().unwrap(), "-o", out.to_str().unwrap()],
             &out,

@@ -22,6 +22,7 @@ mod parquet;
 mod policies;
 mod ports;
 mod python;
+mod removed;
 mod reports;
 mod reproducibility;
 mod robustness;

@@ -29,6 +29,8 @@ pub struct DedupOutputs {
     pub against: Vec<std::path::PathBuf>,
     /// `--update-index`: add the survivors to the one index of `against`.
     pub update_index: bool,
+    /// `--removed`: the removed documents' ids, roots and survivors, as Parquet.
+    pub removed: Option<String>,
 }
 
 /// Everything a `dedup` run reports.
@@ -115,6 +117,11 @@ pub fn run_dedup(
     let mut out = RecordSink::create(&outs.output, inputs, &tags)?;
     let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
     let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;
+    let mut removed_out = outs
+        .removed
+        .as_deref()
+        .map(crate::stages::removed::RemovedWriter::create)
+        .transpose()?;
 
     let num_perm = cfg.params.num_perm;
     let mut corpus = SignedCorpus {
@@ -254,6 +261,9 @@ pub fn run_dedup(
             o.write_all(cluster_line(corpus.ids.get(root as usize), &members).as_bytes())?;
         }
     }
+    if let Some(o) = removed_out.as_mut() {
+        o.add(&verdicts)?;
+    }
     if let Some(o) = pairs_out.as_mut() {
         for p in &clustering.pairs {
             let (a, b) = (corpus.ids.get(p.a as usize), corpus.ids.get(p.b as usize));
@@ -265,6 +275,9 @@ pub fn run_dedup(
         o.finish()?;
     }
     if let Some(o) = pairs_out {
+        o.finish()?;
+    }
+    if let Some(o) = removed_out {
         o.finish()?;
     }
     // The index changes only once the outputs are in place: a run that fails before leaves
@@ -449,6 +462,8 @@ pub fn record_tags(cfg: &DedupConfig, against: bool) -> Vec<&'static str> {
 pub(crate) trait Verdicts: Sync {
     /// Documents in all.
     fn len(&self) -> usize;
+    /// The document's id.
+    fn id(&self, d: usize) -> &str;
     /// The tag: the id of the document's cluster root (its own id when alone).
     fn tag(&self, d: usize) -> &str;
     /// Is the document in a cluster of two or more (a Parquet output tags only these)?
@@ -504,6 +519,9 @@ impl<'a> InMemory<'a> {
 impl Verdicts for InMemory<'_> {
     fn len(&self) -> usize {
         self.corpus.len()
+    }
+    fn id(&self, d: usize) -> &str {
+        self.corpus.ids.get(d)
     }
     fn tag(&self, d: usize) -> &str {
         self.corpus.ids.get(self.clustering.root[d] as usize)

@@ -74,10 +74,7 @@ impl ShardVerdicts {
     }
     /// The id of the document of its cluster that the run keeps (its own when in none).
     pub fn survivor_id(&self, d: usize) -> &str {
-        if self.survivors_recorded {
-            return Verdicts::survivor(self, d);
-        }
-        self.cluster(d).unwrap_or_else(|| self.ids.get(d))
+        Verdicts::survivor(self, d)
     }
     /// With `--against`: the id of the indexed document the document matched.
     pub fn matched(&self, d: usize) -> Option<&str> {
@@ -92,6 +89,9 @@ impl ShardVerdicts {
 impl Verdicts for ShardVerdicts {
     fn len(&self) -> usize {
         self.ids.len()
+    }
+    fn id(&self, d: usize) -> &str {
+        self.ids.get(d)
     }
     fn tag(&self, d: usize) -> &str {
         match self.tag[d] {
@@ -111,7 +111,8 @@ impl Verdicts for ShardVerdicts {
     fn survivor(&self, d: usize) -> &str {
         match self.survivor.get(d) {
             Some(&t) if t != u32::MAX => self.tags.get(t as usize),
-            _ => self.ids.get(d),
+            // Not recorded: the root is the survivor (its own id for a document alone).
+            _ => Verdicts::tag(self, d),
         }
     }
 }
@@ -252,6 +253,16 @@ pub fn shard_verdicts(work: &WorkDir, shard: usize) -> Result<ShardVerdicts, Err
         v.matches = matches;
     }
     Ok(v)
+}
+
+/// Write the `--removed` file of a run whose `cluster` has run: every shard's removed
+/// documents, in shard order; returns how many.
+pub fn write_removed(work: &WorkDir, path: &str) -> Result<u64, Error> {
+    let mut out = crate::stages::removed::RemovedWriter::create(path)?;
+    for s in 0..work.shards() {
+        out.add(&shard_verdicts(work, s)?)?;
+    }
+    out.finish()
 }
 
 /// Write shard `shard`'s kept records to `out` (which the caller finishes), and keep the

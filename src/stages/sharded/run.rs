@@ -75,6 +75,11 @@ pub fn run_sharded(
     drop(all);
     let mut clusters_out = outs.clusters.as_deref().map(Output::create).transpose()?;
     let mut pairs_out = outs.pairs.as_deref().map(Output::create).transpose()?;
+    let mut removed_out = outs
+        .removed
+        .as_deref()
+        .map(crate::stages::removed::RemovedWriter::create)
+        .transpose()?;
 
     let how = Waves {
         steps: false,
@@ -110,6 +115,9 @@ pub fn run_sharded(
     }
     for s in 0..work.shards() {
         apply::apply(&work, s, &mut out, progress)?;
+        if let Some(o) = removed_out.as_mut() {
+            o.add(&apply::shard_verdicts(&work, s)?)?;
+        }
     }
     let clustered = cluster::summary(&work)?;
     if let Some(o) = clusters_out.as_mut() {
@@ -123,6 +131,9 @@ pub fn run_sharded(
         o.finish()?;
     }
     if let Some(o) = pairs_out {
+        o.finish()?;
+    }
+    if let Some(o) = removed_out {
         o.finish()?;
     }
     let mut summary =

@@ -711,6 +711,11 @@ pub struct DedupArgs {
     /// Write one JSON line per confirmed pair: a, b, estimate, and jaccard when computed.
     #[arg(long, value_name = "FILE")]
     pub pairs: Option<String>,
+    /// Write the documents a dropping run removes as Parquet: `id`, `root` (its cluster's
+    /// root) and `survivor` (the kept document it duplicates), in input order; NeMo Curator's
+    /// removal workflow reads it as its ids to remove.
+    #[arg(long, value_name = "FILE.parquet")]
+    pub removed: Option<String>,
     /// Write a report: JSON (counts, clusters by size, parameters, stage times and throughput,
     /// peak memory, engine), or with a `.html` name a self-contained page with the S-curve,
     /// cluster sizes and the largest clusters side by side. May be given more than once.
@@ -943,6 +948,10 @@ pub enum Stage {
         /// Copy the pairs file (as `dedup --pairs` writes it) here.
         #[arg(long, value_name = "FILE")]
         pairs: Option<String>,
+        /// Write the removed documents (as `dedup --removed`) here, once the stage is done:
+        /// without --step, or with `--step finish`.
+        #[arg(long, value_name = "FILE.parquet")]
+        removed: Option<String>,
         /// One parallel job of the stage (see above).
         #[arg(long, value_enum, value_name = "STEP")]
         step: Option<ClusterStep>,
@@ -1024,6 +1033,7 @@ impl DedupArgs {
         let mut outs = vec![("-o", self.output.as_str())];
         outs.extend(self.clusters.iter().map(|p| ("--clusters", p.as_str())));
         outs.extend(self.pairs.iter().map(|p| ("--pairs", p.as_str())));
+        outs.extend(self.removed.iter().map(|p| ("--removed", p.as_str())));
         outs.extend(self.report.iter().map(|p| ("--report", p.as_str())));
         // An index's files and a work directory's are neardup's: no output may land on them.
         let mut owned: Vec<OwnedDir> = self

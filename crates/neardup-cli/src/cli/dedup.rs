@@ -23,6 +23,7 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
         measure: !a.report.is_empty(),
         against: a.against.clone(),
         update_index: a.update_index,
+        removed: a.removed.clone(),
     };
     let s = match &a.work_dir {
         #[cfg(not(feature = "parquet"))]

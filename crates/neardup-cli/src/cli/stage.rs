@@ -19,6 +19,7 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
     let no_engine = None;
     // The tasks a verb names, the engine its `sign` task uses, and where `cluster` copies its
     // files (`None`: into the run's --out).
+    let mut removed_out: Option<String> = None;
     let (dir, tasks, engine, copies) = match a.stage {
         Stage::Init {
             dir,
@@ -126,6 +127,7 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             dir,
             clusters,
             pairs,
+            removed,
             step,
             partition,
             shard,
@@ -133,6 +135,15 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             round,
             task_memory,
         } => {
+            if removed.is_some() && !matches!(step, None | Some(ClusterStep::Finish)) {
+                return Err(neardup::Error::Param(
+                    "--removed is written once the stage is done: without --step, or with \
+                     --step finish"
+                        .into(),
+                )
+                .into());
+            }
+            removed_out = removed;
             let t = match step {
                 None => Task::Cluster,
                 Some(step) => {
@@ -188,6 +199,12 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             // A note ends the verb (a greedy round past the last: none of its jobs is due).
             break;
         }
+    }
+    if let Some(path) = removed_out {
+        let n = sharded::apply::write_removed(&w, &path)?;
+        tell(&[Said::Ran(format!(
+            "removed: {n} documents listed in {path}"
+        ))]);
     }
     Ok(ExitCode::SUCCESS)
 }
