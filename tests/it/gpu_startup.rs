@@ -138,34 +138,49 @@ fn the_pipeline_cache_is_kept_read_back_and_ignored_when_damaged() {
 }
 
 /// The sizes a sub-batch gets for an input, at every boundary: never past the cap, never below
-/// 1 MiB nor past 8 MiB, a power of two covering a twelfth of the input.
+/// 1 MiB nor past 8 MiB, a power of two covering a twelfth of the input (on a software
+/// adapter, whose buffers are the process's memory: a 24th, at most 4 MiB).
 #[test]
 fn sub_batches_are_sized_by_the_input() {
     use neardup::engine::gpu::batch_bytes_for;
     let mib = 1usize << 20;
     let cap = 32 * mib;
-    assert_eq!(batch_bytes_for(cap, None), cap);
-    for (input, want) in [
-        (0u64, mib),
-        (1, mib),
-        (12 * mib as u64, mib),
-        (12 * mib as u64 + 12, 2 * mib),
-        (24 * mib as u64, 2 * mib),
-        (40_000_000, 4 * mib),
-        (12 * 4 * mib as u64, 4 * mib),
-        (12 * 4 * mib as u64 + 12, 8 * mib),
-        (12 * 8 * mib as u64, 8 * mib),
-        (12 * 8 * mib as u64 + 12, 8 * mib),
-        (u64::MAX, 8 * mib),
+    assert_eq!(batch_bytes_for(cap, None, false), cap);
+    assert_eq!(batch_bytes_for(cap, None, true), cap);
+    // (input, hardware, software)
+    for (input, want, soft) in [
+        (0u64, mib, mib),
+        (1, mib, mib),
+        (12 * mib as u64, mib, mib),
+        (12 * mib as u64 + 12, 2 * mib, mib),
+        (24 * mib as u64, 2 * mib, mib),
+        (24 * mib as u64 + 24, 4 * mib, 2 * mib),
+        (40_000_000, 4 * mib, 2 * mib),
+        (12 * 4 * mib as u64, 4 * mib, 2 * mib),
+        (12 * 4 * mib as u64 + 12, 8 * mib, 2 * mib),
+        (24 * 2 * mib as u64 + 24, 8 * mib, 4 * mib),
+        (12 * 8 * mib as u64, 8 * mib, 4 * mib),
+        (12 * 8 * mib as u64 + 12, 8 * mib, 4 * mib),
+        (u64::MAX, 8 * mib, 4 * mib),
     ] {
-        assert_eq!(batch_bytes_for(cap, Some(input)), want, "input {input}");
+        assert_eq!(
+            batch_bytes_for(cap, Some(input), false),
+            want,
+            "input {input}"
+        );
+        assert_eq!(
+            batch_bytes_for(cap, Some(input), true),
+            soft,
+            "software, input {input}"
+        );
     }
     assert_eq!(
-        batch_bytes_for(mib / 2, Some(1 << 40)),
+        batch_bytes_for(mib / 2, Some(1 << 40), false),
         mib / 2,
         "the cap wins"
     );
     assert_eq!(neardup::engine::gpu::INPUT_SIZED_MAX, 8 * mib);
+    assert_eq!(neardup::engine::gpu::SOFTWARE_SIZED_MAX, 4 * mib);
 }
 
 /// An engine sized for a small input signs a much larger one exactly, in more sub-batches.

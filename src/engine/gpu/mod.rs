@@ -358,20 +358,32 @@ fn pick_named(
 /// in the process's memory), and at this size a sub-batch is still over a million shingles.
 pub const INPUT_SIZED_MAX: usize = 8 << 20;
 
+/// [`INPUT_SIZED_MAX`] on a software adapter, whose device buffers are the process's own
+/// memory: half, and there a sub-batch covers a 24th of the input, not a twelfth, which halves
+/// the buffers' share of peak RSS at no cost in speed (docs/BENCHMARKS.md, "Start-up, buffers
+/// by input, and `auto`").
+pub const SOFTWARE_SIZED_MAX: usize = 4 << 20;
+
 /// The word bytes of a sub-batch for `input` bytes of input (when known), at most `cap`: about
-/// a twelfth of the input, so that the ring and the chunks being tokenized hold a part of the
-/// input, never all of it, rounded up to a power of two, at least 1 MiB and at most
-/// [`INPUT_SIZED_MAX`]. Buffers follow: a small input does not pay for (nor, on a software
-/// adapter, hold in memory) buffers it cannot fill. Without a known size: `cap`.
-pub fn batch_bytes_for(cap: usize, input: Option<u64>) -> usize {
+/// a twelfth of the input (a 24th on a `software` adapter), so that the ring and the chunks
+/// being tokenized hold a part of the input, never all of it, rounded up to a power of two, at
+/// least 1 MiB and at most [`INPUT_SIZED_MAX`] ([`SOFTWARE_SIZED_MAX`] on a software adapter). Buffers follow: a
+/// small input does not pay for (nor, on a software adapter, hold in memory) buffers it
+/// cannot fill. Without a known size: `cap`.
+pub fn batch_bytes_for(cap: usize, input: Option<u64>, software: bool) -> usize {
+    let (most, share) = if software {
+        (SOFTWARE_SIZED_MAX, 24)
+    } else {
+        (INPUT_SIZED_MAX, 12)
+    };
     match input {
         None => cap,
         Some(n) => {
-            let part = usize::try_from(n / 12).unwrap_or(usize::MAX);
+            let part = usize::try_from(n / share).unwrap_or(usize::MAX);
             part.max(1 << 20)
                 .checked_next_power_of_two()
                 .unwrap_or(usize::MAX)
-                .min(INPUT_SIZED_MAX)
+                .min(most)
                 .min(cap)
         }
     }
@@ -490,7 +502,7 @@ impl GpuEngine {
             max_binding,
             params.num_perm,
             match opts.input_sized {
-                true => batch_bytes_for(opts.batch_bytes, opts.input_bytes),
+                true => batch_bytes_for(opts.batch_bytes, opts.input_bytes, summary.software),
                 false => opts.batch_bytes,
             },
         );

@@ -551,7 +551,8 @@ pub struct GpuArgs {
     pub gpu_timeout: f64,
     /// Word bytes of one GPU sub-batch, in MiB, 1 to 4096 (capped by the device's buffer
     /// limits); the results are the same for every size. Default: sized by the input (a
-    /// twelfth of it, 1 to 8 MiB) where its size is known, else 32.
+    /// twelfth of it, 1 to 8 MiB; on a software adapter a 24th, 1 to 4 MiB) where its size is
+    /// known, else 32.
     #[arg(long = "gpu-batch-mib", value_name = "MIB")]
     pub gpu_batch_mib: Option<usize>,
     /// GPU kernels: split (hash, then reduce) or fused (both in one dispatch).
