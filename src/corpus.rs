@@ -23,6 +23,14 @@ pub fn record<'a>(
     fields: &Fields,
     file_name: &str,
 ) -> Result<Record<'a>, Error> {
+    if fields.row_ids() {
+        let id = std::borrow::Cow::Owned(Fields::row_id(file_name, chunk.line_no(i)));
+        let text = match &chunk.rows {
+            Some(rows) => std::borrow::Cow::Borrowed(rows.text(i, file_name)?),
+            None => crate::jsonl::parse_text(chunk.line(i), fields, file_name, chunk.line_no(i))?,
+        };
+        return Ok(Record { id, text });
+    }
     match &chunk.rows {
         Some(rows) => Ok(Record {
             id: rows.id(i, file_name)?,

@@ -18,7 +18,23 @@ pub struct Fields {
     pub group: Option<String>,
 }
 
+/// `--id-field @row`: the records have no id field; each one's id is its input's name and its
+/// place there ([`Fields::row_id`]).
+pub const ROW_IDS: &str = "@row";
+
 impl Fields {
+    /// Are ids made from each record's place (`--id-field @row`) instead of read?
+    pub fn row_ids(&self) -> bool {
+        self.id == ROW_IDS
+    }
+
+    /// The id `--id-field @row` gives the record at `place` of input `file`: its 1-based line in
+    /// a JSONL file, its 0-based row in a Parquet file (the places error messages name),
+    /// zero-padded to 12 digits so that ids sort in input order within a file.
+    pub fn row_id(file: &str, place: u64) -> String {
+        format!("{file}:{place:012}")
+    }
+
     /// Records read by the `id` and `text` fields: two different, non-empty names.
     pub fn new(id: &str, text: &str, numeric_ids: bool) -> Result<Fields, crate::error::Error> {
         if id.is_empty() || text.is_empty() {

@@ -98,7 +98,8 @@ fn is_integer(dt: &DataType) -> bool {
 /// Where a reader finds each field it reads: paths into the schema.
 #[derive(Debug, Clone)]
 struct Paths {
-    id: Vec<usize>,
+    /// `None` under `--id-field @row`.
+    id: Option<Vec<usize>>,
     text: Vec<usize>,
     keep: Option<Vec<usize>>,
     group: Option<Vec<usize>>,
@@ -108,7 +109,7 @@ impl Paths {
     /// The top-level columns these paths start from.
     fn roots(&self) -> Vec<usize> {
         let mut r: Vec<usize> = [
-            Some(&self.id),
+            self.id.as_ref(),
             Some(&self.text),
             self.keep.as_ref(),
             self.group.as_ref(),
@@ -184,7 +185,7 @@ fn check_id_text(
     schema: &Schema,
     fields: &Fields,
     name: &str,
-) -> Result<(Vec<usize>, Vec<usize>), Error> {
+) -> Result<(Option<Vec<usize>>, Vec<usize>), Error> {
     let find = |field: &str, option: &str| {
         resolve(schema, field).ok_or_else(|| {
             bad_file(
@@ -196,8 +197,12 @@ fn check_id_text(
             )
         })
     };
-    let id = find(&fields.id, "--id-field")?;
     let text = find(&fields.text, "--text-field")?;
+    if fields.row_ids() {
+        check_text(schema, fields, name, &text)?;
+        return Ok((None, text));
+    }
+    let id = find(&fields.id, "--id-field")?;
     let id_type = field_at(schema, &id).data_type();
     if !is_string(id_type) {
         let msg = if is_integer(id_type) {
@@ -220,7 +225,13 @@ fn check_id_text(
             return Err(bad_file(name, msg));
         }
     }
-    let text_type = field_at(schema, &text).data_type();
+    check_text(schema, fields, name, &text)?;
+    Ok((Some(id), text))
+}
+
+/// The text column is of strings.
+fn check_text(schema: &Schema, fields: &Fields, name: &str, text: &[usize]) -> Result<(), Error> {
+    let text_type = field_at(schema, text).data_type();
     if !is_string(text_type) {
         return Err(bad_file(
             name,
@@ -231,7 +242,7 @@ fn check_id_text(
             ),
         ));
     }
-    Ok((id, text))
+    Ok(())
 }
 
 /// One column of a slice of rows, ready to read values from: the array as plain strings
@@ -310,7 +321,8 @@ pub struct Rows {
     pub first_row: u64,
     /// The first row of each row group of the file.
     groups: Arc<[u64]>,
-    id: Column,
+    /// `None` under `--id-field @row`.
+    id: Option<Column>,
     text: Column,
     keep: Option<Column>,
     group: Option<Column>,
@@ -345,7 +357,10 @@ impl Rows {
 
     /// Row `i`'s id: a non-empty string (or an integer's digits, with `--numeric-ids`).
     pub fn id(&self, i: usize, file: &str) -> Result<Cow<'_, str>, Error> {
-        match self.id.get(i) {
+        let Some(id) = &self.id else {
+            return Ok(Cow::Owned(Fields::row_id(file, self.first_row + i as u64)));
+        };
+        match id.get(i) {
             None => Err(self.field_error(i, file, &self.fields.id, "is null")),
             Some("") => Err(self.field_error(i, file, &self.fields.id, "is empty")),
             Some(s) => Ok(Cow::Borrowed(s)),
@@ -504,7 +519,12 @@ impl ParquetReader {
                 .transpose()
         };
         let rows = Rows {
-            id: Column::new(&piece, &self.paths.id, &self.name)?,
+            id: self
+                .paths
+                .id
+                .as_ref()
+                .map(|p| Column::new(&piece, p, &self.name))
+                .transpose()?,
             text: Column::new(&piece, &self.paths.text, &self.name)?,
             keep: column(&self.paths.keep, true)?,
             group: column(&self.paths.group, false)?,

@@ -5,5 +5,7 @@ pub mod record;
 pub(crate) mod scan;
 pub mod tag;
 
-pub use record::{field_value, json_kind, parse_record, parse_record_full, Fields, Record};
+pub use record::{
+    field_value, json_kind, parse_record, parse_record_full, parse_text, Fields, Record,
+};
 pub use tag::{write_tagged, write_tagged_json};

@@ -49,20 +49,7 @@ pub fn parse_record_full<'a>(
     file: &str,
     line: u64,
 ) -> Result<Record<'a>, Error> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let parsed = RecordSeed { fields }
-        .deserialize(&mut de)
-        .and_then(|r| de.end().map(|_| r));
-    let (id, text) = match parsed {
-        Ok(v) => v,
-        Err(e) => {
-            return Err(Error::Parse {
-                path: file.to_string(),
-                line,
-                msg: describe_json_error(&e, bytes, line),
-            })
-        }
-    };
+    let (id, text) = parse_fields(bytes, fields, file, line)?;
     let field_err = |field: &str, msg: String| Error::Field {
         path: file.to_string(),
         line,
@@ -91,22 +78,60 @@ pub fn parse_record_full<'a>(
     if id.is_empty() {
         return Err(field_err(&fields.id, "is empty".into()));
     }
-    let text = match text {
-        None => {
-            return Err(field_err(
-                &fields.text,
-                missing_field(bytes, "--text-field"),
-            ))
-        }
-        Some(FieldValue::Str(s)) => s,
-        Some(other) => {
-            return Err(field_err(
-                &fields.text,
-                format!("is {}, the text must be a string", other.kind()),
-            ))
-        }
-    };
+    let text = text_of(text, bytes, fields, file, line)?;
     Ok(Record { id, text })
+}
+
+/// The text of one line whose id is not read (`--id-field @row`), as [`parse_record_full`]
+/// reads it.
+pub fn parse_text<'a>(
+    bytes: &'a [u8],
+    fields: &Fields,
+    file: &str,
+    line: u64,
+) -> Result<Cow<'a, str>, Error> {
+    let (_, text) = parse_fields(bytes, fields, file, line)?;
+    text_of(text, bytes, fields, file, line)
+}
+
+/// The id and text fields of one line, by serde_json; a line that is not a JSON object is an
+/// error naming the file and line.
+fn parse_fields<'a>(
+    bytes: &'a [u8],
+    fields: &Fields,
+    file: &str,
+    line: u64,
+) -> Result<IdText<'a>, Error> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    RecordSeed { fields }
+        .deserialize(&mut de)
+        .and_then(|r| de.end().map(|_| r))
+        .map_err(|e| Error::Parse {
+            path: file.to_string(),
+            line,
+            msg: describe_json_error(&e, bytes, line),
+        })
+}
+
+/// The text field's value: a string, else an error naming the field.
+fn text_of<'a>(
+    text: Option<FieldValue<'a>>,
+    bytes: &[u8],
+    fields: &Fields,
+    file: &str,
+    line: u64,
+) -> Result<Cow<'a, str>, Error> {
+    let msg = match text {
+        Some(FieldValue::Str(s)) => return Ok(s),
+        None => missing_field(bytes, "--text-field"),
+        Some(other) => format!("is {}, the text must be a string", other.kind()),
+    };
+    Err(Error::Field {
+        path: file.to_string(),
+        line,
+        field: fields.text.clone(),
+        msg,
+    })
 }
 
 /// "missing", with the fields the record has and the flag that names another one: a corpus

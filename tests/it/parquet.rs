@@ -844,3 +844,78 @@ fn page_checksums_are_verified() {
     );
     assert!(!out2.exists());
 }
+
+/// `--id-field @row`: records without ids are named by their input and place (a JSONL file's
+/// line from 1, a Parquet file's row from 0, padded to 12 digits): the clusters are those of
+/// the same records given those ids, in memory and out of core.
+#[test]
+fn row_ids_name_records_by_input_and_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = read_jsonl(&fixture("example.jsonl"));
+    let texts: Vec<String> = records
+        .iter()
+        .map(|r| r["text"].as_str().unwrap().to_string())
+        .collect();
+    // JSONL without ids, and the same records with the ids @row gives them.
+    let bare = dir.path().join("bare.jsonl");
+    let named = dir.path().join("named.jsonl");
+    let line = |t: &str| serde_json::json!({ "text": t }).to_string();
+    let body: Vec<String> = texts.iter().map(|t| line(t)).collect();
+    std::fs::write(&bare, body.join("\n") + "\n").unwrap();
+    let named_body: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            serde_json::json!({ "id": format!("{}:{:012}", s(&bare), i + 1), "text": t })
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&named, named_body.join("\n") + "\n").unwrap();
+    let clusters = |name: &str, input: &Path, extra: &[&str]| {
+        let c = dir.path().join(format!("{name}.clusters.jsonl"));
+        let o = dir.path().join(format!("{name}.out.jsonl"));
+        let mut args = vec!["dedup", s(input), "-o", s(&o), "--clusters", s(&c)];
+        args.extend(["--engine", "cpu"]);
+        args.extend(extra);
+        ok(&neardup(&args));
+        std::fs::read_to_string(&c).unwrap()
+    };
+    let want = clusters("named", &named, &[]);
+    assert!(want.lines().count() > 40, "{want}");
+    assert_eq!(clusters("bare", &bare, &["--id-field", "@row"]), want);
+    let work = dir.path().join("work");
+    assert_eq!(
+        clusters(
+            "bare-sharded",
+            &bare,
+            &["--id-field", "@row", "--work-dir", s(&work)]
+        ),
+        want
+    );
+    // Parquet: a text column alone; rows from 0.
+    let pq = dir.path().join("bare.parquet");
+    let batch = RecordBatch::try_from_iter([(
+        "text",
+        Arc::new(arrow_array::StringArray::from(texts.clone())) as arrow_array::ArrayRef,
+    )])
+    .unwrap();
+    write_parquet(&pq, &batch, 100);
+    let named_pq = dir.path().join("named-pq.jsonl");
+    let named_body: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            serde_json::json!({ "id": format!("{}:{:012}", s(&pq), i), "text": t }).to_string()
+        })
+        .collect();
+    std::fs::write(&named_pq, named_body.join("\n") + "\n").unwrap();
+    assert_eq!(
+        clusters("bare-pq", &pq, &["--id-field", "@row"]),
+        clusters("named-pq", &named_pq, &[])
+    );
+    // Without @row, a file without ids is still an error naming the field.
+    refused_with(
+        &["dedup", s(&bare), "-o", s(&dir.path().join("x.jsonl"))],
+        &["bare.jsonl:1", "id"],
+    );
+}

@@ -472,7 +472,9 @@ pub struct InputArgs {
     /// Face snapshot. Files named directly are read whatever it says.
     #[arg(long, value_name = "PATTERN")]
     pub glob: Option<String>,
-    /// Field holding each record's unique id.
+    /// Field holding each record's unique id. `@row`: the records have none; each is named by
+    /// its input and its place there, `IN:LINE` (a JSONL line, from 1) or `IN:ROW` (a Parquet
+    /// row, from 0), the number padded to 12 digits.
     #[arg(long = "id-field", default_value = defaults::ID_FIELD)]
     pub id_field: String,
     /// Field holding each record's text.
