@@ -32,9 +32,10 @@ This module imports datatrove; ``import neardup`` does not import it.
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
-import struct
+import shutil
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -482,28 +483,36 @@ class NeardupDedupFilter(_Step):
 
 
 class NeardupDedup(_Step):
-    """The whole dedup as one step, for a single-task pipeline: collects the stream, dedups it
-    in memory (:func:`neardup.dedup`) and passes on the kept documents in input order, tagged
-    as :class:`NeardupDedupFilter` tags them (every document under ``tag_only``, with
-    ``metadata["minhash_survives"]``); dropped ones go to ``exclusion_writer``. With several
-    tasks, use the four steps."""
+    """The whole dedup as one step, for a single-task pipeline: passes on the kept documents in
+    input order, tagged as :class:`NeardupDedupFilter` tags them (every document under
+    ``tag_only``, with ``metadata["minhash_survives"]``); dropped ones go to
+    ``exclusion_writer``. Without ``work_dir`` it holds the stream and dedups it in memory
+    (:func:`neardup.dedup`); with one (a local path, empty or of an earlier run of this step)
+    it spools the documents there and runs the stages out of core, in bounded memory. With
+    several tasks, use the four steps."""
 
     name = "🎯 neardup: dedup"
 
     def __init__(self, config: Optional[NeardupConfig] = None, exclusion_writer: Any = None,
-                 tag_only: bool = False) -> None:
+                 tag_only: bool = False, work_dir: Any = None) -> None:
         super().__init__(config)
         self.exclusion_writer = exclusion_writer
         self.tag_only = tag_only
+        self.work_dir = None if work_dir is None else _local(work_dir, "work_dir")
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        import contextlib
-
         if world_size != 1:
             raise NeardupError(
                 f"NeardupDedup sees one task's documents only; with {world_size} tasks it would miss "
                 f"duplicates across them: use NeardupDedupSignature/Buckets/Cluster/Filter"
             )
+        if self.work_dir is None:
+            docs, verdicts = self._in_memory(data, rank)
+        else:
+            docs, verdicts = self._out_of_core(data, rank)
+        yield from self._emit(docs, verdicts, rank)
+
+    def _in_memory(self, data: DocumentsPipeline, rank: int):
         docs: List[Document] = []
         ids: List[str] = []
         seen: Dict[str, int] = {}
@@ -523,16 +532,70 @@ class NeardupDedup(_Step):
                 group_missing="own",
                 **c.dedup_options(),
             )
-            size = r.cluster_size
             self.stat_update("clusters", value=int(r.stats.get("clusters", 0)))
+        verdicts = ((r.root_id[p], int(r.cluster_size[p]), bool(r.survives[p])) for p in range(len(docs)))
+        return iter(docs), verdicts
+
+    def _out_of_core(self, data: DocumentsPipeline, rank: int):
+        import pickle
+
+        w = self.work_dir
+        os.makedirs(w, exist_ok=True)
+        shard, spool = os.path.join(w, "shard.jsonl"), os.path.join(w, "documents.pickle")
+        seen: Dict[str, int] = {}
+        with self.track_time():
+            # Ids and texts for the stages; whole documents, one pickle each, for the way out.
+            with open(shard + ".tmp", "wb") as lines, open(spool, "wb") as whole:
+                for pos, doc in enumerate(data or ()):
+                    rec: Dict[str, Any] = {"id": _doc_id(doc, rank, pos, self.config), "text": doc.text or ""}
+                    if rec["id"] in seen:
+                        raise NeardupError(
+                            f"id {rec['id']!r} is at positions {seen[rec['id']]} and {pos}; ids must be unique")
+                    seen[rec["id"]] = pos
+                    if self.config.keep_field:
+                        rec["keep"] = _keep_value(doc, self.config, rank, pos)
+                    if self.config.group_field:
+                        rec["group"] = _group_value(doc, self.config)
+                    lines.write(json.dumps(rec, ensure_ascii=False).encode() + b"\n")
+                    pickle.dump(doc, whole, protocol=pickle.HIGHEST_PROTOCOL)
+            seen.clear()
+            # A run over other documents starts again; the same documents reuse the stages.
+            if not (os.path.exists(shard) and filecmp.cmp(shard, shard + ".tmp", shallow=False)):
+                shutil.rmtree(os.path.join(w, "work"), ignore_errors=True)
+            os.replace(shard + ".tmp", shard)
+            work = os.path.join(w, "work")
+            stages.init(work, [shard], partitions=self.config.partitions, **self.config.stage_options())
+            while wave := stages.next_wave(work):
+                for task in wave:
+                    stages.run(work, task, engine=self.config.engine, threads=self.config.threads)
+            v = stages.verdicts(work, 0)
+            size: Dict[str, int] = {}
+            for c in v.cluster:
+                if c is not None:
+                    size[c] = size.get(c, 0) + 1
+            self.stat_update("clusters", value=len(size))
+
+        def documents():
+            with open(spool, "rb") as f:
+                for _ in range(len(v)):
+                    yield pickle.load(f)
+
+        verdicts = ((v.ids[p] if v.cluster[p] is None else v.cluster[p],
+                     1 if v.cluster[p] is None else size[v.cluster[p]], bool(v.kept[p]))
+                    for p in range(len(v)))
+        return documents(), verdicts
+
+    def _emit(self, docs, verdicts, rank: int) -> DocumentsPipeline:
+        import contextlib
+
         with self.exclusion_writer if self.exclusion_writer else contextlib.nullcontext() as exc:
-            for p, doc in enumerate(docs):
+            for doc, (cluster, size, survives) in zip(docs, verdicts):
                 self.stat_update(StatHints.total)
-                doc.metadata["minhash_cluster"] = r.root_id[p]
-                doc.metadata["minhash_cluster_size"] = int(size[p])
+                doc.metadata["minhash_cluster"] = cluster
+                doc.metadata["minhash_cluster_size"] = size
                 if self.tag_only:
-                    doc.metadata["minhash_survives"] = bool(r.survives[p])
-                elif not r.survives[p]:
+                    doc.metadata["minhash_survives"] = survives
+                elif not survives:
                     self.stat_update(StatHints.dropped)
                     if exc:
                         exc.write(doc, rank)

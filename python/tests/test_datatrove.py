@@ -151,16 +151,17 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize("kw,flags", CONFIGS)
-@pytest.mark.parametrize("buckets_tasks", [1, 3])
-def test_neardup_steps_keep_what_neardup_dedup_keeps(cli, example, tmp_path, kw, flags, buckets_tasks):
+@pytest.mark.parametrize("tasks", [1, 2, 3])
+def test_neardup_steps_keep_what_neardup_dedup_keeps(cli, example, tmp_path, kw, flags, tasks):
+    """For 1, 2 and 3 tasks (the reader's files and every executor's tasks)."""
     inputs = tmp_path / "in"
-    paths = split(example, inputs, 2, score=True)
+    paths = split(example, inputs, tasks, score=True)
     want = tmp_path / "want.jsonl"
     run(cli, "dedup", *map(str, paths), "-o", str(want), *flags)
     empty = {r["id"] for r in read_jsonl(example) if not r["text"]}
     want_ids = [r["id"] for r in read_jsonl(want) if r["id"] not in empty]
     config = NeardupConfig(**kw, partitions=2, engine="cpu")
-    kept, dropped = neardup_steps(tmp_path / "nd", inputs, config, files=2, buckets_tasks=buckets_tasks)
+    kept, dropped = neardup_steps(tmp_path / "nd", inputs, config, files=tasks, buckets_tasks=tasks)
     assert [r["id"] for r in kept] == want_ids
     # The removed ids, for NeMo Curator's removal workflow: what the filter dropped.
     pq = need("pyarrow.parquet")
@@ -169,7 +170,7 @@ def test_neardup_steps_keep_what_neardup_dedup_keeps(cli, example, tmp_path, kw,
     assert removed.column("id").to_pylist() == [r["id"] for r in dropped]
     assert removed.column("root").to_pylist() == [r["metadata"]["minhash_cluster"] for r in dropped]
     # datatrove's own filter after neardup's first three steps keeps the same documents.
-    dt_kept, _ = neardup_steps(tmp_path / "dt", inputs, config, files=2, filter_cls=MinhashDedupFilter)
+    dt_kept, _ = neardup_steps(tmp_path / "dt", inputs, config, files=tasks, filter_cls=MinhashDedupFilter)
     assert [r["id"] for r in dt_kept] == want_ids
     # The verdicts tag each document with its cluster's root, as the command line does.
     tags = {r["id"]: r["meta"]["minhash_cluster"] for r in read_jsonl(want)}
@@ -184,10 +185,17 @@ def test_neardup_steps_keep_what_neardup_dedup_keeps(cli, example, tmp_path, kw,
 def test_the_single_step_equals_neardup_dedup(cli, example, tmp_path, kw):
     inputs = tmp_path / "in"
     paths = split(example, inputs, 3)
-    out = tmp_path / "out"
+    out, out_of_core = tmp_path / "out", tmp_path / "ooc"
     execute([JsonlReader(str(inputs)), NeardupDedup(NeardupConfig(**kw, engine="cpu")),
              JsonlWriter(str(out), compression=None)], 1, tmp_path / "logs")
     got = records(out)
+    # Out of core, through the stages in a work directory: the same documents, the same tags;
+    # run again, the stages are reused.
+    for again in range(2):
+        execute([JsonlReader(str(inputs)),
+                 NeardupDedup(NeardupConfig(**kw, engine="cpu", partitions=2), work_dir=str(tmp_path / "w")),
+                 JsonlWriter(str(out_of_core / str(again)), compression=None)], 1, tmp_path / f"logs{again}")
+        assert records(out_of_core / str(again)) == got
     flags = sum((["--" + k, v] for k, v in kw.items()), [])
     want = tmp_path / "want.jsonl"
     run(cli, "dedup", *map(str, paths), "-o", str(want), *flags)
