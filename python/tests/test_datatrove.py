@@ -74,11 +74,12 @@ def execute(pipeline, tasks, logs):
     LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=1, logging_dir=str(logs)).run()
 
 
-def neardup_steps(tmp, inputs, config, files, buckets_tasks=1, filter_cls=None, save=True):
+def neardup_steps(tmp, inputs, config, files, buckets_tasks=1, filter_cls=None, save=True, index=None):
     """neardup's four steps over the folder ``inputs``; returns (kept, dropped) records."""
     spool, work, verdicts, out, excl = (tmp / n for n in ("spool", "work", "verdicts", "out", "excl"))
     execute([JsonlReader(str(inputs)), NeardupDedupSignature(str(spool), config=config)], files, tmp / "l1")
-    execute([NeardupDedupBuckets(str(spool), str(work), config=config)], buckets_tasks, tmp / "l2")
+    execute([NeardupDedupBuckets(str(spool), str(work), config=config, index_folder=index)], buckets_tasks,
+            tmp / "l2")
     execute([NeardupDedupCluster(str(work), str(verdicts), config=config, save_cluster_id=save,
                                  save_cluster_size=save, removed="removed.parquet")], 1, tmp / "l3")
     if filter_cls is None:
@@ -179,6 +180,25 @@ def test_neardup_steps_keep_what_neardup_dedup_keeps(cli, example, tmp_path, kw,
     for r in kept + dropped:
         sizes[r["metadata"]["minhash_cluster"]] = sizes.get(r["metadata"]["minhash_cluster"], 0) + 1
     assert all(r["metadata"]["minhash_cluster_size"] == sizes[r["metadata"]["minhash_cluster"]] for r in kept)
+
+
+def test_against_an_index_folder(cli, example, tmp_path):
+    """``index_folder``: documents already kept (an index) are dropped where matched, as
+    ``dedup --against`` drops them."""
+    inputs = tmp_path / "in"
+    paths = split(example, inputs, 2)
+    index = tmp_path / "ix"
+    run(cli, "index", "build", str(paths[0]), "-o", str(index))
+    want = tmp_path / "want.jsonl"
+    run(cli, "dedup", *map(str, paths), "-o", str(want), "--against", str(index))
+    want_ids = [r["id"] for r in read_jsonl(want) if r["text"]]
+    assert len(want_ids) < 200, "the first file's documents match themselves in the index"
+    config = NeardupConfig(engine="cpu", partitions=2)
+    kept, dropped = neardup_steps(tmp_path / "nd", inputs, config, files=2, index=str(index))
+    assert [r["id"] for r in kept] == want_ids
+    dt_kept, _ = neardup_steps(tmp_path / "dt", inputs, config, files=2, index=str(index),
+                               filter_cls=MinhashDedupFilter)
+    assert [r["id"] for r in dt_kept] == want_ids
 
 
 @pytest.mark.parametrize("kw", [{}, {"keep": "longest"}, {"cluster": "greedy"}, {"cluster": "greedy", "keep": "longest"}])
