@@ -49,8 +49,7 @@ from datatrove.utils.typeshelper import StatHints
 from . import NeardupError, _neardup, stages
 from . import dedup as _dedup
 from .decontam import Protected
-
-_D: Dict[str, Any] = json.loads(_neardup.defaults())
+from .stages import _D  # every option's default, from the library
 
 __all__ = [
     "NeardupConfig",
@@ -195,12 +194,40 @@ def _group_value(doc: Document, config: NeardupConfig) -> Optional[str]:
     return None if v is None else str(v)
 
 
+def _spool_line(doc: Document, config: NeardupConfig, rank: int, pos: int, seen: Dict[str, int]) -> bytes:
+    """The JSONL line the stages read for the document at ``pos`` of task ``rank``: its id
+    (unique: ``seen`` maps the ids so far to their positions), text, and the keep and group
+    values when configured."""
+    rec: Dict[str, Any] = {"id": _doc_id(doc, rank, pos, config), "text": doc.text or ""}
+    if rec["id"] in seen:
+        raise NeardupError(
+            f"rank {rank}: id {rec['id']!r} is at positions {seen[rec['id']]} and {pos}; "
+            f"ids must be unique (or use NeardupConfig(id_source='position'))"
+        )
+    seen[rec["id"]] = pos
+    if config.keep_field:
+        rec["keep"] = _keep_value(doc, config, rank, pos)
+    if config.group_field:
+        rec["group"] = _group_value(doc, config)
+    return json.dumps(rec, ensure_ascii=False).encode() + b"\n"
+
+
 class _Step(PipelineStep):
     type = "🫂 - DEDUP"
 
     def __init__(self, config: Optional[NeardupConfig]) -> None:
         super().__init__()
         self.config = config or NeardupConfig()
+
+    def _passes(self, doc: Document, kept: bool, exclusion: Any, rank: int) -> bool:
+        """Count the document as forwarded or dropped; a dropped one goes to ``exclusion``."""
+        if kept:
+            self.stat_update(StatHints.forwarded)
+            return True
+        self.stat_update(StatHints.dropped)
+        if exclusion:
+            exclusion.write(doc, rank)
+        return False
 
 
 class NeardupDedupSignature(_Step):
@@ -222,18 +249,7 @@ class NeardupDedupSignature(_Step):
         with self.track_time():
             for pos, doc in enumerate(data or ()):
                 self.stat_update(StatHints.total)
-                rec: Dict[str, Any] = {"id": _doc_id(doc, rank, pos, self.config), "text": doc.text or ""}
-                if rec["id"] in seen:
-                    raise NeardupError(
-                        f"rank {rank}: id {rec['id']!r} is at positions {seen[rec['id']]} and {pos}; "
-                        f"ids must be unique (or use NeardupConfig(id_source='position'))"
-                    )
-                seen[rec["id"]] = pos
-                if self.config.keep_field:
-                    rec["keep"] = _keep_value(doc, self.config, rank, pos)
-                if self.config.group_field:
-                    rec["group"] = _group_value(doc, self.config)
-                lines.append(json.dumps(rec, ensure_ascii=False).encode() + b"\n")
+                lines.append(_spool_line(doc, self.config, rank, pos, seen))
             shards = os.path.join(self.output_folder, "shards")
             _write_new(os.path.join(shards, f"{rank:05d}.jsonl"), b"".join(lines))
             meta = {"rank": rank, "world_size": world_size, "documents": len(lines),
@@ -468,13 +484,9 @@ class NeardupDedupFilter(_Step):
                         )
                     self.stat_update(StatHints.total)
                     _tag(doc, v, pos, self.load_cluster_ids, self.load_cluster_sizes)
-                    if not v["kept"][pos]:
-                        self.stat_update(StatHints.dropped)
-                        if exc:
-                            exc.write(doc, rank)
-                        continue
-                    self.stat_update(StatHints.forwarded)
-                yield doc
+                    kept = self._passes(doc, v["kept"][pos], exc, rank)
+                if kept:
+                    yield doc
             if pos + 1 != n:
                 raise NeardupError(
                     f"rank {rank}, position {pos + 1}: the reader ended after {pos + 1} documents; "
@@ -547,16 +559,7 @@ class NeardupDedup(_Step):
             # Ids and texts for the stages; whole documents, one pickle each, for the way out.
             with open(shard + ".tmp", "wb") as lines, open(spool, "wb") as whole:
                 for pos, doc in enumerate(data or ()):
-                    rec: Dict[str, Any] = {"id": _doc_id(doc, rank, pos, self.config), "text": doc.text or ""}
-                    if rec["id"] in seen:
-                        raise NeardupError(
-                            f"id {rec['id']!r} is at positions {seen[rec['id']]} and {pos}; ids must be unique")
-                    seen[rec["id"]] = pos
-                    if self.config.keep_field:
-                        rec["keep"] = _keep_value(doc, self.config, rank, pos)
-                    if self.config.group_field:
-                        rec["group"] = _group_value(doc, self.config)
-                    lines.write(json.dumps(rec, ensure_ascii=False).encode() + b"\n")
+                    lines.write(_spool_line(doc, self.config, rank, pos, seen))
                     pickle.dump(doc, whole, protocol=pickle.HIGHEST_PROTOCOL)
             seen.clear()
             # A run over other documents starts again; the same documents reuse the stages.
@@ -595,13 +598,8 @@ class NeardupDedup(_Step):
                 doc.metadata["minhash_cluster_size"] = size
                 if self.tag_only:
                     doc.metadata["minhash_survives"] = survives
-                elif not survives:
-                    self.stat_update(StatHints.dropped)
-                    if exc:
-                        exc.write(doc, rank)
-                    continue
-                self.stat_update(StatHints.forwarded)
-                yield doc
+                if self._passes(doc, survives or self.tag_only, exc, rank):
+                    yield doc
 
 
 class NeardupDecontFilter(BaseFilter):

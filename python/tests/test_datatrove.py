@@ -224,6 +224,11 @@ def test_the_single_step_equals_neardup_dedup(cli, example, tmp_path, kw):
     assert [x["id"] for x in got] == [x["id"] for x, s in zip(records_in, r.survives) if s] == [
         x["id"] for x in read_jsonl(want) if x["text"]]
     assert [x["metadata"]["minhash_cluster"] for x in got] == [t for t, s in zip(r.root_id, r.survives) if s]
+    # tag_only: every document, each marked.
+    tagged = list(NeardupDedup(NeardupConfig(**kw, engine="cpu"), tag_only=True).run(
+        JsonlReader(str(inputs)).run()))
+    assert [d.id for d in tagged] == [x["id"] for x in records_in]
+    assert [d.metadata["minhash_survives"] for d in tagged] == r.survives.tolist()
 
 
 def test_guards(example, tmp_path):
