@@ -364,3 +364,30 @@ def test_a_directory_of_shards_is_its_files_in_path_order(cli, example, tmp_path
     with pytest.raises(neardup.NeardupError, match="matches --glob"):
         stages.init(tmp_path / "w3", [tmp_path / "in"], glob="*.parquet")
     assert stages.init(tmp_path / "w4", [tmp_path / "in"], glob="sub/shard-1.jsonl")[0] == 1
+
+
+def test_a_hugging_face_snapshot_without_ids(cli, example, tmp_path):
+    """Parquet files without an id column under a snapshot's folders: ``--id-field @row`` and a
+    glob give the same run from the command line and from the stages."""
+    pa = need("pyarrow")
+    pq = need("pyarrow.parquet")
+    texts = [r["text"] for r in read_jsonl(example)]
+    snap = tmp_path / "snap"
+    for i, split in enumerate(["train", "train", "test"]):
+        d = snap / "data" / f"part{i}"
+        d.mkdir(parents=True)
+        pq.write_table(pa.table({"text": texts[i::3]}), d / f"{split}-0000{i}.parquet")
+    (snap / "README.md").write_text("a dataset card\n")
+    want, want_cl = tmp_path / "want.parquet", tmp_path / "want.clusters.jsonl"
+    run(cli, "dedup", str(snap), "--glob", "data/*/train-*.parquet", "--id-field", "@row",
+        "-o", str(want), "--clusters", str(want_cl))
+    roots = [json.loads(l)["root"] for l in want_cl.read_text().splitlines()]
+    assert roots and all(":0000000" in r and "/train-" in r for r in roots)
+    work, out = tmp_path / "work", tmp_path / "out"
+    assert stages.init(work, [snap], glob="data/*/train-*.parquet", id_field="@row", out=out)[0] == 2
+    while wave := stages.next_wave(work):
+        for task in wave:
+            stages.run(work, task, engine="cpu")
+    assert (out / "clusters.jsonl").read_bytes() == want_cl.read_bytes()
+    got = pa.concat_tables([pq.read_table(out / n) for n in ("train-00000.parquet", "train-00001.parquet")])
+    assert got.equals(pq.read_table(want))
