@@ -11,22 +11,26 @@ from pathlib import Path
 
 import pytest
 
-from conftest import need, read_jsonl, run
+from conftest import REQUIRED, need, read_jsonl, run
 
-datatrove = need("datatrove")
-from datatrove.executor import LocalPipelineExecutor  # noqa: E402
-from datatrove.data import Document  # noqa: E402
-from datatrove.pipeline.dedup.minhash import (  # noqa: E402
-    MinhashConfig,
-    MinhashDedupBuckets,
-    MinhashDedupCluster,
-    MinhashDedupFilter,
-    MinhashDedupSignature,
-)
-from datatrove.pipeline.readers import JsonlReader  # noqa: E402
-from datatrove.pipeline.writers import JsonlWriter  # noqa: E402
-from datatrove.utils.hashing import HashConfig  # noqa: E402
-from datatrove.utils.word_tokenizers import WordTokenizer  # noqa: E402
+try:
+    from datatrove.data import Document
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.dedup.minhash import (
+        MinhashConfig,
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupFilter,
+        MinhashDedupSignature,
+    )
+    from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.writers import JsonlWriter
+    from datatrove.utils.hashing import HashConfig
+    from datatrove.utils.word_tokenizers import WordTokenizer
+except ImportError as e:
+    if REQUIRED:
+        pytest.fail(f"datatrove cannot be imported ({e}) and NEARDUP_REQUIRE_PYTHON=1", pytrace=False)
+    pytest.skip(f"datatrove is not installed ({e})", allow_module_level=True)
 
 import neardup  # noqa: E402
 from neardup.datatrove import (  # noqa: E402
