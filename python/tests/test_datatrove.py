@@ -346,3 +346,25 @@ def test_the_example_pipeline_runs(cli, example, tmp_path):
     assert [r["id"] for r in records(base / "deduplicated_output")] == [
         r["id"] for r in read_jsonl(want) if r["text"]]
     assert len(records(base / "removed")) == 92
+
+
+def test_the_steps_under_datatrove_s_ray_executor(ray_cluster, cli, example, tmp_path):
+    """The spool and filter steps run as Ray tasks (RayPipelineExecutor, on the local two-node
+    cluster), the middle steps locally: the same kept documents as ``neardup dedup``."""
+    from datatrove.executor.ray import RayPipelineExecutor
+
+    inputs = tmp_path / "in"
+    paths = split(example, inputs, 2)
+    want = tmp_path / "want.jsonl"
+    run(cli, "dedup", *map(str, paths), "-o", str(want))
+    config = NeardupConfig(engine="cpu", partitions=2)
+    spool, work, verdicts, out = (tmp_path / n for n in ("spool", "work", "verdicts", "out"))
+    ray_run = dict(tasks=2, cpus_per_task=1, mem_per_cpu_gb=0.1)
+    RayPipelineExecutor([JsonlReader(str(inputs)), NeardupDedupSignature(str(spool), config=config)],
+                        logging_dir=str(tmp_path / "l1"), **ray_run).run()
+    execute([NeardupDedupBuckets(str(spool), str(work), config=config)], 2, tmp_path / "l2")
+    execute([NeardupDedupCluster(str(work), str(verdicts), config=config)], 1, tmp_path / "l3")
+    RayPipelineExecutor([JsonlReader(str(inputs)), NeardupDedupFilter(str(verdicts), config=config),
+                         JsonlWriter(str(out), compression=None)],
+                        logging_dir=str(tmp_path / "l4"), **ray_run).run()
+    assert [r["id"] for r in records(out)] == [r["id"] for r in read_jsonl(want) if r["text"]]
