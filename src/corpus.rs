@@ -23,18 +23,15 @@ pub fn record<'a>(
     fields: &Fields,
     file_name: &str,
 ) -> Result<Record<'a>, Error> {
-    if fields.row_ids() {
-        let id = std::borrow::Cow::Owned(Fields::row_id(file_name, chunk.line_no(i)));
-        let text = match &chunk.rows {
-            Some(rows) => std::borrow::Cow::Borrowed(rows.text(i, file_name)?),
-            None => crate::jsonl::parse_text(chunk.line(i), fields, file_name, chunk.line_no(i))?,
-        };
-        return Ok(Record { id, text });
-    }
     match &chunk.rows {
+        // A Parquet row's id under `--id-field @row` is made by `Rows::id` itself.
         Some(rows) => Ok(Record {
             id: rows.id(i, file_name)?,
             text: std::borrow::Cow::Borrowed(rows.text(i, file_name)?),
+        }),
+        None if fields.row_ids() => Ok(Record {
+            id: std::borrow::Cow::Owned(Fields::row_id(file_name, chunk.line_no(i))),
+            text: crate::jsonl::parse_text(chunk.line(i), fields, file_name, chunk.line_no(i))?,
         }),
         None => parse_record(chunk.line(i), fields, file_name, chunk.line_no(i)),
     }

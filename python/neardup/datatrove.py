@@ -37,7 +37,7 @@ import json
 import os
 import shutil
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 from datatrove.data import Document, DocumentsPipeline
@@ -103,7 +103,8 @@ class NeardupConfig:
     def from_minhash_config(cls, config: Any, **options: Any) -> "NeardupConfig":
         """The neardup configuration with a datatrove ``MinhashConfig``'s n-grams, buckets and
         hashes per bucket. Its text normalisation and hash configuration do not carry over:
-        neardup's words are the contract's (``\\w+``, lower-cased) and its hashes 32-bit."""
+        neardup's words and hashes are the contract's (``\\w+`` lower-cased; FNV-1a under
+        ``(a*x+b) mod 2^31-1``)."""
         return cls(
             n_grams=config.n_grams,
             num_buckets=config.num_buckets,
@@ -165,6 +166,11 @@ def _write_new(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _read_json(path: str) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
 def _doc_id(doc: Document, rank: int, position: int, config: NeardupConfig) -> str:
     if config.id_source == "position":
         return f"{rank:05d}/{position:012d}"
@@ -194,17 +200,23 @@ def _group_value(doc: Document, config: NeardupConfig) -> Optional[str]:
     return None if v is None else str(v)
 
 
-def _spool_line(doc: Document, config: NeardupConfig, rank: int, pos: int, seen: Dict[str, int]) -> bytes:
-    """The JSONL line the stages read for the document at ``pos`` of task ``rank``: its id
-    (unique: ``seen`` maps the ids so far to their positions), text, and the keep and group
-    values when configured."""
-    rec: Dict[str, Any] = {"id": _doc_id(doc, rank, pos, config), "text": doc.text or ""}
-    if rec["id"] in seen:
+def _unique_id(doc: Document, config: NeardupConfig, rank: int, pos: int, seen: Dict[str, int]) -> str:
+    """The id of the document at ``pos`` of task ``rank``; ``seen`` maps the ids so far to
+    their positions, and a repeated one is an error naming both."""
+    i = _doc_id(doc, rank, pos, config)
+    if i in seen:
         raise NeardupError(
-            f"rank {rank}: id {rec['id']!r} is at positions {seen[rec['id']]} and {pos}; "
+            f"rank {rank}: id {i!r} is at positions {seen[i]} and {pos}; "
             f"ids must be unique (or use NeardupConfig(id_source='position'))"
         )
-    seen[rec["id"]] = pos
+    seen[i] = pos
+    return i
+
+
+def _spool_line(doc: Document, config: NeardupConfig, rank: int, pos: int, seen: Dict[str, int]) -> bytes:
+    """The JSONL line the stages read for the document at ``pos`` of task ``rank``: its id
+    (see :func:`_unique_id`), text, and the keep and group values when configured."""
+    rec: Dict[str, Any] = {"id": _unique_id(doc, config, rank, pos, seen), "text": doc.text or ""}
     if config.keep_field:
         rec["keep"] = _keep_value(doc, config, rank, pos)
     if config.group_field:
@@ -244,15 +256,18 @@ class NeardupDedupSignature(_Step):
         self.output_folder = _local(output_folder, "output_folder")
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        lines: List[bytes] = []
         seen: Dict[str, int] = {}
+        shards = os.path.join(self.output_folder, "shards")
+        path = os.path.join(shards, f"{rank:05d}.jsonl")
+        os.makedirs(shards, exist_ok=True)
         with self.track_time():
-            for pos, doc in enumerate(data or ()):
-                self.stat_update(StatHints.total)
-                lines.append(_spool_line(doc, self.config, rank, pos, seen))
-            shards = os.path.join(self.output_folder, "shards")
-            _write_new(os.path.join(shards, f"{rank:05d}.jsonl"), b"".join(lines))
-            meta = {"rank": rank, "world_size": world_size, "documents": len(lines),
+            # Streamed to a temporary name: the spool appears whole, and holds no text in memory.
+            with open(f"{path}.tmp-{os.getpid()}", "wb") as f:
+                for pos, doc in enumerate(data or ()):
+                    self.stat_update(StatHints.total)
+                    f.write(_spool_line(doc, self.config, rank, pos, seen))
+            os.replace(f.name, path)
+            meta = {"rank": rank, "world_size": world_size, "documents": len(seen),
                     "config": self.config.key()}
             _write_new(os.path.join(shards, f"{rank:05d}.json"), json.dumps(meta).encode())
         return
@@ -265,13 +280,13 @@ def _spooled(folder: str, config: NeardupConfig) -> List[str]:
     metas = sorted(f for f in os.listdir(shards) if f.endswith(".json")) if os.path.isdir(shards) else []
     if not metas:
         raise NeardupError(f"{shards} holds no spooled shard: run NeardupDedupSignature first")
-    world = json.load(open(os.path.join(shards, metas[0])))["world_size"]
+    world = _read_json(os.path.join(shards, metas[0]))["world_size"]
     paths = []
     for r in range(world):
         meta = os.path.join(shards, f"{r:05d}.json")
         if not os.path.exists(meta):
             raise NeardupError(f"{meta} is missing: task {r} of NeardupDedupSignature has not finished")
-        m = json.load(open(meta))
+        m = _read_json(meta)
         if m["world_size"] != world or m["config"] != config.key():
             raise NeardupError(
                 f"{meta} was written by another run (other tasks or configuration): spool again "
@@ -367,7 +382,9 @@ class NeardupDedupCluster(_Step):
                 stages.greedy_rounds(w)
             clusters = None if self.clusters is None else os.path.join(out, self.clusters)
             summary = stages.cluster(w, clusters=clusters) or {}
-            # Cluster sizes, and ids numbered by first member in (rank, position) order.
+            # Cluster sizes, and ids numbered by first member in (rank, position) order: a
+            # first pass over every shard's verdicts, since a cluster's members span shards;
+            # the second writes each shard's files.
             size: Dict[str, int] = {}
             number: Dict[str, int] = {}
             for s in range(shards):
@@ -461,10 +478,11 @@ class NeardupDedupFilter(_Step):
         import contextlib
 
         tasks = os.path.join(self.input_folder, "verdicts", "tasks.json")
-        if os.path.exists(tasks) and json.load(open(tasks))["tasks"] != world_size:
+        signed = _read_json(tasks)["tasks"] if os.path.exists(tasks) else world_size
+        if signed != world_size:
             raise NeardupError(
-                f"rank {rank}: step 1 ran as {json.load(open(tasks))['tasks']} tasks, this filter as "
-                f"{world_size} (run the filter with step 1's reader and tasks)"
+                f"rank {rank}: step 1 ran as {signed} tasks, this filter as {world_size} (run the "
+                f"filter with step 1's reader and tasks)"
             )
         v = _read_verdicts(self.input_folder, rank)
         n = len(v["id"])
@@ -530,12 +548,8 @@ class NeardupDedup(_Step):
         seen: Dict[str, int] = {}
         with self.track_time():
             for pos, doc in enumerate(data or ()):
-                i = _doc_id(doc, rank, pos, self.config)
-                if i in seen:
-                    raise NeardupError(f"id {i!r} is at positions {seen[i]} and {pos}; ids must be unique")
-                seen[i] = pos
+                ids.append(_unique_id(doc, self.config, rank, pos, seen))
                 docs.append(doc)
-                ids.append(i)
             c = self.config
             r = _dedup(
                 ids, [d.text or "" for d in docs], engine=c.engine, threads=c.threads,
@@ -606,8 +620,8 @@ class NeardupDecontFilter(BaseFilter):
     """Drop (or, with ``mode="tag"``, only mark) documents that share an n-gram with protected
     (benchmark) text, as ``neardup decontam`` does.
 
-    ``protected`` is a :class:`neardup.Protected`, or what builds one: paths of protected files
-    (JSONL, Parquet, or plain text) or Documents shaped like datatrove's decontamination
+    ``protected`` is what builds the protected set (each task builds its own): paths of
+    protected files (JSONL, Parquet, or plain text) or Documents shaped like datatrove's decontamination
     indexer's input (``text`` the gold answer, ``metadata["query"]`` the question,
     ``metadata["task"]`` the benchmark; ``join_fields`` protects the two as one text). Sets
     datatrove's ``contaminated_task`` (the task, else the source that matched) and
@@ -635,7 +649,7 @@ class NeardupDecontFilter(BaseFilter):
         self.items: List[Dict[str, Any]] = []
         for p in protected if isinstance(protected, (list, tuple)) else [protected]:
             if isinstance(p, Document):
-                item = {"id": str(p.id), "text": p.text}
+                item = {"text": p.text}
                 if "query" in p.metadata:
                     item["query"] = p.metadata["query"]
                 if "task" in p.metadata:

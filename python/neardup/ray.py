@@ -196,7 +196,7 @@ def dedup(
     inputs = [os.path.abspath(os.fspath(p)) for p in inputs]
     output_dir = os.path.abspath(os.fspath(output_dir))
     work_dir = os.path.abspath(os.fspath(work_dir))
-    inputs = _neardup.expand_inputs([os.fspath(p) for p in inputs], options.pop("glob", None))
+    inputs = _neardup.expand_inputs(inputs, options.pop("glob", None))
     names: Dict[str, str] = {}
     for p in inputs:
         name = os.path.basename(p)

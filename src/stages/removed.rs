@@ -4,6 +4,9 @@
 //! matched), in input order. NeMo Curator's `TextDuplicatesRemovalWorkflow` reads it as
 //! `ids_to_remove_path` with `duplicate_id_field="id"`.
 
+#[cfg(feature = "parquet")]
+use arrow_array::builder::ArrayBuilder;
+
 use crate::error::Error;
 
 use super::dedup::Verdicts;
@@ -30,8 +33,9 @@ fn schema() -> arrow_schema::Schema {
 pub struct RemovedWriter {
     #[cfg(feature = "parquet")]
     w: crate::io::parquet::TableWriter,
+    /// The batch being gathered, one builder per column.
     #[cfg(feature = "parquet")]
-    rows: [Vec<String>; 3],
+    rows: [arrow_array::builder::StringBuilder; 3],
     written: u64,
 }
 
@@ -67,7 +71,7 @@ impl RemovedWriter {
     #[cfg(feature = "parquet")]
     fn push(&mut self, row: [&str; 3]) -> Result<(), Error> {
         for (col, value) in self.rows.iter_mut().zip(row) {
-            col.push(value.to_string());
+            col.append_value(value);
         }
         self.written += 1;
         if self.rows[0].len() >= BATCH {
@@ -76,6 +80,7 @@ impl RemovedWriter {
         Ok(())
     }
 
+    /// Never reached: [`RemovedWriter::create`] refuses in this build.
     #[cfg(not(feature = "parquet"))]
     fn push(&mut self, _: [&str; 3]) -> Result<(), Error> {
         self.written += 1;
@@ -84,18 +89,13 @@ impl RemovedWriter {
 
     #[cfg(feature = "parquet")]
     fn flush(&mut self) -> Result<(), Error> {
-        use std::sync::Arc;
         if self.rows[0].is_empty() {
             return Ok(());
         }
-        let cols: Vec<arrow_array::ArrayRef> = self
-            .rows
-            .iter_mut()
-            .map(|c| {
-                Arc::new(arrow_array::StringArray::from(std::mem::take(c))) as arrow_array::ArrayRef
-            })
-            .collect();
-        let batch = arrow_array::RecordBatch::try_new(Arc::new(schema()), cols)
+        // `finish` hands the builder's values over and leaves it empty for the next batch.
+        let cols: Vec<arrow_array::ArrayRef> =
+            self.rows.iter_mut().map(ArrayBuilder::finish).collect();
+        let batch = arrow_array::RecordBatch::try_new(std::sync::Arc::new(schema()), cols)
             .map_err(|e| Error::io(self.w.name(), std::io::Error::other(e)))?;
         self.w.write(&batch, &[])
     }

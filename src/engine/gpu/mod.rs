@@ -360,16 +360,16 @@ pub const INPUT_SIZED_MAX: usize = 8 << 20;
 
 /// [`INPUT_SIZED_MAX`] on a software adapter, whose device buffers are the process's own
 /// memory: half, and there a sub-batch covers a 24th of the input, not a twelfth, which halves
-/// the buffers' share of peak RSS at no cost in speed (docs/BENCHMARKS.md, "Start-up, buffers
-/// by input, and `auto`").
+/// the buffers' share of peak RSS at no cost in speed (docs/BENCHMARKS.md, "Software adapters:
+/// sub-batches of a 24th of the input").
 pub const SOFTWARE_SIZED_MAX: usize = 4 << 20;
 
 /// The word bytes of a sub-batch for `input` bytes of input (when known), at most `cap`: about
 /// a twelfth of the input (a 24th on a `software` adapter), so that the ring and the chunks
 /// being tokenized hold a part of the input, never all of it, rounded up to a power of two, at
-/// least 1 MiB and at most [`INPUT_SIZED_MAX`] ([`SOFTWARE_SIZED_MAX`] on a software adapter). Buffers follow: a
-/// small input does not pay for (nor, on a software adapter, hold in memory) buffers it
-/// cannot fill. Without a known size: `cap`.
+/// least 1 MiB and at most [`INPUT_SIZED_MAX`] ([`SOFTWARE_SIZED_MAX`] on a software
+/// adapter). Buffers follow: a small input does not pay for (nor, on a software adapter, hold
+/// in memory) buffers it cannot fill. Without a known size: `cap`.
 pub fn batch_bytes_for(cap: usize, input: Option<u64>, software: bool) -> usize {
     let (most, share) = if software {
         (SOFTWARE_SIZED_MAX, 24)

@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::ids::IdArena;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{write_pass, Against, IndexMatch, PassTwo, Verdicts};
+use crate::stages::removed::RemovedWriter;
 use crate::stages::sink::RecordSink;
 
 /// What applying one shard wrote.
@@ -258,7 +259,7 @@ pub fn shard_verdicts(work: &WorkDir, shard: usize) -> Result<ShardVerdicts, Err
 /// Write the `--removed` file of a run whose `cluster` has run: every shard's removed
 /// documents, in shard order; returns how many.
 pub fn write_removed(work: &WorkDir, path: &str) -> Result<u64, Error> {
-    let mut out = crate::stages::removed::RemovedWriter::create(path)?;
+    let mut out = RemovedWriter::create(path)?;
     for s in 0..work.shards() {
         out.add(&shard_verdicts(work, s)?)?;
     }
@@ -273,12 +274,27 @@ pub fn apply(
     out: &mut RecordSink,
     progress: &ProgressFactory,
 ) -> Result<ApplySummary, Error> {
+    apply_listing_removed(work, shard, out, None, progress)
+}
+
+/// [`apply`], adding the shard's removed documents to `removed` (`dedup --work-dir
+/// --removed`) from the verdicts it reads anyway.
+pub(crate) fn apply_listing_removed(
+    work: &WorkDir,
+    shard: usize,
+    out: &mut RecordSink,
+    removed: Option<&mut RemovedWriter>,
+    progress: &ProgressFactory,
+) -> Result<ApplySummary, Error> {
     work.check_shard(shard)?;
     let _lock = work.lock(&format!("apply-{shard:05}"))?;
     work.remove_partials("apply", &format!("{shard:05}."))?;
     let t0 = std::time::Instant::now();
     let summary = super::cluster::summary(work)?;
     let v = shard_verdicts(work, shard)?;
+    if let Some(r) = removed {
+        r.add(&v)?;
+    }
     let (index_candidates, index_matched) = (
         v.index_candidates,
         v.matches.iter().filter(|m| m.is_some()).count() as u64,

@@ -64,8 +64,9 @@ pub use task::{next_wave, StepIndex, Task, TaskEnv, TaskReport, Waves};
 
 /// The layout of the work directories this build makes. 4: `cluster` records each member's
 /// survivor wherever the keep policy may choose another than the root (3: every stage file
-/// carries a checksum of its contents, and `sign` records each shard's; 2: band digests in `sign`, keyed band rows
-/// without ranks; 1, unnumbered in its manifests: signatures in `sign`, band rows as tables).
+/// carries a checksum of its contents, and `sign` records each shard's; 2: band digests in
+/// `sign`, keyed band rows without ranks; 1, unnumbered in its manifests: signatures in `sign`,
+/// band rows as tables).
 pub const WORK_LAYOUT: u32 = 4;
 
 /// What a work directory is for: fixed when it is made, checked by every stage.

@@ -114,10 +114,7 @@ pub fn run_sharded(
         last = wave;
     }
     for s in 0..work.shards() {
-        apply::apply(&work, s, &mut out, progress)?;
-        if let Some(o) = removed_out.as_mut() {
-            o.add(&apply::shard_verdicts(&work, s)?)?;
-        }
+        apply::apply_listing_removed(&work, s, &mut out, removed_out.as_mut(), progress)?;
     }
     let clustered = cluster::summary(&work)?;
     if let Some(o) = clusters_out.as_mut() {
