@@ -31,8 +31,19 @@ static COMPLETED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::ne
 /// Remove every unfinished temporary output (called by the interrupt handler), and return
 /// the outputs that were already complete, which stay.
 pub fn remove_partial_outputs() -> Vec<PathBuf> {
+    remove_partials(None)
+}
+
+/// [`remove_partial_outputs`] for the unfinished outputs under `dir` alone: a test removes its
+/// own without removing those of tests running beside it in the same process.
+#[cfg(test)]
+pub(crate) fn remove_partial_outputs_under(dir: &Path) -> Vec<PathBuf> {
+    remove_partials(Some(dir))
+}
+
+fn remove_partials(under: Option<&Path>) -> Vec<PathBuf> {
     let v = PARTIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for p in v.iter() {
+    for p in v.iter().filter(|p| under.is_none_or(|d| p.starts_with(d))) {
         let _ = std::fs::remove_file(p);
     }
     COMPLETED.lock().unwrap_or_else(|e| e.into_inner()).clone()

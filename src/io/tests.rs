@@ -467,8 +467,9 @@ fn an_interrupt_names_the_outputs_already_complete() {
     let unfinished = dir.path().join("out.jsonl");
     let mut u = Output::create(unfinished.to_str().unwrap()).unwrap();
     u.write_all(b"half").unwrap();
-    // Other tests in this binary may complete outputs too: only this test's are asserted.
-    let completed = remove_partial_outputs();
+    // Other tests in this binary may complete outputs too: only this test's are asserted, and
+    // only its own unfinished ones are removed (theirs are being written beside it).
+    let completed = super::output::remove_partial_outputs_under(dir.path());
     assert!(completed.contains(&done), "{completed:?}");
     assert!(!completed.contains(&unfinished));
     let msg = interrupt_message(&completed);
