@@ -170,7 +170,7 @@ pub(crate) fn stage_rank(
     let budget = neardup::options::mib_bytes(sort_memory);
     detached_with_progress(py, progress, |progress| {
         let w = open(&work_dir)?;
-        let s = sharded::rank::rank_within(&w, progress, budget).map_err(err)?;
+        let s = sharded::rank::job::rank_within(&w, progress, budget).map_err(err)?;
         Ok(s.map(|s| json(&s)))
     })
 }
@@ -354,7 +354,7 @@ pub(crate) fn stage_cluster_step(
         let round = round.ok_or_else(|| PyValueError::new_err("converged needs round"))?;
         return detached(py, || {
             let w = open(&work_dir)?;
-            let done = sharded::cluster_tasks::round_done(&w, round).map_err(err)?;
+            let done = sharded::cluster::tasks::round_done(&w, round).map_err(err)?;
             Ok(serde_json::json!(done).to_string())
         });
     }

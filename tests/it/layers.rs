@@ -376,33 +376,157 @@ fn the_files_of_io_have_no_import_cycle() {
     }
 }
 
-/// The files of the sharded stages (`src/stages/sharded/`), each a stage or what stages share,
-/// import each other through `super::` without a cycle: a stage's parallel form sits above its
-/// one-process form, and what two stages share sits below both.
+/// The paths `code` names after `prefix` (`prefix::a::b`, `prefix::{a::b, c}`), each as its
+/// module path segments (`["a", "b"]`).
+fn paths_after(code: &str, prefix: &str) -> Vec<Vec<String>> {
+    let segments = |s: &str| -> Vec<String> {
+        s.split("::")
+            .map(|p| {
+                p.trim()
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect::<String>()
+            })
+            .take_while(|p| !p.is_empty())
+            .collect()
+    };
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find(prefix) {
+        let before = rest[..at].chars().last();
+        rest = &rest[at + prefix.len()..];
+        // Part of a longer path (`not_super::`, `dedup::cluster::`): not this one.
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let (mut depth, mut from) = (1, 0);
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' | ',' if depth == 1 => {
+                        out.push(segments(&group[from..i]));
+                        from = i + 1;
+                        if c == '}' {
+                            break;
+                        }
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+        } else {
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(rest.len());
+            out.push(segments(&rest[..end]));
+        }
+    }
+    out
+}
+
+/// The files of the sharded stages (`src/stages/sharded/`, a stage's folder as `rank/job`),
+/// each a stage or what stages share, import each other without a cycle: a stage's parallel
+/// form sits above its one-process form, what both forms share (the folder's `mod.rs`) below
+/// them, and what two stages share below both. Paths read: `super::` and
+/// `crate::stages::sharded::`.
 #[test]
 fn the_sharded_stages_files_import_each_other_without_a_cycle() {
     let dir = crate::common::root().join("src/stages/sharded");
     let mut files = Vec::new();
     rust_files(&dir, &mut files);
-    let stem = |p: &Path| p.file_stem().unwrap().to_string_lossy().into_owned();
-    let siblings: BTreeSet<String> = files.iter().map(|f| stem(f)).collect();
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for f in &files {
-        let me = stem(f);
-        if me == "mod" {
-            continue;
+    // `rank/mod.rs` is the node `rank`, `rank/job.rs` the node `rank/job`.
+    let node = |p: &Path| -> String {
+        let rel = p.strip_prefix(&dir).unwrap().with_extension("");
+        let mut parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if parts.last().is_some_and(|l| l == "mod") {
+            parts.pop();
         }
-        // `super::x` read as `crate::x` by the same detector, the crate's own paths set aside.
-        let code = non_test_code(&std::fs::read_to_string(f).unwrap())
-            .replace("crate::", "krate::")
-            .replace("super::", "crate::");
-        let deps = graph.entry(me.clone()).or_default();
-        for r in crate_refs(&code) {
-            if r != me && r != "mod" && siblings.contains(&r) {
-                deps.insert(r);
+        parts.join("/")
+    };
+    let nodes: BTreeSet<String> = files.iter().map(|f| node(f)).collect();
+    // A path from `scope` to the deepest node it names (an item of a folder's `mod.rs`: the
+    // folder).
+    let resolve = |scope: &str, segs: &[String]| -> Option<String> {
+        let mut found = None;
+        let mut at = scope.to_string();
+        for s in segs {
+            at = if at.is_empty() {
+                s.clone()
+            } else {
+                format!("{at}/{s}")
+            };
+            if nodes.contains(&at) {
+                found = Some(at.clone());
+            } else {
+                break;
             }
         }
+        found.or_else(|| (!scope.is_empty()).then(|| scope.to_string()))
+    };
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let me = node(f);
+        if me.is_empty() {
+            continue; // the stages' own mod.rs
+        }
+        let parent = me.rsplit_once('/').map_or("", |(p, _)| p).to_string();
+        let code = non_test_code(&std::fs::read_to_string(f).unwrap());
+        let mut named = Vec::new();
+        for segs in paths_after(&code, "crate::stages::sharded::") {
+            named.extend(resolve("", &segs));
+        }
+        for segs in paths_after(&code, "super::") {
+            named.extend(resolve(&parent, &segs));
+        }
+        // A folder's own files, named from its mod.rs (`job::rank`).
+        for child in nodes
+            .iter()
+            .filter(|n| n.rsplit_once('/').is_some_and(|(p, _)| p == me))
+        {
+            let name = child.rsplit('/').next().unwrap();
+            if !paths_after(&code, &format!("{name}::")).is_empty() {
+                named.push(child.clone());
+            }
+        }
+        // A folder imported by its name (`use super::rank;`) and named through it after
+        // (`rank::tasks::split`).
+        for folder in named.clone() {
+            let name = folder.rsplit('/').next().unwrap().to_string();
+            for segs in paths_after(&code, &format!("{name}::")) {
+                named.extend(resolve(&folder, &segs));
+            }
+        }
+        let deps = graph.entry(me.clone()).or_default();
+        deps.extend(named.into_iter().filter(|n| *n != me));
     }
-    assert!(graph["task"].contains("rank_tasks") && graph["rank_tasks"].contains("rank"));
+    assert!(
+        graph["task"].contains("rank/tasks")
+            && graph["rank/tasks"].contains("rank")
+            && graph["rank/job"].contains("rank")
+            && graph["cluster/job"].contains("cluster"),
+        "{graph:#?}"
+    );
+    for stage in ["rank", "cluster"] {
+        let shared = &graph[stage];
+        assert!(
+            !shared.contains(&format!("{stage}/job"))
+                && !shared.contains(&format!("{stage}/tasks")),
+            "{stage}/mod.rs imports one of the forms it sits below: {shared:?}"
+        );
+    }
     assert_eq!(find_cycle(&graph), None, "{graph:#?}");
+}
+
+#[test]
+fn paths_are_read_in_groups_and_alone() {
+    let p = paths_after(
+        "use super::{a::b, c, d::{e, f}};\nlet x = super::g::h(1);\nnot_super::z; x::super::y",
+        "super::",
+    );
+    let want: Vec<Vec<&str>> = vec![vec!["a", "b"], vec!["c"], vec!["d"], vec!["g", "h"]];
+    assert_eq!(p, want);
 }

@@ -825,7 +825,7 @@ fn ranks_sorted_in_id_range_buckets_equal_ranks_sorted_at_once() {
             stage(&["sign", &ws, "--shard", s, "--engine", "cpu"]);
         }
         let work = WorkDir::open(&w).unwrap();
-        let s = rank::rank_within(&work, &ProgressFactory::hidden(), budget)
+        let s = rank::job::rank_within(&work, &ProgressFactory::hidden(), budget)
             .unwrap()
             .unwrap();
         assert!(s.exact_duplicates >= 2 && s.wordless >= 3, "{s:?}");
@@ -881,7 +881,7 @@ fn ranks_sorted_in_id_range_buckets_equal_ranks_sorted_at_once() {
 #[test]
 fn rank_as_tasks_writes_the_files_of_rank_in_one_process() {
     use neardup::progress::ProgressFactory;
-    use neardup::stages::sharded::{rank, rank_tasks, WorkDir};
+    use neardup::stages::sharded::{rank, WorkDir};
     let dir = tempfile::tempdir().unwrap();
     let mut lines = corpus_lines();
     for (i, l) in lines.iter_mut().enumerate() {
@@ -907,7 +907,7 @@ fn rank_as_tasks_writes_the_files_of_rank_in_one_process() {
         WorkDir::open(&w).unwrap()
     };
     let one = signed("one");
-    let want = rank::rank_within(&one, &ProgressFactory::hidden(), usize::MAX)
+    let want = rank::job::rank_within(&one, &ProgressFactory::hidden(), usize::MAX)
         .unwrap()
         .unwrap();
     let want_files: Vec<Vec<u8>> = (0..4)
@@ -916,10 +916,10 @@ fn rank_as_tasks_writes_the_files_of_rank_in_one_process() {
     for (k, budget) in [usize::MAX, 6000, 500].into_iter().enumerate() {
         let work = signed(&format!("tasks-{k}"));
         for s in (0..4).rev() {
-            assert!(rank_tasks::split(&work, s, budget).unwrap().is_some());
-            assert!(rank_tasks::split(&work, s, budget).unwrap().is_none());
+            assert!(rank::tasks::split(&work, s, budget).unwrap().is_some());
+            assert!(rank::tasks::split(&work, s, budget).unwrap().is_none());
         }
-        let plan = rank_tasks::plan(&work, budget).unwrap();
+        let plan = rank::tasks::plan(&work, budget).unwrap();
         match budget {
             usize::MAX => assert_eq!(plan.ranges, 1),
             6000 => assert!(plan.ranges > 3 && plan.ranges < 30, "{plan:?}"),
@@ -928,22 +928,22 @@ fn rank_as_tasks_writes_the_files_of_rank_in_one_process() {
         }
         // A plan made already stands, whatever budget is asked for later.
         assert_eq!(
-            rank_tasks::plan(&work, 1 << 30).unwrap().ranges,
+            rank::tasks::plan(&work, 1 << 30).unwrap().ranges,
             plan.ranges
         );
         for r in (0..plan.ranges).rev() {
-            assert!(rank_tasks::sort(&work, r).unwrap().is_some());
+            assert!(rank::tasks::sort(&work, r).unwrap().is_some());
         }
         let dups: u64 = (0..plan.ranges)
-            .map(|r| rank_tasks::exact(&work, r).unwrap().unwrap())
+            .map(|r| rank::tasks::exact(&work, r).unwrap().unwrap())
             .sum();
         assert_eq!(dups, want.exact_duplicates);
         for s in 0..4 {
-            assert!(rank_tasks::write(&work, s).unwrap());
-            assert!(!rank_tasks::write(&work, s).unwrap());
+            assert!(rank::tasks::write(&work, s).unwrap());
+            assert!(!rank::tasks::write(&work, s).unwrap());
         }
-        let got = rank_tasks::finish(&work).unwrap().unwrap();
-        assert!(rank_tasks::finish(&work).unwrap().is_none());
+        let got = rank::tasks::finish(&work).unwrap().unwrap();
+        assert!(rank::tasks::finish(&work).unwrap().is_none());
         assert_eq!(
             (&got.rows, got.exact_duplicates, got.wordless, &got.groups),
             (
@@ -963,8 +963,8 @@ fn rank_as_tasks_writes_the_files_of_rank_in_one_process() {
         }
         assert!(!work.root().join("rank").join("tasks").exists());
         // Every step is done now, the single form too.
-        assert!(rank_tasks::split(&work, 0, budget).unwrap().is_none());
-        assert!(rank::rank(&work, &ProgressFactory::hidden())
+        assert!(rank::tasks::split(&work, 0, budget).unwrap().is_none());
+        assert!(rank::job::rank(&work, &ProgressFactory::hidden())
             .unwrap()
             .is_none());
     }
@@ -975,7 +975,7 @@ fn rank_as_tasks_writes_the_files_of_rank_in_one_process() {
 #[test]
 fn rank_files_of_long_shards_are_written_a_window_at_a_time() {
     use neardup::progress::ProgressFactory;
-    use neardup::stages::sharded::{rank, rank_tasks, WorkDir};
+    use neardup::stages::sharded::{rank, WorkDir};
     let dir = tempfile::tempdir().unwrap();
     let corpus = dir.path().join("c.jsonl");
     ok(&neardup(&[
@@ -1008,32 +1008,38 @@ fn rank_files_of_long_shards_are_written_a_window_at_a_time() {
         WorkDir::open(&w).unwrap()
     };
     let one = ready("one");
-    rank::rank(&one, &ProgressFactory::hidden())
+    rank::job::rank(&one, &ProgressFactory::hidden())
         .unwrap()
         .unwrap();
     let work = ready("tasks");
     for s in 0..2 {
-        rank_tasks::split(&work, s, 1 << 20).unwrap();
+        rank::tasks::split(&work, s, 1 << 20).unwrap();
     }
-    let plan = rank_tasks::plan(&work, 1 << 20).unwrap();
+    let plan = rank::tasks::plan(&work, 1 << 20).unwrap();
     assert!(plan.ranges > 1, "{plan:?}");
     for r in 0..plan.ranges {
-        rank_tasks::sort(&work, r).unwrap();
+        rank::tasks::sort(&work, r).unwrap();
     }
     for r in 0..plan.ranges {
-        rank_tasks::exact(&work, r).unwrap();
+        rank::tasks::exact(&work, r).unwrap();
     }
     for s in 0..2 {
-        assert!(rank_tasks::write(&work, s).unwrap());
+        assert!(rank::tasks::write(&work, s).unwrap());
         assert_eq!(
             sha256(&work.rank_file(s)),
             sha256(&one.rank_file(s)),
             "shard {s}"
         );
     }
-    assert!(rank_tasks::finish(&work).unwrap().unwrap().exact_duplicates >= 3);
+    assert!(
+        rank::tasks::finish(&work)
+            .unwrap()
+            .unwrap()
+            .exact_duplicates
+            >= 3
+    );
     // `cluster`'s locate jobs read such shards a window of rows at a time too.
-    use neardup::stages::sharded::{cluster, cluster_tasks};
+    use neardup::stages::sharded::cluster;
     for w in [&one, &work] {
         let ws = w.root().display().to_string();
         for s in ["0", "1"] {
@@ -1053,31 +1059,31 @@ fn rank_files_of_long_shards_are_written_a_window_at_a_time() {
             "7",
         ]);
     }
-    cluster::cluster(&one, &ProgressFactory::hidden())
+    cluster::job::cluster(&one, &ProgressFactory::hidden())
         .unwrap()
         .unwrap();
-    let plan = cluster_tasks::plan(&work, 1 << 20).unwrap();
+    let plan = cluster::tasks::plan(&work, 1 << 20).unwrap();
     assert!(plan.parts >= 2, "{plan:?}");
     for p in 0..8 {
-        cluster_tasks::edges(&work, p).unwrap();
+        cluster::tasks::edges(&work, p).unwrap();
     }
     for s in 0..2 {
-        cluster_tasks::locate(&work, s).unwrap();
+        cluster::tasks::locate(&work, s).unwrap();
     }
-    cluster_tasks::stars(&work).unwrap();
+    cluster::tasks::stars(&work).unwrap();
     for k in 0..plan.parts {
-        cluster_tasks::roots(&work, k).unwrap();
+        cluster::tasks::roots(&work, k).unwrap();
     }
     for s in 0..2 {
-        cluster_tasks::attributes(&work, s).unwrap();
+        cluster::tasks::attributes(&work, s).unwrap();
     }
     for k in 0..plan.parts {
-        cluster_tasks::clusters(&work, k).unwrap();
+        cluster::tasks::clusters(&work, k).unwrap();
     }
     for s in 0..2 {
-        cluster_tasks::verdicts(&work, s).unwrap();
+        cluster::tasks::verdicts(&work, s).unwrap();
     }
-    let got = cluster_tasks::finish(&work).unwrap().unwrap();
+    let got = cluster::tasks::finish(&work).unwrap().unwrap();
     assert!(got.stats.exact_duplicates >= 3);
     for s in 0..2 {
         assert_eq!(
@@ -1133,7 +1139,7 @@ fn rank_steps_from_the_command_line_and_a_dropped_result_fails() {
     let o = step(&["plan"]);
     ok(&o);
     let work = WorkDir::open(&w).unwrap();
-    let ranges = neardup::stages::sharded::rank_tasks::read_plan(&work)
+    let ranges = neardup::stages::sharded::rank::tasks::read_plan(&work)
         .unwrap()
         .ranges;
     assert!(ranges >= 2, "{}", stderr(&o));
@@ -1249,7 +1255,7 @@ fn xxhash(i: u64) -> u64 {
 #[test]
 fn cluster_as_steps_writes_the_files_of_cluster_in_one_process() {
     use neardup::progress::ProgressFactory;
-    use neardup::stages::sharded::{cluster, cluster_tasks, WorkDir};
+    use neardup::stages::sharded::{cluster, WorkDir};
     let dir = tempfile::tempdir().unwrap();
     let lines = graph_lines();
     let inputs = shards(dir.path(), &lines, 4, Some(1));
@@ -1293,7 +1299,7 @@ fn cluster_as_steps_writes_the_files_of_cluster_in_one_process() {
             WorkDir::open(&w).unwrap()
         };
         let one = ready("one");
-        let want = cluster::cluster(&one, &ProgressFactory::hidden())
+        let want = cluster::job::cluster(&one, &ProgressFactory::hidden())
             .unwrap()
             .unwrap();
         assert!(want.largest_cluster >= 150, "{:?}", want.largest_cluster);
@@ -1320,7 +1326,7 @@ fn cluster_as_steps_writes_the_files_of_cluster_in_one_process() {
         };
         for budget in [usize::MAX, 400_000, 60_000] {
             let w = ready(&format!("steps-{budget}"));
-            let plan = cluster_tasks::plan(&w, budget).unwrap();
+            let plan = cluster::tasks::plan(&w, budget).unwrap();
             // The greedy rule's fewer edges ask for fewer parts.
             match budget {
                 usize::MAX => assert_eq!(plan.parts, 1),
@@ -1328,31 +1334,31 @@ fn cluster_as_steps_writes_the_files_of_cluster_in_one_process() {
                 _ => assert!(plan.parts >= 3 && plan.parts < 100, "{plan:?}"),
             }
             for p in (0..3).rev() {
-                assert!(cluster_tasks::edges(&w, p).unwrap());
-                assert!(!cluster_tasks::edges(&w, p).unwrap());
+                assert!(cluster::tasks::edges(&w, p).unwrap());
+                assert!(!cluster::tasks::edges(&w, p).unwrap());
             }
             for s in 0..4 {
-                assert!(cluster_tasks::locate(&w, s).unwrap());
+                assert!(cluster::tasks::locate(&w, s).unwrap());
             }
-            let rounds = cluster_tasks::stars(&w).unwrap();
+            let rounds = cluster::tasks::stars(&w).unwrap();
             // Chains need rounds; the greedy rule's edges may be stars at once.
             assert!((1..40).contains(&rounds), "{rounds} rounds");
             assert!(c != 0 || rounds >= 2, "{rounds} rounds");
             for k in 0..plan.parts {
-                assert!(cluster_tasks::roots(&w, k).unwrap());
+                assert!(cluster::tasks::roots(&w, k).unwrap());
             }
             for s in (0..4).rev() {
-                assert!(cluster_tasks::attributes(&w, s).unwrap());
+                assert!(cluster::tasks::attributes(&w, s).unwrap());
             }
             for k in 0..plan.parts {
-                assert!(cluster_tasks::clusters(&w, k).unwrap());
+                assert!(cluster::tasks::clusters(&w, k).unwrap());
             }
             for s in 0..4 {
-                assert!(cluster_tasks::verdicts(&w, s).unwrap());
-                assert!(!cluster_tasks::verdicts(&w, s).unwrap());
+                assert!(cluster::tasks::verdicts(&w, s).unwrap());
+                assert!(!cluster::tasks::verdicts(&w, s).unwrap());
             }
-            let got = cluster_tasks::finish(&w).unwrap().unwrap();
-            assert!(cluster_tasks::finish(&w).unwrap().is_none());
+            let got = cluster::tasks::finish(&w).unwrap().unwrap();
+            assert!(cluster::tasks::finish(&w).unwrap().is_none());
             assert_eq!(strip(&got), strip(&want), "{flags:?}, budget {budget}");
             assert_eq!(files(&w), files(&one), "{flags:?}, budget {budget}");
             assert!(!w.root().join("cluster").join("tasks").exists());
@@ -1404,7 +1410,7 @@ fn cluster_steps_from_the_command_line_and_a_dropped_round_fails() {
     for s in ["0", "1"] {
         ok(&step(&["locate", "--shard", s]));
     }
-    let parts = neardup::stages::sharded::cluster_tasks::read_plan(
+    let parts = neardup::stages::sharded::cluster::tasks::read_plan(
         &neardup::stages::sharded::WorkDir::open(&w).unwrap(),
     )
     .unwrap()
@@ -1504,7 +1510,7 @@ fn the_first_repeated_id_is_named_whatever_the_rank_budget() {
             stage(&["sign", &ws, "--shard", s, "--engine", "cpu"]);
         }
         let work = WorkDir::open(&w).unwrap();
-        let e = rank::rank_within(&work, &ProgressFactory::hidden(), budget)
+        let e = rank::job::rank_within(&work, &ProgressFactory::hidden(), budget)
             .unwrap_err()
             .to_string();
         assert!(

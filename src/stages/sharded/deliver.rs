@@ -47,17 +47,21 @@ pub fn cluster_to(
     pairs: Option<&str>,
     progress: &ProgressFactory,
 ) -> Result<Option<cluster::ClusterSummary>, Error> {
-    copy_cluster_outputs(work, clusters, pairs, || cluster::cluster(work, progress))
+    copy_cluster_outputs(work, clusters, pairs, || {
+        cluster::job::cluster(work, progress)
+    })
 }
 
 /// [`cluster_to`] for the last of `cluster`'s parallel steps
-/// ([`cluster_tasks::finish`](super::cluster_tasks::finish)).
+/// ([`cluster::tasks::finish`](super::cluster::tasks::finish)).
 pub fn cluster_finish_to(
     work: &WorkDir,
     clusters: Option<&str>,
     pairs: Option<&str>,
 ) -> Result<Option<cluster::ClusterSummary>, Error> {
-    copy_cluster_outputs(work, clusters, pairs, || super::cluster_tasks::finish(work))
+    copy_cluster_outputs(work, clusters, pairs, || {
+        super::cluster::tasks::finish(work)
+    })
 }
 
 /// Check the copies' paths, run `stage`, then copy the clusters and pairs files out.

@@ -4,7 +4,7 @@
 //!
 //! 1. [`sign`], per shard: ids, word counts, exact keys, policy values and band digests.
 //! 2. [`rank`]: every id's place in id order (the root of a cluster is its smallest id), and
-//!    the exact-duplicate pre-pass; in one process, or as parallel tasks ([`rank_tasks`]).
+//!    the exact-duplicate pre-pass; in one process, or as parallel tasks ([`rank::tasks`]).
 //! 3. [`bands`], per shard: one row per document and band, split into partitions by the band's
 //!    digest.
 //! 4. [`confirm`], per partition: the buckets, each confirmed on its own
@@ -15,7 +15,7 @@
 //!    [`greedy`] rule's rounds; the others run per partition too, each settled in one pass.
 //! 5. [`cluster`]: union-find over every partition's pairs (or the greedy rounds' verdicts);
 //!    each document's tag and verdict; in one process, or as parallel tasks
-//!    ([`cluster_tasks`]) that hold a part of the members each.
+//!    ([`cluster::tasks`]) that hold a part of the members each.
 //! 6. [`apply`], per shard: the kept records, in input order.
 //!
 //! [`summary`] reads the run's counts back for its reports. [`task`] cuts the run into units of
@@ -31,14 +31,12 @@
 pub mod apply;
 pub mod bands;
 pub mod cluster;
-pub mod cluster_tasks;
 pub mod confirm;
 mod deliver;
 mod gather;
 pub mod greedy;
 mod lock;
 pub mod rank;
-pub mod rank_tasks;
 mod raw;
 pub mod run;
 pub mod ship;

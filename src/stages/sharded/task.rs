@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::{bands, cluster, cluster_tasks, confirm, gather, greedy, rank, rank_tasks, ship, sign};
+use super::{bands, cluster, confirm, gather, greedy, rank, ship, sign};
 use super::{WorkDir, MANIFEST};
 use crate::engine::Engine;
 use crate::error::Error;
@@ -512,7 +512,7 @@ pub fn next_wave(work: &WorkDir, how: &Waves) -> Result<Vec<Task>, Error> {
         }
         all
     };
-    let ranked = confirmed || rank_tasks::ranked(work)?;
+    let ranked = confirmed || rank::tasks::ranked(work)?;
     if !ranked {
         let mut wave = Vec::new();
         for s in shards.clone() {
@@ -641,7 +641,7 @@ fn rank_wave(work: &WorkDir, how: &Waves) -> Result<Vec<Task>, Error> {
     }
     let mut wave = Vec::new();
     for s in 0..work.shards() {
-        if !rank_tasks::split_done(work, s)? {
+        if !rank::tasks::split_done(work, s)? {
             wave.push(Task::RankSplit {
                 shard: s,
                 memory: how.task_memory,
@@ -651,19 +651,19 @@ fn rank_wave(work: &WorkDir, how: &Waves) -> Result<Vec<Task>, Error> {
     if !wave.is_empty() {
         return Ok(wave);
     }
-    let Some(plan) = rank_tasks::plan_if_made(work)? else {
+    let Some(plan) = rank::tasks::plan_if_made(work)? else {
         return Ok(vec![Task::RankPlan {
             memory: how.task_memory,
         }]);
     };
     for r in 0..plan.ranges {
-        if !rank_tasks::sort_done(work, r)? {
+        if !rank::tasks::sort_done(work, r)? {
             wave.push(Task::RankSort { range: r });
         }
     }
     if wave.is_empty() && work.config().exact {
         for r in 0..plan.ranges {
-            if !rank_tasks::exact_done(work, r)? {
+            if !rank::tasks::exact_done(work, r)? {
                 wave.push(Task::RankExact { range: r });
             }
         }
@@ -690,12 +690,12 @@ fn cluster_wave(work: &WorkDir, how: &Waves, clustered: bool) -> Result<Vec<Task
         // Only the copy into `--out` is left: `finish` skips the stage and copies.
         return Ok(vec![Task::ClusterFinish]);
     }
-    let Some(plan) = cluster_tasks::plan_if_made(work)? else {
+    let Some(plan) = cluster::tasks::plan_if_made(work)? else {
         return Ok(vec![Task::ClusterPlan {
             memory: how.task_memory,
         }]);
     };
-    let done = |name: String| cluster_tasks::step_done(work, &name);
+    let done = |name: String| cluster::tasks::step_done(work, &name);
     let mut wave = Vec::new();
     let shards = 0..work.shards();
     let parts = 0..plan.parts;
@@ -725,7 +725,7 @@ fn cluster_wave(work: &WorkDir, how: &Waves, clustered: bool) -> Result<Vec<Task
         if !wave.is_empty() {
             return Ok(wave);
         }
-        match cluster_tasks::round_done(work, r)? {
+        match cluster::tasks::round_done(work, r)? {
             Some(true) => break,
             _ => r += 1,
         }
@@ -904,12 +904,12 @@ impl Task {
                     None => (one(false, format!("sign: shard {shard}")), Value::Null),
                 }
             }
-            Rank { memory } => match rank::rank_within(w, progress, mib_bytes(*memory))? {
+            Rank { memory } => match rank::job::rank_within(w, progress, mib_bytes(*memory))? {
                 Some(s) => (vec![Said::Ran(ranked(&s, "bucket"))], json(&s)),
                 None => (one(false, "rank".into()), Value::Null),
             },
             RankSplit { shard, memory } => {
-                match rank_tasks::split(w, *shard, mib_bytes(*memory))? {
+                match rank::tasks::split(w, *shard, mib_bytes(*memory))? {
                     Some(x) => (
                         one(
                             true,
@@ -925,7 +925,7 @@ impl Task {
             }
             RankPlan { memory } => {
                 let asked = mib_bytes(*memory);
-                let (p, how) = rank_tasks::plan_status(w, asked)?;
+                let (p, how) = rank::tasks::plan_status(w, asked)?;
                 let ranges = format!(
                     "{} {}: run `--step sort --range R` for R in 0 to {}",
                     p.ranges,
@@ -937,14 +937,14 @@ impl Task {
                     json(&p.ranges),
                 )
             }
-            RankSort { range } => match rank_tasks::sort(w, *range)? {
+            RankSort { range } => match rank::tasks::sort(w, *range)? {
                 Some(n) => (
                     one(true, format!("rank sort: range {range}, {n} documents")),
                     json(&n),
                 ),
                 None => (one(false, format!("rank sort: range {range}")), Value::Null),
             },
-            RankExact { range } => match rank_tasks::exact(w, *range)? {
+            RankExact { range } => match rank::tasks::exact(w, *range)? {
                 Some(n) => (
                     one(
                         true,
@@ -958,10 +958,10 @@ impl Task {
                 ),
             },
             RankWrite { shard } => {
-                let ran = rank_tasks::write(w, *shard)?;
+                let ran = rank::tasks::write(w, *shard)?;
                 (one(ran, format!("rank write: shard {shard}")), json(&ran))
             }
-            RankFinish => match rank_tasks::finish(w)? {
+            RankFinish => match rank::tasks::finish(w)? {
                 Some(s) => (vec![Said::Ran(ranked(&s, "range"))], json(&s)),
                 None => (one(false, "rank".into()), Value::Null),
             },
@@ -1076,7 +1076,7 @@ impl Task {
             }
             ClusterPlan { memory } => {
                 let asked = mib_bytes(*memory);
-                let (p, how) = cluster_tasks::plan_status(w, asked)?;
+                let (p, how) = cluster::tasks::plan_status(w, asked)?;
                 let parts = format!(
                     "{} {}: run `--step star --round R --part K` for K in 0 to {}",
                     p.parts,
@@ -1089,14 +1089,14 @@ impl Task {
                 )
             }
             ClusterEdges { partition } => {
-                let ran = cluster_tasks::edges(w, *partition)?;
+                let ran = cluster::tasks::edges(w, *partition)?;
                 (
                     one(ran, format!("cluster edges: partition {partition}")),
                     json(&ran),
                 )
             }
             ClusterLocate { shard } => {
-                let ran = cluster_tasks::locate(w, *shard)?;
+                let ran = cluster::tasks::locate(w, *shard)?;
                 (
                     one(ran, format!("cluster locate: shard {shard}")),
                     json(&ran),
@@ -1104,12 +1104,12 @@ impl Task {
             }
             ClusterStar { round, part } => {
                 let r = *round;
-                let star = cluster_tasks::star(w, r, *part)?;
+                let star = cluster::tasks::star(w, r, *part)?;
                 let mut said = one(
                     star.is_some(),
                     format!("cluster star: round {r}, part {part}"),
                 );
-                match cluster_tasks::round_done(w, r)? {
+                match cluster::tasks::round_done(w, r)? {
                     Some(true) => said.push(Said::Ran(format!(
                         "cluster star: round {r} found the components: run `--step roots` next"
                     ))),
@@ -1122,25 +1122,25 @@ impl Task {
                 (said, json(&star))
             }
             ClusterRoots { part } => {
-                let ran = cluster_tasks::roots(w, *part)?;
+                let ran = cluster::tasks::roots(w, *part)?;
                 (one(ran, format!("cluster roots: part {part}")), json(&ran))
             }
             ClusterAttributes { shard } => {
-                let ran = cluster_tasks::attributes(w, *shard)?;
+                let ran = cluster::tasks::attributes(w, *shard)?;
                 (
                     one(ran, format!("cluster attributes: shard {shard}")),
                     json(&ran),
                 )
             }
             ClusterClusters { part } => {
-                let ran = cluster_tasks::clusters(w, *part)?;
+                let ran = cluster::tasks::clusters(w, *part)?;
                 (
                     one(ran, format!("cluster clusters: part {part}")),
                     json(&ran),
                 )
             }
             ClusterVerdicts { shard } => {
-                let ran = cluster_tasks::verdicts(w, *shard)?;
+                let ran = cluster::tasks::verdicts(w, *shard)?;
                 (
                     one(ran, format!("cluster verdicts: shard {shard}")),
                     json(&ran),
@@ -1290,11 +1290,11 @@ fn ranked(s: &rank::RankSummary, unit: &str) -> String {
 fn plan_line(
     stage: &str,
     plan: String,
-    how: rank_tasks::Planned,
+    how: rank::tasks::Planned,
     planned: u64,
     asked: usize,
 ) -> Vec<Said> {
-    use rank_tasks::Planned;
+    use rank::tasks::Planned;
     vec![match how {
         Planned::Now => Said::Ran(format!("{stage} plan: {plan}")),
         Planned::Done => Said::Skipped(format!("{stage} plan: {stage} is finished")),

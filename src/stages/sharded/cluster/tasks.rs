@@ -1,4 +1,4 @@
-//! Stage 5 ([`cluster`](super::cluster)) as parallel tasks, none holding more than its part of
+//! Stage 5 ([`cluster`](super)) as parallel tasks, none holding more than its part of
 //! the members and pairs, writing the same files. Members are split into parts by a hash of
 //! their rank (as many as the task budget asks for), and every output the parts share is
 //! merged in rank order by `finish`:
@@ -38,17 +38,17 @@ use arrow_schema::{DataType, Field};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::cluster::{ClusterSummary, LargeCluster};
-use super::rank::NO_REP;
-use super::sliced::{Slice, SlicedFile, SlicedWriter};
-use super::table::{col, f64s, strings, u32s, u64s, BATCH_ROWS};
-use super::WorkDir;
+use super::{ClusterSummary, LargeCluster};
 use crate::error::Error;
 use crate::io::Output;
 use crate::stages::dedup::{
     cluster_line, keep_key, pair_line, ClusterRule, ClusterStats, Confirm, GroupCounts, Keep,
     EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
 };
+use crate::stages::sharded::rank::NO_REP;
+use crate::stages::sharded::sliced::{Slice, SlicedFile, SlicedWriter};
+use crate::stages::sharded::table::{col, f64s, strings, u32s, u64s, BATCH_ROWS};
+use crate::stages::sharded::WorkDir;
 
 /// Bytes a task holds for each pair or exact relation (its edges both ways, sorted, and its
 /// members' attributes) and for each document it locates.
@@ -129,7 +129,7 @@ fn step(name: &str, index: Option<(&str, usize)>) -> String {
 fn begin(
     work: &WorkDir,
     name: &str,
-) -> Result<Option<(super::UnitLock, Instant, ClusterPlan)>, Error> {
+) -> Result<Option<(crate::stages::sharded::UnitLock, Instant, ClusterPlan)>, Error> {
     let lock = unit(work, name)?;
     if clustered(work)? || summary_of(work, name)?.is_some() {
         return Ok(None);
@@ -137,7 +137,7 @@ fn begin(
     Ok(Some((lock, Instant::now(), read_plan(work)?)))
 }
 
-fn unit(work: &WorkDir, name: &str) -> Result<super::UnitLock, Error> {
+fn unit(work: &WorkDir, name: &str) -> Result<crate::stages::sharded::UnitLock, Error> {
     let lock = work.lock(&format!("cluster-{name}"))?;
     work.remove_partials("cluster/tasks", name)?;
     Ok(lock)
@@ -150,12 +150,14 @@ fn clustered(work: &WorkDir) -> Result<bool, Error> {
 }
 
 /// Whether the step `name` (`edges-00003`, `star-0001-00002`) ran.
-pub(super) fn step_done(work: &WorkDir, name: &str) -> Result<bool, Error> {
+pub(in crate::stages::sharded) fn step_done(work: &WorkDir, name: &str) -> Result<bool, Error> {
     Ok(summary_of(work, name)?.is_some())
 }
 
 /// The plan, once `plan` made it.
-pub(super) fn plan_if_made(work: &WorkDir) -> Result<Option<ClusterPlan>, Error> {
+pub(in crate::stages::sharded) fn plan_if_made(
+    work: &WorkDir,
+) -> Result<Option<ClusterPlan>, Error> {
     work.read_json(&work.cluster_task("plan.json"))
 }
 
@@ -317,11 +319,14 @@ pub fn plan(work: &WorkDir, budget: usize) -> Result<ClusterPlan, Error> {
 pub fn plan_status(
     work: &WorkDir,
     budget: usize,
-) -> Result<(ClusterPlan, super::rank_tasks::Planned), Error> {
-    use super::rank_tasks::Planned;
+) -> Result<(ClusterPlan, crate::stages::sharded::rank::tasks::Planned), Error> {
+    use crate::stages::sharded::rank::tasks::Planned;
     let _lock = unit(work, "plan")?;
     if clustered(work)? {
-        let n: u64 = super::rank::summary(work)?.rows.iter().sum();
+        let n: u64 = crate::stages::sharded::rank::summary(work)?
+            .rows
+            .iter()
+            .sum();
         let done = ClusterPlan {
             parts: 1,
             documents: n,
@@ -333,16 +338,18 @@ pub fn plan_status(
     if let Some(p) = work.read_json::<ClusterPlan>(&path)? {
         return Ok((p, Planned::Before));
     }
-    let rs = super::rank::summary(work)?;
+    let rs = crate::stages::sharded::rank::summary(work)?;
     let n: u64 = rs.rows.iter().sum();
     let mut links = rs.exact_duplicates;
     for p in 0..work.partitions() {
-        links += super::confirm::summary(work, p)?.counts.confirmed;
+        links += crate::stages::sharded::confirm::summary(work, p)?
+            .counts
+            .confirmed;
     }
     if work.config().cluster == ClusterRule::Greedy {
         // Each dropped unit's edge to its root; the last round counts them all.
         let mut r = 0;
-        while let Some(s) = super::greedy::round_summary(work, r)? {
+        while let Some(s) = crate::stages::sharded::greedy::round_summary(work, r)? {
             if s.undecided == 0 {
                 links += s.dropped;
                 break;
@@ -387,7 +394,7 @@ pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
         let of = work.partitions() as u128;
         let lo = (p as u128 * n as u128 / of) as u64;
         let hi = ((p as u128 + 1) * n as u128 / of) as u64;
-        super::greedy::verdicts(work, |v| {
+        crate::stages::sharded::greedy::verdicts(work, |v| {
             if v.dropped() && (lo..hi).contains(&v.rank) {
                 if v.root >= n {
                     return Err(Error::Work {
@@ -407,7 +414,7 @@ pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
             Ok(())
         })?;
     }
-    super::cluster::for_each_pair(work, p, n, |a, b, est, j| {
+    super::for_each_pair(work, p, n, |a, b, est, j| {
         edges.push((plan.part(a), le2(a, b)));
         edges.push((plan.part(b), le2(b, a)));
         pairs.push((plan.part(a), pair_record(a, b, est, j)));
@@ -783,7 +790,7 @@ pub fn attributes(work: &WorkDir, s: usize) -> Result<bool, Error> {
     let Some((_lock, t0, plan)) = begin(work, &name)? else {
         return Ok(false);
     };
-    let rs = super::rank::summary(work)?;
+    let rs = crate::stages::sharded::rank::summary(work)?;
     let base: u64 = rs.rows[..s].iter().sum();
     let mut want: Vec<(u64, u64, u64)> = Vec::new();
     for k in 0..plan.parts {
@@ -898,7 +905,7 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     };
     let cfg = work.config();
     check_part(&plan, k)?;
-    let rs = super::rank::summary(work)?;
+    let rs = crate::stages::sharded::rank::summary(work)?;
     let mut offsets = vec![0u64];
     for &r in &rs.rows {
         offsets.push(offsets.last().unwrap() + r);
@@ -960,7 +967,7 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     let greedy = cfg.cluster == ClusterRule::Greedy;
     let (root, pairs): (Vec<u32>, _) = if greedy {
         let rank_of: Vec<u64> = members.iter().map(|x| x.rank).collect();
-        super::cluster::greedy_roots(
+        super::greedy_roots(
             m,
             &rank_of,
             &exact,
@@ -968,7 +975,10 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
             index,
             |i| {
                 let x = &members[i];
-                super::greedy::place(keep_key(cfg.keep, x.words, x.value, x.doc), x.rank)
+                crate::stages::sharded::greedy::place(
+                    keep_key(cfg.keep, x.words, x.value, x.doc),
+                    x.rank,
+                )
             },
             cfg.confirm == Confirm::Jaccard,
         )
@@ -1002,7 +1012,7 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
         )
     };
     let (largest_size, diameter) =
-        super::cluster::largest_hops(&root, |i| members[i].rank, index, &pairs, &exact);
+        super::largest_hops(&root, |i| members[i].rank, index, &pairs, &exact);
     if largest_size > 0 {
         let big = size
             .iter()
@@ -1133,7 +1143,7 @@ pub fn verdicts(work: &WorkDir, s: usize) -> Result<bool, Error> {
     }
     let cfg = work.config();
     let plan = read_plan(work)?;
-    let rows = super::rank::summary(work)?.rows[s] as usize;
+    let rows = crate::stages::sharded::rank::summary(work)?.rows[s] as usize;
     // Each member row's verdict: survives, tag, survivor.
     let mut got: Vec<(u64, bool, String, String)> = Vec::new();
     for k in 0..plan.parts {
@@ -1218,7 +1228,7 @@ fn merge_runs(
     tail: impl Fn(&[u8]) -> usize,
     mut f: impl FnMut(&[u8]) -> Result<(), Error>,
 ) -> Result<(), Error> {
-    use super::sliced::SliceReader;
+    use crate::stages::sharded::sliced::SliceReader;
     let mut readers: Vec<SliceReader> = Vec::new();
     for k in 0..plan.parts {
         let name = format!("clusters-{k:05}");
@@ -1273,7 +1283,7 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
     }
     let t0 = Instant::now();
     let plan = read_plan(work)?;
-    let rs = super::rank::summary(work)?;
+    let rs = crate::stages::sharded::rank::summary(work)?;
     let n = plan.documents;
     for s in 0..work.shards() {
         if !work.table_done(&work.cluster_file(s))? {
@@ -1286,7 +1296,7 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
         exact_duplicates: rs.exact_duplicates,
         ..Default::default()
     };
-    super::cluster::add_confirm_stats(work, &mut stats)?;
+    super::add_confirm_stats(work, &mut stats)?;
     let mut seconds = 0.0;
     let mut groups: Vec<GroupCounts> = rs
         .groups
@@ -1353,9 +1363,9 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
     let largest: Vec<LargeCluster> = largest.into_iter().map(|(_, c)| c).collect();
     let mut rounds = 0;
     if work.config().cluster == ClusterRule::Greedy {
-        let (last, _) = super::greedy::verdicts(work, |_| Ok(()))?;
+        let (last, _) = crate::stages::sharded::greedy::verdicts(work, |_| Ok(()))?;
         rounds = last + 1;
-        let counts = super::greedy::final_counts(work)?;
+        let counts = crate::stages::sharded::greedy::final_counts(work)?;
         stats.pairs_checked += counts.checked;
         stats.pairs_rejected += counts.rejected;
         stats.pairs_other_group += counts.other_group;
@@ -1399,7 +1409,7 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
         largest_cluster_diameter,
     };
     work.write_json(&work.cluster_summary(), &summary)?;
-    super::cluster::remove_tasks(work)?;
+    super::remove_tasks(work)?;
     Ok(Some(summary))
 }
 

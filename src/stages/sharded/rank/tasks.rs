@@ -1,4 +1,4 @@
-//! Stage 2 ([`rank`](super::rank)) as parallel tasks, each within a memory budget, writing the
+//! Stage 2 ([`rank`](super)) as parallel tasks, each within a memory budget, writing the
 //! same rank files byte for byte:
 //!
 //! 1. `split`, per shard: the shard's id records sorted in runs of at most half the budget,
@@ -13,7 +13,7 @@
 //!    rank of its smallest id, sliced by shard.
 //! 5. `write`, per shard: the shard's rank file, a window of rows at a time, from the window's
 //!    slice of every range and key part.
-//! 6. `finish`, once: the summary [`rank`](super::rank) writes; the task files removed.
+//! 6. `finish`, once: the summary [`rank`](super) writes; the task files removed.
 //!
 //! Each step's output appears atomically under the step's own lock and is skipped when there,
 //! so a retried or doubled task finds its work done. The task files live in `rank/tasks/`.
@@ -28,12 +28,12 @@ use arrow_schema::DataType;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::rank::{Layout, RankSummary, Reader, NO_REP};
-use super::sliced::{Slice, SlicedFile, SlicedWriter};
-use super::table::{col, BATCH_ROWS};
-use super::WorkDir;
+use super::{Layout, RankSummary, Reader, NO_REP};
 use crate::error::Error;
 use crate::ids::sort_ids_by;
+use crate::stages::sharded::sliced::{Slice, SlicedFile, SlicedWriter};
+use crate::stages::sharded::table::{col, BATCH_ROWS};
+use crate::stages::sharded::WorkDir;
 
 /// Bytes a sort task holds for each record beyond the record itself: its offset and place in
 /// the order, its rank on the way out, its exact key.
@@ -157,33 +157,33 @@ fn plan_json(work: &WorkDir) -> PathBuf {
 }
 
 /// Whether shard `s`'s `split` ran.
-pub(super) fn split_done(work: &WorkDir, s: usize) -> Result<bool, Error> {
+pub(in crate::stages::sharded) fn split_done(work: &WorkDir, s: usize) -> Result<bool, Error> {
     Ok(work
         .read_json::<SplitSummary>(&split_json(work, s))?
         .is_some())
 }
 
 /// The plan, once `plan` made it.
-pub(super) fn plan_if_made(work: &WorkDir) -> Result<Option<RankPlan>, Error> {
+pub(in crate::stages::sharded) fn plan_if_made(work: &WorkDir) -> Result<Option<RankPlan>, Error> {
     work.read_json(&plan_json(work))
 }
 
 /// Whether range `r`'s `sort` ran.
-pub(super) fn sort_done(work: &WorkDir, r: usize) -> Result<bool, Error> {
+pub(in crate::stages::sharded) fn sort_done(work: &WorkDir, r: usize) -> Result<bool, Error> {
     Ok(work
         .read_json::<SortSummary>(&sort_json(work, r))?
         .is_some())
 }
 
 /// Whether range `k`'s `exact` ran.
-pub(super) fn exact_done(work: &WorkDir, k: usize) -> Result<bool, Error> {
+pub(in crate::stages::sharded) fn exact_done(work: &WorkDir, k: usize) -> Result<bool, Error> {
     Ok(work
         .read_json::<ExactSummary>(&exact_json(work, k))?
         .is_some())
 }
 
 /// Whether the whole stage is done (by these tasks or by one `rank`).
-pub(super) fn ranked(work: &WorkDir) -> Result<bool, Error> {
+pub(in crate::stages::sharded) fn ranked(work: &WorkDir) -> Result<bool, Error> {
     Ok(work
         .read_json::<RankSummary>(&work.rank_summary())?
         .is_some())
@@ -199,7 +199,7 @@ fn begin(
     done: impl Fn() -> Result<bool, Error>,
     r: usize,
     what: &str,
-) -> Result<Option<(super::UnitLock, Instant, RankPlan)>, Error> {
+) -> Result<Option<(crate::stages::sharded::UnitLock, Instant, RankPlan)>, Error> {
     let lock = unit(work, name)?;
     if ranked(work)? || done()? {
         return Ok(None);
@@ -215,7 +215,7 @@ fn begin(
     Ok(Some((lock, Instant::now(), plan)))
 }
 
-fn unit(work: &WorkDir, name: &str) -> Result<super::UnitLock, Error> {
+fn unit(work: &WorkDir, name: &str) -> Result<crate::stages::sharded::UnitLock, Error> {
     let lock = work.lock(&format!("rank-{name}"))?;
     work.remove_partials("rank/tasks", name)?;
     Ok(lock)
@@ -232,7 +232,7 @@ fn layout(work: &WorkDir) -> Layout {
 fn offsets(work: &WorkDir) -> Result<Vec<u64>, Error> {
     let mut out = vec![0u64];
     for s in 0..work.shards() {
-        let docs = super::sign::scan_stats(work, s)?.documents;
+        let docs = crate::stages::sharded::sign::scan_stats(work, s)?.documents;
         out.push(out[s] + docs);
     }
     Ok(out)
@@ -486,7 +486,7 @@ pub fn sort(work: &WorkDir, r: usize) -> Result<Option<u64>, Error> {
         let place = |doc: u64| -> Result<String, Error> {
             let s = offsets.partition_point(|&o| o <= doc) - 1;
             let inputs = work.inputs(&[s])?;
-            Ok(inputs.place(0, super::rank::line_at(work, s, doc - offsets[s])?))
+            Ok(inputs.place(0, super::line_at(work, s, doc - offsets[s])?))
         };
         return Err(Error::DuplicateId {
             id: String::from_utf8_lossy(a.id).into_owned(),
@@ -593,7 +593,7 @@ pub fn exact(work: &WorkDir, k: usize) -> Result<Option<u64>, Error> {
     rows.par_sort_unstable();
     // (shard, row, representative), into shard and row order.
     let mut reps: Vec<(u32, u64, u64)> = Vec::new();
-    super::rank::each_copy(&rows, |d, rep| {
+    super::each_copy(&rows, |d, rep| {
         let s = offsets.partition_point(|&f| f <= d) - 1;
         reps.push((s as u32, d - offsets[s], rep));
         Ok(())
@@ -767,7 +767,7 @@ pub fn finish(work: &WorkDir) -> Result<Option<RankSummary>, Error> {
         }
     }
     work.write_json(&work.rank_summary(), &summary)?;
-    super::rank::remove_tasks(work)?;
+    super::remove_tasks(work)?;
     Ok(Some(summary))
 }
 

@@ -1,7 +1,4 @@
-//! Stage 2, over all shards: each document's place in id order (`rank`), a repeated id refused
-//! with both places named, the exact-duplicate pre-pass (`exact_rep`: the rank of the identical
-//! document with the smallest id, or `u64::MAX`), and each document's group (`group`, an index
-//! into the groups in order of first appearance).
+//! `rank` in one process, within a memory budget.
 //!
 //! Out of core: the documents' records (number, id, exact key, group) are split by id range
 //! into buckets of about `budget` bytes, the ranges cut at ids drawn from a sample, and each
@@ -11,7 +8,7 @@
 //! budget is never spilled. Memory: about twice the budget at the peak (one bucket, its order,
 //! the spill buffers of the next steps), and the groups' names; ranks are 64-bit.
 
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,16 +17,13 @@ use std::time::Instant;
 use arrow_array::{ArrayRef, UInt32Array, UInt64Array};
 use arrow_schema::DataType;
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 
-use super::table::{col, strings, u32s, u64s, BATCH_ROWS};
-use super::WorkDir;
+use super::{each_copy, line_at, remove_tasks, Layout, RankSummary, Reader, NO_REP};
 use crate::error::Error;
 use crate::ids::sort_ids_by;
 use crate::progress::ProgressFactory;
-
-/// No identical document with a smaller id.
-pub const NO_REP: u64 = u64::MAX;
+use crate::stages::sharded::table::{col, BATCH_ROWS};
+use crate::stages::sharded::WorkDir;
 
 /// Bytes of records `rank` sorts at once by default (`stage rank --sort-memory`).
 pub const RANK_BUDGET: usize = 256 << 20;
@@ -40,22 +34,6 @@ const MAX_PARTS: usize = 1024;
 
 /// Ids drawn to cut the id ranges: the ones with the smallest hashes.
 const SAMPLE: usize = 1 << 16;
-
-/// What `rank` found, for the later stages and the report.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct RankSummary {
-    /// Documents per shard.
-    pub rows: Vec<u64>,
-    pub exact_duplicates: u64,
-    pub wordless: u64,
-    /// With a group field: the groups in order of first appearance (`None`: documents without
-    /// the field).
-    pub groups: Vec<Option<String>>,
-    pub seconds: f64,
-    /// Id-range buckets the documents were sorted in (1: all in memory at once).
-    #[serde(default)]
-    pub buckets: usize,
-}
 
 /// Rank every document, sorting at most [`RANK_BUDGET`] bytes of records at once. Returns the
 /// summary, or `None` when ranked already.
@@ -96,7 +74,8 @@ pub fn rank_within(
     // fault in and copy about twice its final bytes.
     let mut expected = 0usize;
     for s in 0..work.shards() {
-        let docs = usize::try_from(super::sign::scan_stats(work, s)?.documents).unwrap_or(0);
+        let docs = usize::try_from(crate::stages::sharded::sign::scan_stats(work, s)?.documents)
+            .unwrap_or(0);
         expected = expected.saturating_add(docs.saturating_mul(layout.head() + 24));
     }
     let mut kept: Option<Vec<u8>> = Some(Vec::with_capacity(expected.min(budget) + (1 << 16)));
@@ -311,25 +290,6 @@ pub fn rank_within(
     Ok(Some(summary))
 }
 
-/// Of exact-key records `(key, group, rank, document)` sorted, each copy's document and its
-/// representative (the rank of the first record of its key and group: its smallest id).
-pub(super) fn each_copy(
-    rows: &[(u128, u32, u64, u64)],
-    mut f: impl FnMut(u64, u64) -> Result<(), Error>,
-) -> Result<(), Error> {
-    for run in rows.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1) {
-        for &(_, _, _, d) in &run[1..] {
-            f(d, run[0].2)?;
-        }
-    }
-    Ok(())
-}
-
-/// The summary of a finished `rank`.
-pub fn summary(work: &WorkDir) -> Result<RankSummary, Error> {
-    work.need_json(&work.rank_summary(), "rank")
-}
-
 /// The shard of document `doc` and its row there, from the rows per shard.
 fn shard_row(rows: &[u64], doc: u64) -> (usize, u64) {
     let mut first = 0;
@@ -340,24 +300,6 @@ fn shard_row(rows: &[u64], doc: u64) -> (usize, u64) {
         first += r;
     }
     (rows.len().saturating_sub(1), doc - first)
-}
-
-/// The input line of row `row` of shard `s` (for naming a repeated id's places: records do
-/// not carry lines).
-pub(super) fn line_at(work: &WorkDir, s: usize, row: u64) -> Result<u64, Error> {
-    let mut at = 0u64;
-    for batch in work.open_table(&work.sign_file(s), "sign", &["line"])? {
-        let batch = batch?;
-        let line = u64s(&batch, "line");
-        if row < at + line.len() as u64 {
-            return Ok(line[(row - at) as usize]);
-        }
-        at += line.len() as u64;
-    }
-    Err(Error::Work {
-        path: work.sign_file(s).display().to_string(),
-        msg: format!("row {row} is missing; sign shard {s} again"),
-    })
 }
 
 /// Buckets for `bytes` of records at `budget` bytes a bucket.
@@ -378,7 +320,7 @@ fn flush_at(budget: usize, parts: usize) -> usize {
 /// Remove the spill files (`ids-NNNNN.bin`, `keys-NNNNN.bin`) a run left in `dir`, then `dir`
 /// if that leaves it empty: nothing else in it is neardup's to delete.
 fn remove_dir(dir: &Path) -> Result<(), Error> {
-    super::remove_own_files(dir, is_spill_name)
+    crate::stages::sharded::remove_own_files(dir, is_spill_name)
 }
 
 /// Whether `name` is the name of a spill file ([`Spill::path`]).
@@ -393,173 +335,6 @@ fn is_spill_name(name: &str) -> bool {
         return false;
     };
     part.len() >= 5 && part.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// Reads the sign files' columns `rank` needs, as records.
-pub(super) struct Reader<'w> {
-    work: &'w WorkDir,
-    layout: Layout,
-    group_index: HashMap<Option<String>, u32>,
-    pub(super) group_names: Vec<Option<String>>,
-    pub(super) wordless: u64,
-    /// Whether shard `s` was read already (its wordless documents and groups counted).
-    seen: Vec<bool>,
-}
-
-impl<'w> Reader<'w> {
-    pub(super) fn new(work: &'w WorkDir, layout: Layout) -> Self {
-        Reader {
-            work,
-            layout,
-            group_index: HashMap::new(),
-            group_names: Vec::new(),
-            wordless: 0,
-            seen: vec![false; work.shards()],
-        }
-    }
-
-    /// Calls `f` with the record of each document of shard `s` in order, its first document
-    /// numbered `first`; returns the shard's rows.
-    pub(super) fn shard(
-        &mut self,
-        s: usize,
-        first: u64,
-        f: &mut dyn FnMut(&[u8]) -> Result<(), Error>,
-    ) -> Result<u64, Error> {
-        let Layout { exact, grouped } = self.layout;
-        let mut cols = vec!["id", "words"];
-        if exact {
-            cols.extend(["exact_lo", "exact_hi"]);
-        }
-        if grouped {
-            cols.push("group");
-        }
-        let table = self
-            .work
-            .open_table(&self.work.sign_file(s), "sign", &cols)?;
-        let rows = table.rows;
-        let counting = !std::mem::replace(&mut self.seen[s], true);
-        let mut doc = first;
-        let mut rec = Vec::new();
-        for batch in table {
-            let batch = batch?;
-            let id = strings(&batch, "id");
-            let words = u32s(&batch, "words");
-            let (lo, hi) = if exact {
-                (u64s(&batch, "exact_lo"), u64s(&batch, "exact_hi"))
-            } else {
-                (&[][..], &[][..])
-            };
-            let g = grouped.then(|| strings(&batch, "group"));
-            for i in 0..batch.num_rows() {
-                let group = match g {
-                    Some(g) => {
-                        let name =
-                            (!arrow_array::Array::is_null(g, i)).then(|| g.value(i).to_string());
-                        let next = self.group_index.len() as u32;
-                        *self.group_index.entry(name.clone()).or_insert_with(|| {
-                            self.group_names.push(name);
-                            next
-                        })
-                    }
-                    None => 0,
-                };
-                if counting && words[i] == 0 {
-                    self.wordless += 1;
-                }
-                let key = if exact {
-                    (hi[i] as u128) << 64 | lo[i] as u128
-                } else {
-                    0
-                };
-                let r = Record {
-                    doc,
-                    key,
-                    group,
-                    has_words: words[i] > 0,
-                    id: id.value(i).as_bytes(),
-                };
-                self.layout.encode(&r, &mut rec);
-                f(&rec)?;
-                doc += 1;
-            }
-        }
-        Ok(rows)
-    }
-}
-
-/// One document as `rank` sorts it.
-pub(super) struct Record<'a> {
-    pub(super) doc: u64,
-    pub(super) key: u128,
-    pub(super) group: u32,
-    pub(super) has_words: bool,
-    pub(super) id: &'a [u8],
-}
-
-/// Which fields a run's records carry: the document number, with `exact` its key and whether
-/// it has words, with `grouped` its group, then the id's length and bytes.
-#[derive(Clone, Copy)]
-pub(super) struct Layout {
-    pub(super) exact: bool,
-    pub(super) grouped: bool,
-}
-
-impl Layout {
-    /// Bytes of a record before its id.
-    pub(super) fn head(self) -> usize {
-        8 + if self.exact { 17 } else { 0 } + if self.grouped { 4 } else { 0 } + 4
-    }
-
-    pub(super) fn encode(self, r: &Record, out: &mut Vec<u8>) {
-        out.clear();
-        out.extend_from_slice(&r.doc.to_le_bytes());
-        if self.exact {
-            out.extend_from_slice(&r.key.to_le_bytes());
-            out.push(r.has_words as u8);
-        }
-        if self.grouped {
-            out.extend_from_slice(&r.group.to_le_bytes());
-        }
-        out.extend_from_slice(&(r.id.len() as u32).to_le_bytes());
-        out.extend_from_slice(r.id);
-    }
-
-    /// The record at the start of `b`.
-    pub(super) fn parse(self, b: &[u8]) -> Record<'_> {
-        let mut r = Record {
-            doc: u64::from_le_bytes(b[..8].try_into().unwrap()),
-            key: 0,
-            group: 0,
-            has_words: true,
-            id: &[],
-        };
-        let mut at = 8;
-        if self.exact {
-            r.key = u128::from_le_bytes(b[at..at + 16].try_into().unwrap());
-            r.has_words = b[at + 16] != 0;
-            at += 17;
-        }
-        if self.grouped {
-            r.group = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
-            at += 4;
-        }
-        let len = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
-        r.id = &b[at + 4..at + 4 + len];
-        r
-    }
-
-    /// The records of a buffer, in order.
-    pub(super) fn records(self, mut b: &[u8]) -> impl Iterator<Item = Record<'_>> {
-        std::iter::from_fn(move || {
-            if b.is_empty() {
-                return None;
-            }
-            let r = self.parse(b);
-            b = &b[self.head() + r.id.len()..];
-            Some(r)
-        })
-    }
 }
 
 /// The ids with the smallest hashes, for cutting id ranges of about equal counts.
@@ -758,65 +533,9 @@ impl Scatter {
     }
 }
 
-/// Remove the task files (`rank/tasks/`), then the directory if that leaves it empty: nothing
-/// else in it is neardup's to delete.
-pub(super) fn remove_tasks(work: &WorkDir) -> Result<(), Error> {
-    super::remove_own_files(&work.root().join("rank").join("tasks"), is_task_name)
-}
-
-/// Whether `name` is the name of a task file.
-fn is_task_name(name: &str) -> bool {
-    if name == "plan.json" {
-        return true;
-    }
-    let Some((stem, ext)) = name.rsplit_once('.') else {
-        return false;
-    };
-    let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
-    match (stem.split_once('-'), ext) {
-        (Some(("split", rest)), "run") => rest
-            .split_once('-')
-            .is_some_and(|(a, b)| digits(a) && digits(b)),
-        (Some(("split" | "sort" | "exact", n)), "json") => digits(n),
-        (Some(("sort", n)), "ranks" | "keys") | (Some(("exact", n)), "reps") => digits(n),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn records_round_trip_and_follow_each_other_in_every_layout() {
-        for (exact, grouped) in [(false, false), (true, false), (false, true), (true, true)] {
-            let layout = Layout { exact, grouped };
-            let mut buf = Vec::new();
-            let mut rec = Vec::new();
-            for (i, id) in ["", "a", "ü-long-id"].iter().enumerate() {
-                let r = Record {
-                    doc: i as u64 + (1 << 40),
-                    key: u128::MAX - i as u128,
-                    group: i as u32 + 7,
-                    has_words: i % 2 == 0,
-                    id: id.as_bytes(),
-                };
-                layout.encode(&r, &mut rec);
-                assert_eq!(rec.len(), layout.head() + id.len());
-                buf.extend_from_slice(&rec);
-            }
-            let got: Vec<_> = layout
-                .records(&buf)
-                .map(|r| (r.doc, r.key, r.group, r.has_words, r.id.to_vec()))
-                .collect();
-            assert_eq!(got.len(), 3);
-            assert_eq!(got[2].0, 2 + (1 << 40));
-            assert_eq!(got[2].4, "ü-long-id".as_bytes());
-            assert_eq!(got[1].1, if exact { u128::MAX - 1 } else { 0 });
-            assert_eq!(got[1].2, if grouped { 8 } else { 0 });
-            assert_eq!((got[0].3, got[1].3), (true, !exact));
-        }
-    }
 
     #[test]
     fn cuts_split_a_sample_in_order_and_keep_equal_ids_together() {
@@ -885,31 +604,5 @@ mod tests {
             assert_eq!(s.take(p as usize).unwrap(), want);
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    }
-
-    #[test]
-    fn only_task_files_are_task_names() {
-        for n in [
-            "plan.json",
-            "split-00001.json",
-            "split-00001-00000.run",
-            "sort-00002.json",
-            "sort-00002.ranks",
-            "sort-00002.keys",
-            "exact-00003.reps",
-            "exact-00003.json",
-        ] {
-            assert!(is_task_name(n), "{n}");
-        }
-        for n in [
-            "mine.json",
-            "split-1.json",
-            "split-00001.run",
-            "sort-00002.reps",
-            ".sort-00002.keys.x.partial",
-            "notes",
-        ] {
-            assert!(!is_task_name(n), "{n}");
-        }
     }
 }
