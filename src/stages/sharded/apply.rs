@@ -248,7 +248,7 @@ pub fn shard_verdicts(work: &WorkDir, shard: usize) -> Result<ShardVerdicts, Err
         let docs = v.ids.len() as u64;
         let mut rows =
             super::raw::RawRows::open(work, &path, width, Some(docs), false)?.expect("required");
-        let sigs: Vec<u32> = super::raw::le_u32s(rows.read_next(v.ids.len())?).collect();
+        let sigs: Vec<u32> = super::codec::fields::<u32>(rows.read_next(v.ids.len())?).collect();
         let (matches, candidates) = against.matches(&sigs, work.config())?;
         v.index_candidates = candidates;
         v.matches = matches;

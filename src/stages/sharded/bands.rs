@@ -9,8 +9,9 @@
 //! `band << 48 | row` (the document's row in its shard), both u64 little-endian. Most
 //! documents share no bucket: `confirm` looks up the ranks of just the documents that do.
 
+use super::codec::fields;
 use super::rank::NO_REP;
-use super::raw::{le_u64s, RawRows, RawWriter};
+use super::raw::{RawRows, RawWriter};
 use super::table::{u32s, u64s, BATCH_ROWS};
 use super::WorkDir;
 use crate::error::Error;
@@ -91,7 +92,7 @@ pub fn bands(work: &WorkDir, shard: usize) -> Result<bool, Error> {
         let batch = batch?;
         let words = u32s(&batch, "words");
         digests.clear();
-        digests.extend(le_u64s(raw.read_next(words.len())?));
+        digests.extend(fields::<u64>(raw.read_next(words.len())?));
         for (i, &w) in words.iter().enumerate() {
             let d = row + i;
             if w == 0 || exact_rep.get(d).is_some_and(|&r| r != NO_REP) {

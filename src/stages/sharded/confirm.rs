@@ -18,8 +18,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::bands::{band_and_row, band_row, BAND_ROW_BYTES};
+use super::codec::fields;
 use super::gather::Docs;
-use super::raw::le_u64s;
 use super::ship::{self, NeedsSummary};
 use super::table::{col, u32s, u64s};
 use super::{greedy, WorkDir};
@@ -142,7 +142,7 @@ fn partition_rows(work: &WorkDir, partition: usize) -> Result<Vec<BandRow>, Erro
         let mut left = f.rows as usize;
         while left > 0 {
             let take = left.min(READ_ROWS);
-            for digest in le_u64s(f.read_next(take)?).step_by(2) {
+            for digest in fields::<u64>(f.read_next(take)?).step_by(2) {
                 filter.add(digest);
             }
             left -= take;
@@ -154,7 +154,7 @@ fn partition_rows(work: &WorkDir, partition: usize) -> Result<Vec<BandRow>, Erro
         let mut left = f.rows as usize;
         while left > 0 {
             let take = left.min(READ_ROWS);
-            let mut values = le_u64s(f.read_next(take)?);
+            let mut values = fields::<u64>(f.read_next(take)?);
             while let (Some(digest), Some(x)) = (values.next(), values.next()) {
                 if filter.maybe_shared(digest) {
                     let (band, row) = band_and_row(x);

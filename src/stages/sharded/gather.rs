@@ -12,7 +12,8 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use super::raw::{le_u64s, RawRows};
+use super::codec::fields;
+use super::raw::RawRows;
 use super::ship::{self, TextsReader, TextsSummary, TextsWriter};
 use super::table::{u32s, u64s};
 use super::WorkDir;
@@ -428,7 +429,7 @@ fn check_digests(
     let lsh = work.config().lsh;
     let np = work.config().params.num_perm;
     let mut recorded = RawRows::digests(work, shard, None)?;
-    let recorded: Vec<u64> = le_u64s(recorded.read_at(rows)?).collect();
+    let recorded: Vec<u64> = fields::<u64>(recorded.read_at(rows)?).collect();
     for ((row, sig), dig) in rows
         .iter()
         .zip(sigs.chunks_exact(np))
@@ -486,9 +487,9 @@ fn spans_of(work: &WorkDir, shard: usize, rows: &[u64]) -> Result<Option<Vec<Spa
         .map(|&r| r + 1)
         .filter(|&r| r < lines.rows)
         .collect();
-    let ends: Vec<u64> = le_u64s(lines.read_at(&next)?).step_by(2).collect();
+    let ends: Vec<u64> = fields::<u64>(lines.read_at(&next)?).step_by(2).collect();
     let shard_bytes = work.manifest.shards[shard].bytes;
-    let at: Vec<u64> = le_u64s(lines.read_at(rows)?).collect();
+    let at: Vec<u64> = fields::<u64>(lines.read_at(rows)?).collect();
     let spans: Vec<(u64, u64, u64)> = at
         .chunks_exact(2)
         .enumerate()

@@ -31,9 +31,10 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::codec::fields;
 use super::gather::Docs;
 use super::rank::NO_REP;
-use super::raw::{le_u32s, le_u64s, RawRows};
+use super::raw::RawRows;
 use super::table::{f64s, u32s, u64s};
 use super::WorkDir;
 use crate::error::Error;
@@ -261,7 +262,7 @@ impl Part {
     fn read(work: &WorkDir, partition: usize) -> Result<Self, Error> {
         let mut f = work.open_keyed(&work.members_file(partition), "confirm", MEMBER_BYTES)?;
         let n = f.rows as usize;
-        let members: Vec<Member> = le_u64s(f.read_next(n)?)
+        let members: Vec<Member> = fields::<u64>(f.read_next(n)?)
             .collect::<Vec<u64>>()
             .chunks_exact(6)
             .map(|v| Member {
@@ -274,7 +275,7 @@ impl Part {
             .collect();
         let mut f = work.open_keyed(&work.buckets_file(partition), "confirm", 4)?;
         let n = f.rows as usize;
-        let values: Vec<u32> = le_u32s(f.read_next(n)?).collect();
+        let values: Vec<u32> = fields::<u32>(f.read_next(n)?).collect();
         let bad = || Error::Work {
             path: work.buckets_file(partition).display().to_string(),
             msg: "its buckets do not match its members: run `neardup stage confirm` again in an \
@@ -858,7 +859,7 @@ impl Cursor {
                 return Ok(None);
             }
             let n = (self.left as usize).min(READ_ROWS);
-            self.block = le_u64s(self.rows.read_next(n)?).collect();
+            self.block = fields::<u64>(self.rows.read_next(n)?).collect();
             self.left -= n as u64;
             self.at = 0;
         }

@@ -31,6 +31,7 @@
 pub mod apply;
 pub mod bands;
 pub mod cluster;
+mod codec;
 pub mod confirm;
 mod deliver;
 mod gather;

@@ -13,6 +13,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
+use super::codec::{as_fields, Le};
 use super::WorkDir;
 use crate::error::Error;
 use crate::io::ranges::{prefetch, read_exact_at};
@@ -29,18 +30,9 @@ impl RawWriter {
         Output::with_checksum(&path.display().to_string()).map(RawWriter)
     }
 
-    /// Append `values` (unsigned integers), little-endian.
-    pub fn values<T: bytemuck::Pod>(&mut self, values: &[T]) -> Result<(), Error> {
-        let bytes: &[u8] = bytemuck::cast_slice(values);
-        if cfg!(target_endian = "little") {
-            return self.0.write_all(bytes);
-        }
-        // Each value's bytes reversed: its little-endian form.
-        let mut le = bytes.to_vec();
-        for v in le.chunks_exact_mut(std::mem::size_of::<T>()) {
-            v.reverse();
-        }
-        self.0.write_all(&le)
+    /// Append `values`, each a little-endian field.
+    pub fn values<T: Le + bytemuck::Pod>(&mut self, values: &[T]) -> Result<(), Error> {
+        self.0.write_all(&as_fields(values))
     }
 
     /// Seal the file ([`crate::io::checksum::seal`]) and move it into place.
@@ -246,18 +238,4 @@ impl WorkDir {
         }
         self.open_keyed(path, stage, row_bytes).map(|_| true)
     }
-}
-
-/// Little-endian u32s.
-pub(crate) fn le_u32s(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
-    bytes
-        .chunks_exact(4)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-/// Little-endian u64s.
-pub(crate) fn le_u64s(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
-    bytes
-        .chunks_exact(8)
-        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
 }

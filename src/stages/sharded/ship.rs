@@ -19,7 +19,8 @@ use std::io::Read;
 
 use serde::{Deserialize, Serialize};
 
-use super::raw::{le_u64s, RawWriter};
+use super::codec::{fields, Take};
+use super::raw::RawWriter;
 use super::WorkDir;
 use crate::error::Error;
 
@@ -103,7 +104,7 @@ pub(super) fn read_needs(
     let path = work.needs_file(partition, shard);
     let mut f = work.open_keyed(&path, "confirm-needs", NEED_ROW_BYTES)?;
     let n = f.rows as usize;
-    let rows: Vec<u64> = le_u64s(f.read_next(n)?).collect();
+    let rows: Vec<u64> = fields::<u64>(f.read_next(n)?).collect();
     if rows.windows(2).any(|w| w[0] >= w[1]) {
         return Err(Error::Work {
             path: path.display().to_string(),
@@ -127,7 +128,7 @@ pub(super) fn read_bucketed(
     let path = work.bucketed_rows_file(partition);
     let mut f = work.open_keyed(&path, "confirm-needs", BUCKETED_ROW_BYTES)?;
     let n = f.rows as usize;
-    let values: Vec<u64> = le_u64s(f.read_next(n)?).collect();
+    let values: Vec<u64> = fields::<u64>(f.read_next(n)?).collect();
     Ok(Some(
         values.chunks_exact(3).map(|x| [x[0], x[1], x[2]]).collect(),
     ))
@@ -190,10 +191,8 @@ impl TextsReader {
         self.file
             .read_exact(&mut head)
             .map_err(|e| Error::io(&self.name, e))?;
-        let (row, len) = (
-            u64::from_le_bytes(head[..8].try_into().expect("8 bytes")),
-            u64::from_le_bytes(head[8..].try_into().expect("8 bytes")),
-        );
+        let mut t = Take::new(&head);
+        let (row, len) = (t.le::<u64>(), t.le::<u64>());
         if len > self.left - 16 {
             return Err(self.bad("ends inside a record"));
         }

@@ -1,8 +1,8 @@
 //! The whole run's summary, read back from the stages' files: what in-memory `dedup` returns,
 //! for the reports of a run whose stages ran as separate jobs.
 
+use super::codec::fields;
 use super::gather::{Docs, Gatherer};
-use super::raw::le_u64s;
 use super::{apply, cluster, confirm, sign, WorkDir};
 use crate::engine::EngineInfo;
 use crate::error::Error;
@@ -144,7 +144,7 @@ fn unconfirmed_survivors(
     let mut count = 0;
     while left > 0 {
         let take = left.min(CHAINING_BATCH);
-        let pairs: Vec<u64> = le_u64s(rows.read_next(take)?).collect();
+        let pairs: Vec<u64> = fields::<u64>(rows.read_next(take)?).collect();
         left -= take;
         let mut needed: Vec<Vec<u64>> = vec![Vec::new(); work.shards()];
         for &d in &pairs {

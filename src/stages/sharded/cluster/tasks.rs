@@ -45,6 +45,7 @@ use crate::stages::dedup::{
     cluster_line, keep_key, pair_line, ClusterRule, ClusterStats, Confirm, GroupCounts, Keep,
     EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
 };
+use crate::stages::sharded::codec::{as_fields, put, put_bytes, Fill, Take};
 use crate::stages::sharded::rank::NO_REP;
 use crate::stages::sharded::sliced::{Slice, SlicedFile, SlicedWriter};
 use crate::stages::sharded::table::{col, f64s, strings, u32s, u64s, BATCH_ROWS};
@@ -253,59 +254,14 @@ impl<'w> Outputs<'w> {
     }
 }
 
-/// Little-endian fields read in order.
-struct Rd<'a>(&'a [u8]);
-
-impl<'a> Rd<'a> {
-    fn u64(&mut self) -> u64 {
-        let (a, b) = self.0.split_at(8);
-        self.0 = b;
-        u64::from_le_bytes(a.try_into().unwrap())
-    }
-    fn u32(&mut self) -> u32 {
-        let (a, b) = self.0.split_at(4);
-        self.0 = b;
-        u32::from_le_bytes(a.try_into().unwrap())
-    }
-    fn u8(&mut self) -> u8 {
-        let (a, b) = self.0.split_at(1);
-        self.0 = b;
-        a[0]
-    }
-    fn str(&mut self) -> &'a str {
-        let n = self.u32() as usize;
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        std::str::from_utf8(a).expect("ids are UTF-8")
-    }
-    fn done(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
-    out.extend_from_slice(s.as_bytes());
-}
-
-fn le(values: &[u64]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-/// Two little-endian u64s, without an allocation (edges, held by the million).
+/// Two `u64` fields, without an allocation (edges, held by the million).
 fn le2(a: u64, b: u64) -> [u8; 16] {
-    let mut out = [0u8; 16];
-    out[..8].copy_from_slice(&a.to_le_bytes());
-    out[8..].copy_from_slice(&b.to_le_bytes());
-    out
+    Fill::new().le(a).le(b).done()
 }
 
-/// Three little-endian u64s, without an allocation (places, held by the million).
+/// Three `u64` fields, without an allocation (places, held by the million).
 fn le3(a: u64, b: u64, c: u64) -> [u8; 24] {
-    let mut out = [0u8; 24];
-    out[..16].copy_from_slice(&le2(a, b));
-    out[16..].copy_from_slice(&c.to_le_bytes());
-    out
+    Fill::new().le(a).le(b).le(c).done()
 }
 
 /// Step 1: the parts for tasks of about `budget` bytes each. A plan made already is kept.
@@ -384,9 +340,10 @@ pub fn edges(work: &WorkDir, p: usize) -> Result<bool, Error> {
     let mut edges: Vec<(usize, [u8; 16])> = Vec::new();
     let mut pairs: Vec<(usize, Vec<u8>)> = Vec::new();
     let pair_record = |a: u64, b: u64, est: f64, j: Option<f64>| {
-        let mut rec = le(&[a, b, est.to_bits()]);
-        rec.push(j.is_some() as u8);
-        rec.extend_from_slice(&j.unwrap_or(0.0).to_bits().to_le_bytes());
+        let mut rec = as_fields(&[a, b]).into_owned();
+        put(&mut rec, est);
+        put(&mut rec, j.is_some() as u8);
+        put(&mut rec, j.unwrap_or(0.0));
         rec
     };
     if work.config().cluster == ClusterRule::Greedy {
@@ -556,8 +513,8 @@ fn round_input(
     let mut e: Vec<(u64, u64)> = bytes
         .chunks_exact(16)
         .map(|c| {
-            let mut r = Rd(c);
-            (r.u64(), r.u64())
+            let mut r = Take::new(c);
+            (r.le::<u64>(), r.le::<u64>())
         })
         .collect();
     drop(bytes);
@@ -720,8 +677,8 @@ pub fn roots(work: &WorkDir, k: usize) -> Result<bool, Error> {
     }
     let mut requests: Vec<(usize, [u8; 24])> = Vec::new();
     for c in places.chunks_exact(24) {
-        let mut rd = Rd(c);
-        let (rank, s, row) = (rd.u64(), rd.u64() as usize, rd.u64());
+        let mut rd = Take::new(c);
+        let (rank, s, row) = (rd.le::<u64>(), rd.le::<u64>() as usize, rd.le::<u64>());
         if let Some(root) = root_of(rank) {
             requests.push((s, le3(row, rank, root)));
         }
@@ -756,7 +713,7 @@ pub fn roots(work: &WorkDir, k: usize) -> Result<bool, Error> {
     pairs.dedup_by(|a, b| a[..16] == b[..16]);
     let mut links: Vec<(usize, Vec<u8>)> = Vec::new();
     for p in pairs {
-        let a = Rd(&p).u64();
+        let a = Take::new(&p).le::<u64>();
         let root = root_of(a).expect("a pair's ends are members");
         let mut rec = vec![0u8];
         rec.extend_from_slice(&p);
@@ -767,7 +724,7 @@ pub fn roots(work: &WorkDir, k: usize) -> Result<bool, Error> {
         let st = step("locate", Some(("shard", s)));
         let bytes = read_part(work, &name, &st, "exact", plan.parts, k)?;
         for c in bytes.chunks_exact(16) {
-            let r = Rd(c).u64();
+            let r = Take::new(c).le::<u64>();
             let root = root_of(r).expect("an exact copy is a member");
             let mut rec = vec![1u8];
             rec.extend_from_slice(c);
@@ -802,8 +759,8 @@ pub fn attributes(work: &WorkDir, s: usize) -> Result<bool, Error> {
             s,
         )?;
         want.extend(bytes.chunks_exact(24).map(|c| {
-            let mut r = Rd(c);
-            (r.u64(), r.u64(), r.u64())
+            let mut r = Take::new(c);
+            (r.le::<u64>(), r.le::<u64>(), r.le::<u64>())
         }));
     }
     want.sort_unstable();
@@ -852,15 +809,11 @@ pub fn attributes(work: &WorkDir, s: usize) -> Result<bool, Error> {
         while at < want.len() && want[at].0 < row + batch.num_rows() as u64 {
             let (r, rank, root) = want[at];
             let i = (r - row) as usize;
-            let mut rec = le(&[
-                root,
-                rank,
-                base + r,
-                kv.get(i).copied().unwrap_or(0.0).to_bits(),
-            ]);
-            rec.extend_from_slice(&w[i].to_le_bytes());
-            rec.extend_from_slice(&member_group[at].to_le_bytes());
-            put_str(&mut rec, id.value(i));
+            let mut rec = as_fields(&[root, rank, base + r]).into_owned();
+            put(&mut rec, kv.get(i).copied().unwrap_or(0.0));
+            put(&mut rec, w[i]);
+            put(&mut rec, member_group[at]);
+            put_bytes(&mut rec, id.value(i).as_bytes());
             out.push((plan.part(root), rec));
             at += 1;
         }
@@ -919,15 +872,15 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
             "members",
             k,
         )?;
-        let mut rd = Rd(&bytes);
+        let mut rd = Take::new(&bytes);
         while !rd.done() {
             members.push(Member {
-                root: rd.u64(),
-                rank: rd.u64(),
-                doc: rd.u64(),
-                value: f64::from_bits(rd.u64()),
-                words: rd.u32(),
-                group: rd.u32(),
+                root: rd.le::<u64>(),
+                rank: rd.le::<u64>(),
+                doc: rd.le::<u64>(),
+                value: rd.le::<f64>(),
+                words: rd.le::<u32>(),
+                group: rd.le::<u32>(),
                 id: rd.str().to_string(),
             });
         }
@@ -951,15 +904,15 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
             "links",
             k,
         )?;
-        let mut rd = Rd(&bytes);
+        let mut rd = Take::new(&bytes);
         while !rd.done() {
-            if rd.u8() == 0 {
-                let (a, b, est) = (rd.u64(), rd.u64(), f64::from_bits(rd.u64()));
-                let has = rd.u8() == 1;
-                let j = f64::from_bits(rd.u64());
+            if rd.le::<u8>() == 0 {
+                let (a, b, est) = (rd.le::<u64>(), rd.le::<u64>(), rd.le::<f64>());
+                let has = rd.le::<u8>() == 1;
+                let j = rd.le::<f64>();
                 pairs.push((a, b, est, has.then_some(j)));
             } else {
-                exact.push((rd.u64(), rd.u64()));
+                exact.push((rd.le::<u64>(), rd.le::<u64>()));
             }
         }
     }
@@ -1033,8 +986,8 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     let mut lines = Vec::new();
     for (&r, ms) in &by_root {
         let names: Vec<&str> = ms.iter().map(|&i| id(i)).collect();
-        lines.extend(le(&[members[r as usize].rank, 0]));
-        put_str(&mut lines, &cluster_line(id(r), &names));
+        lines.extend_from_slice(&as_fields(&[members[r as usize].rank, 0]));
+        put_bytes(&mut lines, cluster_line(id(r), &names).as_bytes());
     }
     let shard_of = |d: u64| offsets.partition_point(|&o| o <= d) - 1;
     let mut largest: Vec<(&u32, &Vec<u32>)> = by_root.iter().collect();
@@ -1064,8 +1017,8 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     let mut pair_lines = Vec::new();
     for &(a, b, est, jac) in &pairs {
         let line = pair_line(id(index(a)), id(index(b)), est, jac);
-        pair_lines.extend(le(&[a, b]));
-        put_str(&mut pair_lines, &line);
+        pair_lines.extend_from_slice(&as_fields(&[a, b]));
+        put_bytes(&mut pair_lines, line.as_bytes());
     }
     let written = |i: usize| !cfg.drop || survives[i];
     let grouped = work.fields().group.is_some();
@@ -1102,7 +1055,7 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
         let (a, b) = (unit[i].min(unit[s]), unit[i].max(unit[s]));
         if a != b && !confirmed.contains(&(a, b)) {
             let r = members[i].rank;
-            chaining.extend(le(&[r, r, members[i].doc, members[s].doc]));
+            chaining.extend_from_slice(&as_fields(&[r, r, members[i].doc, members[s].doc]));
         }
     }
     // Each member's verdict, to its shard: row, survives, tag, survivor.
@@ -1110,10 +1063,10 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     for (i, x) in members.iter().enumerate() {
         let s = shard_of(x.doc);
         let row = x.doc - offsets[s];
-        let mut rec = le(&[row]);
+        let mut rec = as_fields(&[row]).into_owned();
         rec.push(survives[i] as u8);
-        put_str(&mut rec, id(root[i]));
-        put_str(&mut rec, id(survivor[&root[i]]));
+        put_bytes(&mut rec, id(root[i]).as_bytes());
+        put_bytes(&mut rec, id(survivor[&root[i]]).as_bytes());
         verdicts.push((s, row, rec));
     }
     verdicts.par_sort_unstable_by_key(|v| (v.0, v.1));
@@ -1154,10 +1107,10 @@ pub fn verdicts(work: &WorkDir, s: usize) -> Result<bool, Error> {
             "verdicts",
             s,
         )?;
-        let mut rd = Rd(&bytes);
+        let mut rd = Take::new(&bytes);
         while !rd.done() {
-            let row = rd.u64();
-            let survives = rd.u8() == 1;
+            let row = rd.le::<u64>();
+            let survives = rd.le::<u8>() == 1;
             let (tag, survivor) = (rd.str().to_string(), rd.str().to_string());
             got.push((row, survives, tag, survivor));
         }
@@ -1250,8 +1203,8 @@ fn merge_runs(
         Ok(Some(rec))
     };
     let key = |rec: &[u8]| {
-        let mut rd = Rd(rec);
-        (rd.u64(), rd.u64())
+        let mut rd = Take::new(rec);
+        (rd.le::<u64>(), rd.le::<u64>())
     };
     let mut heads: Vec<Option<Vec<u8>>> = Vec::new();
     let mut heap = std::collections::BinaryHeap::new();
@@ -1376,13 +1329,12 @@ pub fn finish(work: &WorkDir) -> Result<Option<ClusterSummary>, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(&dir.display().to_string(), e))?;
     let mut out = Output::with_checksum(&work.clusters_jsonl().display().to_string())?;
     // Clusters' lines: their roots' ranks (and a 0), the line's length, the line.
-    let len = |h: &[u8]| u32::from_le_bytes(h[16..20].try_into().unwrap()) as usize;
+    let len = |h: &[u8]| Take::new(&h[16..]).le::<u32>() as usize;
     merge_runs(work, &plan, "lines", 20, len, |r| out.write_all(&r[4..]))?;
     let (clusters_checksum, _) = out.checksum().expect("kept");
     out.finish()?;
     let mut out = Output::with_checksum(&work.pairs_jsonl().display().to_string())?;
     // Pairs' lines: ranks a and b, the line's length, the line.
-    let len = |h: &[u8]| u32::from_le_bytes(h[16..20].try_into().unwrap()) as usize;
     merge_runs(work, &plan, "pairs", 20, len, |r| out.write_all(&r[4..]))?;
     let (pairs_checksum, _) = out.checksum().expect("kept");
     out.finish()?;

@@ -18,7 +18,10 @@ use arrow_array::{ArrayRef, UInt32Array, UInt64Array};
 use arrow_schema::DataType;
 use rayon::prelude::*;
 
-use super::{each_copy, line_at, remove_tasks, Layout, RankSummary, Reader, NO_REP};
+use super::{
+    each_copy, id_len, key_fields, key_record, line_at, rank_fields, rank_record, remove_tasks,
+    rep_fields, rep_record, Layout, RankSummary, Reader, KEY_BYTES, NO_REP, RANK_BYTES, REP_BYTES,
+};
 use crate::error::Error;
 use crate::ids::sort_ids_by;
 use crate::progress::ProgressFactory;
@@ -158,13 +161,13 @@ pub fn rank_within(
         let mut id_at = Vec::with_capacity(if ids.bufs.len() == 1 { n as usize } else { 0 });
         let mut at = 0;
         while at < buf.len() {
-            let len = u32::from_le_bytes(buf[at + head - 4..at + head].try_into().unwrap());
+            let len = id_len(&buf, at, head);
             id_at.push(at + head);
-            at += head + len as usize;
+            at += head + len;
         }
         let id = |i: u32| {
             let at = id_at[i as usize];
-            let len = u32::from_le_bytes(buf[at - 4..at].try_into().unwrap()) as usize;
+            let len = id_len(&buf, at - head, head);
             &buf[at..at + len]
         };
         let rec = |i: u32| layout.parse(&buf[id_at[i as usize] - head..]);
@@ -183,11 +186,7 @@ pub fn rank_within(
             let rank = base + i as u64;
             scatter.rank(r.doc, rank, r.group)?;
             if layout.exact && r.has_words {
-                let mut k = [0u8; 36];
-                k[..16].copy_from_slice(&r.key.to_le_bytes());
-                k[16..20].copy_from_slice(&r.group.to_le_bytes());
-                k[20..28].copy_from_slice(&rank.to_le_bytes());
-                k[28..].copy_from_slice(&r.doc.to_le_bytes());
+                let k = key_record(r.key, r.group, rank, r.doc);
                 keyed.push(((r.key >> 64) as u64 % key_parts as u64) as usize, &k)?;
             }
         }
@@ -214,17 +213,8 @@ pub fn rank_within(
         for p in 0..key_parts {
             step.set_message(format!("exact duplicates, part {} of {key_parts}", p + 1));
             let buf = keyed.take(p)?;
-            let mut rows: Vec<(u128, u32, u64, u64)> = buf
-                .chunks_exact(36)
-                .map(|k| {
-                    (
-                        u128::from_le_bytes(k[..16].try_into().unwrap()),
-                        u32::from_le_bytes(k[16..20].try_into().unwrap()),
-                        u64::from_le_bytes(k[20..28].try_into().unwrap()),
-                        u64::from_le_bytes(k[28..].try_into().unwrap()),
-                    )
-                })
-                .collect();
+            let mut rows: Vec<(u128, u32, u64, u64)> =
+                buf.chunks_exact(KEY_BYTES).map(key_fields).collect();
             drop(buf);
             rows.par_sort_unstable();
             each_copy(&rows, |d, rep| {
@@ -491,10 +481,7 @@ impl Scatter {
             }
             return Ok(());
         }
-        let mut o = [0u8; 20];
-        o[..8].copy_from_slice(&doc.to_le_bytes());
-        o[8..16].copy_from_slice(&rank.to_le_bytes());
-        o[16..].copy_from_slice(&group.to_le_bytes());
+        let o = rank_record(doc, rank, group);
         self.ranks.push((doc / self.span) as usize, &o)
     }
 
@@ -503,9 +490,7 @@ impl Scatter {
             r.rep[doc as usize] = rep;
             return Ok(());
         }
-        let mut o = [0u8; 16];
-        o[..8].copy_from_slice(&doc.to_le_bytes());
-        o[8..].copy_from_slice(&rep.to_le_bytes());
+        let o = rep_record(doc, rep);
         self.reps.push((doc / self.span) as usize, &o)
     }
 
@@ -516,16 +501,17 @@ impl Scatter {
             let start = index * self.span;
             let len = (self.n.min(start + self.span) - start) as usize;
             let mut r = Range::new(start, len, self.layout);
-            for o in self.ranks.take(index as usize)?.chunks_exact(20) {
-                let d = (u64::from_le_bytes(o[..8].try_into().unwrap()) - start) as usize;
-                r.rank[d] = u64::from_le_bytes(o[8..16].try_into().unwrap());
+            for o in self.ranks.take(index as usize)?.chunks_exact(RANK_BYTES) {
+                let (doc, rank, group) = rank_fields(o);
+                let d = (doc - start) as usize;
+                r.rank[d] = rank;
                 if self.layout.grouped {
-                    r.group[d] = u32::from_le_bytes(o[16..].try_into().unwrap());
+                    r.group[d] = group;
                 }
             }
-            for o in self.reps.take(index as usize)?.chunks_exact(16) {
-                let d = (u64::from_le_bytes(o[..8].try_into().unwrap()) - start) as usize;
-                r.rep[d] = u64::from_le_bytes(o[8..].try_into().unwrap());
+            for o in self.reps.take(index as usize)?.chunks_exact(REP_BYTES) {
+                let (doc, rep) = rep_fields(o);
+                r.rep[(doc - start) as usize] = rep;
             }
             self.range = Some((index, r));
         }

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::codec::{put, put_bytes, Fill, Take};
 use super::table::{strings, u32s, u64s};
 use super::WorkDir;
 use crate::error::Error;
@@ -175,6 +176,55 @@ pub(super) struct Record<'a> {
     pub(super) id: &'a [u8],
 }
 
+/// An identical-text key record: the key, the group, the rank and the document (or row),
+/// sorted by the first two to find copies.
+pub(super) fn key_record(key: u128, group: u32, rank: u64, doc: u64) -> [u8; KEY_BYTES] {
+    Fill::new().le(key).le(group).le(rank).le(doc).done()
+}
+
+/// Bytes of a [`key_record`].
+pub(super) const KEY_BYTES: usize = 36;
+
+/// The fields of a [`key_record`].
+pub(super) fn key_fields(k: &[u8]) -> (u128, u32, u64, u64) {
+    let mut t = Take::new(k);
+    (t.le(), t.le(), t.le(), t.le())
+}
+
+/// A rank record: the document (or row of its shard), its rank and its group.
+pub(super) fn rank_record(doc: u64, rank: u64, group: u32) -> [u8; RANK_BYTES] {
+    Fill::new().le(doc).le(rank).le(group).done()
+}
+
+/// Bytes of a [`rank_record`].
+pub(super) const RANK_BYTES: usize = 20;
+
+/// The fields of a [`rank_record`].
+pub(super) fn rank_fields(o: &[u8]) -> (u64, u64, u32) {
+    let mut t = Take::new(o);
+    (t.le(), t.le(), t.le())
+}
+
+/// A representative record: the document (or row of its shard) and its representative.
+pub(super) fn rep_record(doc: u64, rep: u64) -> [u8; REP_BYTES] {
+    Fill::new().le(doc).le(rep).done()
+}
+
+/// Bytes of a [`rep_record`].
+pub(super) const REP_BYTES: usize = 16;
+
+/// The fields of a [`rep_record`].
+pub(super) fn rep_fields(o: &[u8]) -> (u64, u64) {
+    let mut t = Take::new(o);
+    (t.le(), t.le())
+}
+
+/// The `u32` length of the id that ends a run record's head: the head is `head` bytes
+/// from `at`.
+pub(super) fn id_len(buf: &[u8], at: usize, head: usize) -> usize {
+    Take::new(&buf[at + head - 4..]).le::<u32>() as usize
+}
+
 /// Which fields a run's records carry: the document number, with `exact` its key and whether
 /// it has words, with `grouped` its group, then the id's length and bytes.
 #[derive(Clone, Copy)]
@@ -191,40 +241,33 @@ impl Layout {
 
     pub(super) fn encode(self, r: &Record, out: &mut Vec<u8>) {
         out.clear();
-        out.extend_from_slice(&r.doc.to_le_bytes());
+        put(out, r.doc);
         if self.exact {
-            out.extend_from_slice(&r.key.to_le_bytes());
-            out.push(r.has_words as u8);
+            put(out, r.key);
+            put(out, r.has_words as u8);
         }
         if self.grouped {
-            out.extend_from_slice(&r.group.to_le_bytes());
+            put(out, r.group);
         }
-        out.extend_from_slice(&(r.id.len() as u32).to_le_bytes());
-        out.extend_from_slice(r.id);
+        put_bytes(out, r.id);
     }
 
     /// The record at the start of `b`.
     pub(super) fn parse(self, b: &[u8]) -> Record<'_> {
-        let mut r = Record {
-            doc: u64::from_le_bytes(b[..8].try_into().unwrap()),
-            key: 0,
-            group: 0,
-            has_words: true,
-            id: &[],
+        let mut t = Take::new(b);
+        let doc = t.le::<u64>();
+        let (key, has_words) = match self.exact {
+            true => (t.le::<u128>(), t.le::<u8>() != 0),
+            false => (0, true),
         };
-        let mut at = 8;
-        if self.exact {
-            r.key = u128::from_le_bytes(b[at..at + 16].try_into().unwrap());
-            r.has_words = b[at + 16] != 0;
-            at += 17;
+        let group = if self.grouped { t.le::<u32>() } else { 0 };
+        Record {
+            doc,
+            key,
+            group,
+            has_words,
+            id: t.bytes(),
         }
-        if self.grouped {
-            r.group = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
-            at += 4;
-        }
-        let len = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
-        r.id = &b[at + 4..at + 4 + len];
-        r
     }
 
     /// The records of a buffer, in order.

@@ -28,7 +28,10 @@ use arrow_schema::DataType;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::{Layout, RankSummary, Reader, NO_REP};
+use super::{
+    id_len, key_fields, key_record, rank_fields, rank_record, rep_fields, rep_record, Layout,
+    RankSummary, Reader, KEY_BYTES, NO_REP, RANK_BYTES, REP_BYTES,
+};
 use crate::error::Error;
 use crate::ids::sort_ids_by;
 use crate::stages::sharded::sliced::{Slice, SlicedFile, SlicedWriter};
@@ -290,9 +293,9 @@ fn record_offsets(buf: &[u8], layout: Layout) -> Vec<usize> {
     let mut at_ = Vec::new();
     let mut at = 0;
     while at < buf.len() {
-        let len = u32::from_le_bytes(buf[at + head - 4..at + head].try_into().unwrap());
+        let len = id_len(buf, at, head);
         at_.push(at);
-        at += head + len as usize;
+        at += head + len;
     }
     at_
 }
@@ -501,7 +504,7 @@ pub fn sort(work: &WorkDir, r: usize) -> Result<Option<u64>, Error> {
     let parts = plan.ranges;
     // (shard, row, rank, group), into shard and row order.
     let mut ranks: Vec<(u32, u64, u64, u32)> = Vec::with_capacity(order.len());
-    let mut keys: Vec<(u32, [u8; 36])> = Vec::new();
+    let mut keys: Vec<(u32, [u8; KEY_BYTES])> = Vec::new();
     for (i, &o) in order.iter().enumerate() {
         let x = rec(o);
         let rank = base + i as u64;
@@ -513,11 +516,7 @@ pub fn sort(work: &WorkDir, r: usize) -> Result<Option<u64>, Error> {
         };
         ranks.push((s as u32, x.doc - offsets[s], rank, group));
         if layout.exact && x.has_words {
-            let mut k = [0u8; 36];
-            k[..16].copy_from_slice(&x.key.to_le_bytes());
-            k[16..20].copy_from_slice(&group.to_le_bytes());
-            k[20..28].copy_from_slice(&rank.to_le_bytes());
-            k[28..].copy_from_slice(&x.doc.to_le_bytes());
+            let k = key_record(x.key, group, rank, x.doc);
             keys.push((((x.key >> 64) as u64 % parts as u64) as u32, k));
         }
     }
@@ -528,10 +527,7 @@ pub fn sort(work: &WorkDir, r: usize) -> Result<Option<u64>, Error> {
     ranks.par_sort_unstable();
     let mut w = SlicedWriter::create(&work.rank_task(format!("{name}.ranks")))?;
     for &(s, row, rank, group) in &ranks {
-        let mut o = [0u8; 20];
-        o[..8].copy_from_slice(&row.to_le_bytes());
-        o[8..16].copy_from_slice(&rank.to_le_bytes());
-        o[16..].copy_from_slice(&group.to_le_bytes());
+        let o = rank_record(row, rank, group);
         w.push(bases[s as usize] + (row / window) as usize, &o)?;
     }
     let ranks = w.finish(bases[shards])?;
@@ -581,14 +577,7 @@ pub fn exact(work: &WorkDir, k: usize) -> Result<Option<u64>, Error> {
     for (r, s) in sorts(work, &plan)?.iter().enumerate() {
         let path = work.rank_task(format!("sort-{r:05}.keys"));
         let bytes = SlicedFile::open(&path, &step("sort", Some(r)))?.read(&s.keys[k])?;
-        rows.extend(bytes.chunks_exact(36).map(|k| {
-            (
-                u128::from_le_bytes(k[..16].try_into().unwrap()),
-                u32::from_le_bytes(k[16..20].try_into().unwrap()),
-                u64::from_le_bytes(k[20..28].try_into().unwrap()),
-                u64::from_le_bytes(k[28..].try_into().unwrap()),
-            )
-        }));
+        rows.extend(bytes.chunks_exact(KEY_BYTES).map(key_fields));
     }
     rows.par_sort_unstable();
     // (shard, row, representative), into shard and row order.
@@ -602,9 +591,7 @@ pub fn exact(work: &WorkDir, k: usize) -> Result<Option<u64>, Error> {
     reps.par_sort_unstable();
     let mut w = SlicedWriter::create(&work.rank_task(format!("{name}.reps")))?;
     for &(s, row, rep) in &reps {
-        let mut o = [0u8; 16];
-        o[..8].copy_from_slice(&row.to_le_bytes());
-        o[8..].copy_from_slice(&rep.to_le_bytes());
+        let o = rep_record(row, rep);
         w.push(bases[s as usize] + (row / window) as usize, &o)?;
     }
     let summary = ExactSummary {
@@ -675,8 +662,8 @@ pub fn write(work: &WorkDir, s: usize) -> Result<bool, Error> {
         for (r, sum) in sorts.iter().enumerate() {
             let path = work.rank_task(format!("sort-{r:05}.ranks"));
             let bytes = SlicedFile::open(&path, &step("sort", Some(r)))?.read(&sum.ranks[slice])?;
-            for o in bytes.chunks_exact(20) {
-                let row = u64::from_le_bytes(o[..8].try_into().unwrap());
+            for o in bytes.chunks_exact(RANK_BYTES) {
+                let (row, row_rank, row_group) = rank_fields(o);
                 let at = row.wrapping_sub(first) as usize;
                 if at >= len || rank[at] != u64::MAX {
                     return Err(bad(
@@ -684,9 +671,9 @@ pub fn write(work: &WorkDir, s: usize) -> Result<bool, Error> {
                         format!("row {row} of shard {s} is ranked twice or out of its place"),
                     ));
                 }
-                rank[at] = u64::from_le_bytes(o[8..16].try_into().unwrap());
+                rank[at] = row_rank;
                 if layout.grouped {
-                    group[at] = u32::from_le_bytes(o[16..].try_into().unwrap());
+                    group[at] = row_group;
                 }
                 filled += 1;
             }
@@ -703,8 +690,8 @@ pub fn write(work: &WorkDir, s: usize) -> Result<bool, Error> {
         for (k, sum) in exacts.iter().enumerate() {
             let path = work.rank_task(format!("exact-{k:05}.reps"));
             let bytes = SlicedFile::open(&path, &step("exact", Some(k)))?.read(&sum.reps[slice])?;
-            for o in bytes.chunks_exact(16) {
-                let row = u64::from_le_bytes(o[..8].try_into().unwrap());
+            for o in bytes.chunks_exact(REP_BYTES) {
+                let (row, row_rep) = rep_fields(o);
                 let at = row.wrapping_sub(first) as usize;
                 if at >= len {
                     return Err(bad(
@@ -712,7 +699,7 @@ pub fn write(work: &WorkDir, s: usize) -> Result<bool, Error> {
                         format!("row {row} of shard {s} is out of its place"),
                     ));
                 }
-                rep[at] = u64::from_le_bytes(o[8..].try_into().unwrap());
+                rep[at] = row_rep;
             }
         }
         // The batches `rank` writes: windows are whole batches.
