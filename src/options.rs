@@ -4,12 +4,47 @@
 
 use crate::error::Error;
 
-/// The defaults of the options the command line and the Python package share.
 /// Bytes from a budget in MiB (the unit every memory option is given in), saturating.
 pub fn mib_bytes(mib: u64) -> usize {
     usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
 }
 
+/// A memory budget as every memory option is given: in MiB.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct Mib(pub u64);
+
+impl Mib {
+    /// The budget in bytes, saturating.
+    pub fn bytes(self) -> usize {
+        mib_bytes(self.0)
+    }
+}
+
+impl std::fmt::Display for Mib {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Serde of a [`Named`] option by its name, as the command line and Python spell it, whatever
+/// the type's own serde form (`#[serde(with = "crate::options::by_name")]`).
+pub mod by_name {
+    use super::Named;
+    use serde::Deserialize;
+
+    pub fn serialize<T: Named, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v.name())
+    }
+
+    pub fn deserialize<'de, T: Named, D: serde::Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        T::from_name(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The defaults of the options the command line and the Python package share.
 pub mod defaults {
     /// Shingle width (`--k`).
     pub const K: usize = 5;

@@ -27,7 +27,7 @@ use neardup::io::Fields;
 use neardup::ops::DedupOptions;
 use neardup::options::Named;
 use neardup::progress::ProgressFactory;
-use neardup::stages::dedup::{DedupConfig, Keep, KeepChoice, MemoryDocs};
+use neardup::stages::dedup::{DedupConfig, MemoryDocs};
 use neardup::stages::sharded::{self, WorkDir};
 use neardup::MinHashParams;
 

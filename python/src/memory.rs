@@ -21,9 +21,15 @@ pub(crate) fn signatures<'py>(
     gpu_kernels: &str,
     gpu_int64: bool,
 ) -> PyResult<(Bound<'py, PyByteArray>, usize, String)> {
-    let params = MinHashParams::new(k, num_perm, seed)
-        .map_err(err)?
-        .with_rule(text_rule(shingle, normalize)?);
+    let params = neardup::ops::HashOptions {
+        k,
+        num_perm,
+        seed,
+        shingle: named(shingle)?,
+        normalize: named(normalize)?,
+    }
+    .params()
+    .map_err(err)?;
     let t = texts_of(texts, column, "texts")?;
     let strs = t.strs("texts")?;
     let n = strs.len();

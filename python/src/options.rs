@@ -23,80 +23,74 @@ pub(crate) fn defaults() -> String {
     serde_json::Value::Object(neardup::ops::defaults()).to_string()
 }
 
-/// The text options (SPEC §1.4) as Python spells them.
-pub(crate) fn text_rule(shingle: &str, normalize: &str) -> PyResult<neardup::text::TextRule> {
-    Ok(neardup::text::TextRule {
-        shingle: named(shingle)?,
-        normalize: named(normalize)?,
-    })
+/// One option's value as JSON: what its serde form reads. `None` means the default.
+fn json_value(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<serde_json::Value>> {
+    use pyo3::types::{PyBool, PyFloat, PyInt};
+    let type_err = |what: String| PyTypeError::new_err(format!("option {key}: {what}"));
+    if v.is_none() {
+        return Ok(None);
+    }
+    let value = if v.is_instance_of::<PyBool>() {
+        serde_json::Value::Bool(v.extract()?)
+    } else if v.is_instance_of::<PyInt>() {
+        match (v.extract::<i64>(), v.extract::<u64>()) {
+            (Ok(n), _) => n.into(),
+            (_, Ok(n)) => n.into(),
+            _ => return Err(type_err(format!("{v} is out of range"))),
+        }
+    } else if v.is_instance_of::<PyFloat>() {
+        let x: f64 = v.extract()?;
+        serde_json::Number::from_f64(x)
+            .map(serde_json::Value::Number)
+            .ok_or_else(|| PyValueError::new_err(format!("option {key}: {x} is not a number")))?
+    } else if v.is_instance_of::<PyString>() {
+        serde_json::Value::String(v.extract()?)
+    } else if let Ok(n) = v.extract::<i64>() {
+        // NumPy's integers (anything with `__index__`), then its bools.
+        n.into()
+    } else if let Ok(b) = v.extract::<bool>() {
+        serde_json::Value::Bool(b)
+    } else {
+        let t = v.get_type().name()?;
+        return Err(type_err(format!("{t} is not a bool, int, float or str")));
+    };
+    Ok(Some(value))
 }
 
 /// The dedup options the Python side passes as a dict (its keyword arguments; a missing or
 /// `None` value takes the library's default), resolved: the configuration and the fields
-/// records are read by.
+/// records are read by. Their names and forms are [`DedupOptions`]'s serde form: a value of
+/// the wrong type is a `TypeError`, a value the option does not take a `ValueError`, each
+/// naming the option.
 pub(crate) fn parse_options(o: &Bound<'_, PyDict>) -> PyResult<(DedupConfig, Fields)> {
-    for key in o.keys() {
+    let names = DedupOptions::names();
+    let mut given = serde_json::Map::new();
+    for (key, value) in o.iter() {
         let key: String = key.extract()?;
-        if !DedupOptions::NAMES.contains(&key.as_str()) {
+        if !names.contains(&key) {
             return Err(PyTypeError::new_err(format!(
                 "unknown option {key:?} (options: {})",
-                DedupOptions::NAMES.join(", ")
+                names.join(", ")
             )));
         }
-    }
-    fn get<'py, T: for<'a> FromPyObject<'a, 'py>>(
-        o: &Bound<'py, PyDict>,
-        key: &str,
-        default: T,
-    ) -> PyResult<T> {
-        match o.get_item(key)? {
-            Some(v) if !v.is_none() => v.extract().map_err(|e| {
-                PyTypeError::new_err(format!("option {key}: {}", Into::<PyErr>::into(e)))
-            }),
-            _ => Ok(default),
+        let Some(value) = json_value(&key, &value)? else {
+            continue;
+        };
+        // Each option read alone first, so that its error names it.
+        let alone = serde_json::Map::from_iter([(key.clone(), value.clone())]);
+        if let Err(e) = serde_json::from_value::<DedupOptions>(alone.into()) {
+            let m = e.to_string();
+            return Err(
+                if m.starts_with("invalid type") || m.starts_with("invalid value") {
+                    PyTypeError::new_err(format!("option {key}: {m}"))
+                } else {
+                    PyValueError::new_err(m)
+                },
+            );
         }
+        given.insert(key, value);
     }
-    fn get_named<T: Named + Copy>(o: &Bound<'_, PyDict>, key: &str, default: T) -> PyResult<T> {
-        match o.get_item(key)? {
-            Some(v) if !v.is_none() => named(&v.extract::<String>().map_err(|e| {
-                PyTypeError::new_err(format!("option {key}: {}", Into::<PyErr>::into(e)))
-            })?),
-            _ => Ok(default),
-        }
-    }
-    let d = DedupOptions::default();
-    let keep = match get(o, "keep", None::<String>)?.as_deref() {
-        None => d.keep.clone(),
-        // In memory, a policy by value reads `keep_values`, not a field.
-        Some("max") => KeepChoice {
-            policy: Keep::FieldMax,
-            field: None,
-        },
-        Some("min") => KeepChoice {
-            policy: Keep::FieldMin,
-            field: None,
-        },
-        Some(s) => s.parse().map_err(PyValueError::new_err)?,
-    };
-    let options = DedupOptions {
-        k: get(o, "k", d.k)?,
-        num_perm: get(o, "num_perm", d.num_perm)?,
-        seed: get(o, "seed", d.seed)?,
-        shingle: get_named(o, "shingle", d.shingle)?,
-        normalize: get_named(o, "normalize", d.normalize)?,
-        bands: get(o, "bands", d.bands)?,
-        rows: get(o, "rows", d.rows)?,
-        threshold: get(o, "threshold", d.threshold)?,
-        confirm: get_named(o, "confirm", d.confirm)?,
-        exact: get(o, "exact", d.exact)?,
-        tag_only: get(o, "tag_only", d.tag_only)?,
-        keep,
-        group_field: get(o, "group_field", d.group_field.clone())?,
-        group_missing: get_named(o, "group_missing", d.group_missing)?,
-        id_field: get(o, "id_field", d.id_field.clone())?,
-        text_field: get(o, "text_field", d.text_field.clone())?,
-        numeric_ids: get(o, "numeric_ids", d.numeric_ids)?,
-        cluster: get_named(o, "cluster", d.cluster)?,
-    };
+    let options: DedupOptions =
+        serde_json::from_value(given.into()).map_err(|e| PyValueError::new_err(e.to_string()))?;
     options.resolve().map_err(err)
 }

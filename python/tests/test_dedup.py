@@ -94,6 +94,32 @@ def test_the_defaults_are_the_command_lines(cli):
         neardup.dedup(["a"], ["b"], confirm="exact")
 
 
+def test_options_are_checked_by_name_and_type():
+    """Every dedup option is a keyword of ``stages.init``; a value of the wrong type is a
+    ``TypeError`` and one the option does not take a ``ValueError``, each naming the option."""
+    import inspect
+
+    d = neardup.defaults()
+    not_init = {"engine", "threads", "gpu_kernels", "gpu_int64", "sort_memory", "task_memory"}
+    assert set(d) - not_init <= set(inspect.signature(stages.init).parameters)
+    with pytest.raises(TypeError, match="option k: invalid type: floating point"):
+        neardup.dedup(["a"], ["x"], k=2.5)
+    with pytest.raises(TypeError, match="option k: invalid type: boolean"):
+        neardup.dedup(["a"], ["x"], k=True)
+    with pytest.raises(TypeError, match="option num_perm: invalid value"):
+        neardup.dedup(["a"], ["x"], num_perm=-1)
+    with pytest.raises(TypeError, match="option exact: invalid type: integer"):
+        neardup.dedup(["a"], ["x"], exact=1)
+    with pytest.raises(TypeError, match="option threshold: list is not a bool"):
+        neardup.dedup(["a"], ["x"], threshold=[0.5])
+    with pytest.raises(ValueError, match='normalize "nfd": none, nfc or nfkc'):
+        neardup.dedup(["a"], ["x"], normalize="nfd")
+    # NumPy's scalars are numbers as Python's are.
+    a = neardup.dedup(["a", "b"], ["x y z", "x y z"], k=np.int64(2), threshold=np.float64(0.5))
+    b = neardup.dedup(["a", "b"], ["x y z", "x y z"], k=2, threshold=0.5)
+    np.testing.assert_array_equal(a.root, b.root)
+
+
 def test_a_progress_callback_sees_every_stage_and_changes_nothing(example):
     records = read_jsonl(example)
     ids = [r["id"] for r in records]

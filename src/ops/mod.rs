@@ -3,14 +3,15 @@
 
 mod dedup;
 
-pub use dedup::DedupOptions;
+pub use dedup::{to_map, DedupOptions, FieldOptions, HashOptions, ShardedOptions};
 
 /// Every shared option's default, by the name Python spells it with (the command line's flag
-/// with `_` for `-`): what `neardup.defaults()` returns.
+/// with `_` for `-`): what `neardup.defaults()` returns. The dedup options, the engine's, then
+/// the sharded run's.
 pub fn defaults() -> serde_json::Map<String, serde_json::Value> {
     use crate::engine::gpu::Kernels;
     use crate::engine::EngineChoice;
-    use crate::options::defaults::*;
+    use crate::options::defaults::THREADS;
     use serde_json::json;
     let mut table = DedupOptions::default().to_map();
     table.extend([
@@ -24,10 +25,8 @@ pub fn defaults() -> serde_json::Map<String, serde_json::Value> {
             json!(Kernels::default().to_string()),
         ),
         ("gpu_int64".to_string(), json!(false)),
-        ("partitions".to_string(), json!(PARTITIONS)),
-        ("sort_memory".to_string(), json!(SORT_MEMORY_MIB)),
-        ("task_memory".to_string(), json!(TASK_MEMORY_MIB)),
     ]);
+    table.extend(to_map(&ShardedOptions::default()));
     table
 }
 

@@ -104,6 +104,28 @@ impl std::str::FromStr for KeepChoice {
     }
 }
 
+/// A policy by its name, as it prints: `max` and `min` are the policies by value.
+impl serde::Serialize for KeepChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for KeepChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <String as serde::Deserialize>::deserialize(d)?;
+        let by_value = |policy| KeepChoice {
+            policy,
+            field: None,
+        };
+        match s.as_str() {
+            "max" => Ok(by_value(Keep::FieldMax)),
+            "min" => Ok(by_value(Keep::FieldMin)),
+            _ => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
 impl std::fmt::Display for KeepChoice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let dir = match self.policy {

@@ -15,7 +15,7 @@ use neardup::index::lsh::LshParams;
 pub use neardup::io::sigfile::SigFormat;
 use neardup::io::{check_output_paths, check_outputs, InputSpec, Inputs, NamedPath, OwnedDir};
 use neardup::jsonl::Fields;
-use neardup::ops::DedupOptions;
+use neardup::ops::{DedupOptions, FieldOptions, HashOptions};
 use neardup::options::{defaults, Named};
 use neardup::sign::minhash::MinHashParams;
 pub use neardup::stages::dedup::{ClusterRule, Confirm, GroupMissing};
@@ -420,16 +420,20 @@ impl HashArgs {
         check_at_most("--num-perm", self.num_perm, MAX_WIDTH)
     }
 
+    /// The options as the library takes them.
+    pub fn options(&self) -> HashOptions {
+        HashOptions {
+            k: self.k,
+            num_perm: self.num_perm,
+            seed: self.seed,
+            shingle: self.shingle,
+            normalize: self.normalize,
+        }
+    }
+
     pub fn params(&self) -> Result<MinHashParams, Error> {
         self.check()?;
-        Ok(
-            MinHashParams::new(self.k, self.num_perm, self.seed)?.with_rule(
-                neardup::text::TextRule {
-                    shingle: self.shingle,
-                    normalize: self.normalize,
-                },
-            ),
-        )
+        self.options().params()
     }
 }
 
@@ -676,11 +680,7 @@ impl ClusterArgs {
     /// them.
     pub fn options(&self, input: &InputArgs) -> DedupOptions {
         DedupOptions {
-            k: self.hash.k,
-            num_perm: self.hash.num_perm,
-            seed: self.hash.seed,
-            shingle: self.hash.shingle,
-            normalize: self.hash.normalize,
+            hash: self.hash.options(),
             bands: self.lsh.bands,
             rows: self.lsh.rows,
             threshold: self.threshold,
@@ -691,9 +691,11 @@ impl ClusterArgs {
             group_field: self.group_field.clone(),
             group_missing: self.group_missing,
             cluster: self.cluster,
-            id_field: input.id_field.clone(),
-            text_field: input.text_field.clone(),
-            numeric_ids: input.numeric_ids,
+            fields: FieldOptions {
+                id_field: input.id_field.clone(),
+                text_field: input.text_field.clone(),
+                numeric_ids: input.numeric_ids,
+            },
         }
     }
 }
