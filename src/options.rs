@@ -11,7 +11,7 @@ pub fn mib_bytes(mib: u64) -> usize {
 
 /// A memory budget as every memory option is given: in MiB.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 #[serde(transparent)]
 pub struct Mib(pub u64);
@@ -26,6 +26,30 @@ impl Mib {
 impl std::fmt::Display for Mib {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+/// The knobs of a run through a work directory (`--work-dir`, `neardup stage`, Python's
+/// `neardup.stages` and `neardup.ray`): they bound its memory and its parallelism, and never
+/// change its output.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ShardedOptions {
+    /// Partitions of the band rows.
+    pub partitions: usize,
+    /// Id records `rank` sorts at once, in one job.
+    pub sort_memory: Mib,
+    /// What a task of `rank` or `cluster` holds at most.
+    pub task_memory: Mib,
+}
+
+impl Default for ShardedOptions {
+    fn default() -> Self {
+        ShardedOptions {
+            partitions: defaults::PARTITIONS,
+            sort_memory: Mib(defaults::SORT_MEMORY_MIB),
+            task_memory: Mib(defaults::TASK_MEMORY_MIB),
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The sharded run over a work directory: its tasks, and its stages one by one.
 
 use super::*;
+use neardup::options::Mib;
 
 pub(crate) fn open(dir: &std::path::Path) -> PyResult<WorkDir> {
     WorkDir::open(dir).map_err(err)
@@ -50,7 +51,7 @@ pub(crate) fn stage_next(
     confirm_tasks: usize,
     steps: bool,
 ) -> PyResult<Vec<String>> {
-    task_budget(task_memory)?;
+    let task_memory = budget("task_memory", task_memory)?;
     detached(py, || {
         let w = open(&work_dir)?;
         let how = sharded::Waves {
@@ -162,12 +163,7 @@ pub(crate) fn stage_rank(
     sort_memory: u64,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Option<String>> {
-    if sort_memory == 0 {
-        return Err(PyValueError::new_err(
-            "sort_memory must be at least 1 (MiB)",
-        ));
-    }
-    let budget = neardup::options::mib_bytes(sort_memory);
+    let budget = budget("sort_memory", sort_memory)?.bytes();
     detached_with_progress(py, progress, |progress| {
         let w = open(&work_dir)?;
         let s = sharded::rank::job::rank_within(&w, progress, budget).map_err(err)?;
@@ -175,14 +171,14 @@ pub(crate) fn stage_rank(
     })
 }
 
-/// The bytes a task may hold, from `task_memory=` (MiB, at least 1).
-pub(crate) fn task_budget(task_memory: u64) -> PyResult<usize> {
-    if task_memory == 0 {
-        return Err(PyValueError::new_err(
-            "task_memory must be at least 1 (MiB)",
-        ));
+/// A memory budget given as `name=` in MiB, at least 1.
+pub(crate) fn budget(name: &str, mib: u64) -> PyResult<Mib> {
+    if mib == 0 {
+        return Err(PyValueError::new_err(format!(
+            "{name} must be at least 1 (MiB)"
+        )));
     }
-    Ok(neardup::options::mib_bytes(task_memory))
+    Ok(Mib(mib))
 }
 
 /// One parallel job of `rank` (`neardup stage rank --step`): its result as JSON (`null` when
@@ -196,7 +192,7 @@ pub(crate) fn stage_rank_step(
     index: Option<usize>,
     task_memory: u64,
 ) -> PyResult<String> {
-    task_budget(task_memory)?;
+    let task_memory = budget("task_memory", task_memory)?;
     let at = sharded::StepIndex {
         shard: index,
         range: index,
@@ -349,7 +345,7 @@ pub(crate) fn stage_cluster_step(
     clusters: Option<String>,
     pairs: Option<String>,
 ) -> PyResult<String> {
-    task_budget(task_memory)?;
+    let task_memory = budget("task_memory", task_memory)?;
     if step == "converged" {
         let round = round.ok_or_else(|| PyValueError::new_err("converged needs round"))?;
         return detached(py, || {

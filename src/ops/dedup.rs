@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::index::lsh::LshParams;
 use crate::io::Fields;
-use crate::options::{by_name, defaults, Mib};
+use crate::options::{by_name, defaults};
 use crate::sign::minhash::MinHashParams;
 use crate::stages::dedup::{ClusterRule, Confirm, DedupConfig, GroupMissing, KeepChoice};
 use crate::text::{Normalize, ShingleUnit, TextRule};
@@ -112,30 +112,6 @@ impl Default for DedupOptions {
     }
 }
 
-/// The knobs of a run through a work directory (`--work-dir`, `neardup stage`, Python's
-/// `neardup.stages` and `neardup.ray`): they bound its memory and its parallelism, and never
-/// change its output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ShardedOptions {
-    /// Partitions of the band rows.
-    pub partitions: usize,
-    /// Id records `rank` sorts at once, in one job.
-    pub sort_memory: Mib,
-    /// What a task of `rank` or `cluster` holds at most.
-    pub task_memory: Mib,
-}
-
-impl Default for ShardedOptions {
-    fn default() -> Self {
-        ShardedOptions {
-            partitions: defaults::PARTITIONS,
-            sort_memory: Mib(defaults::SORT_MEMORY_MIB),
-            task_memory: Mib(defaults::TASK_MEMORY_MIB),
-        }
-    }
-}
-
 /// Each option of `T` by its name, in order: its serde form, enums and the policy by name.
 pub fn to_map<T: Serialize>(options: &T) -> serde_json::Map<String, serde_json::Value> {
     match serde_json::to_value(options).expect("options are plain values") {
@@ -186,6 +162,7 @@ impl DedupOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::ShardedOptions;
     use crate::stages::dedup::Keep;
 
     #[test]

@@ -3,7 +3,8 @@
 
 mod dedup;
 
-pub use dedup::{to_map, DedupOptions, FieldOptions, HashOptions, ShardedOptions};
+pub use crate::options::ShardedOptions;
+pub use dedup::{to_map, DedupOptions, FieldOptions, HashOptions};
 
 /// Every shared option's default, by the name Python spells it with (the command line's flag
 /// with `_` for `-`): what `neardup.defaults()` returns. The dedup options, the engine's, then

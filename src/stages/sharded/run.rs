@@ -11,6 +11,7 @@ use super::{apply, cluster, Manifest, WorkDir};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::io::{Fields, Output};
+use crate::options::ShardedOptions;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{record_tags, DedupConfig, DedupOutputs, DedupSummary};
 use crate::stages::sink::RecordSink;
@@ -35,7 +36,7 @@ pub fn init(
 }
 
 /// Run `dedup` over `inputs` (the shards, one per file) through the work directory `dir`
-/// with `partitions` partitions, `rank` sorting `sort_memory` MiB of id records at once: every
+/// with `sharded`'s partitions, `rank` sorting its `sort_memory` of id records at once: every
 /// wave of tasks ([`next_wave`](super::next_wave), each stage one task in this process), then
 /// every shard applied into the one output. Outputs appear only when the run succeeds.
 #[allow(clippy::too_many_arguments)]
@@ -44,8 +45,7 @@ pub fn run_sharded(
     inputs: &[String],
     fields: &Fields,
     cfg: &DedupConfig,
-    partitions: usize,
-    sort_memory: u64,
+    sharded: &ShardedOptions,
     engine: &mut dyn Engine,
     outs: &DedupOutputs,
     progress: &ProgressFactory,
@@ -64,7 +64,7 @@ pub fn run_sharded(
         inputs,
         *cfg,
         fields.clone(),
-        partitions,
+        sharded.partitions,
         &outs.against,
         None,
     )?;
@@ -83,7 +83,7 @@ pub fn run_sharded(
 
     let how = Waves {
         steps: false,
-        sort_memory,
+        sort_memory: sharded.sort_memory,
         confirm_tasks: 1,
         ..Waves::default()
     };

@@ -22,7 +22,7 @@ use super::{bands, cluster, confirm, gather, greedy, rank, ship, sign};
 use super::{WorkDir, MANIFEST};
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::options::mib_bytes;
+use crate::options::Mib;
 use crate::progress::ProgressFactory;
 use crate::progress::{human_count, per_second};
 use crate::stages::dedup::{ClusterRule, DedupSummary};
@@ -40,14 +40,14 @@ pub enum Task {
     },
     /// The whole of `rank` in one process, sorting `memory` MiB of records at once.
     Rank {
-        memory: u64,
+        memory: Mib,
     },
     RankSplit {
         shard: usize,
-        memory: u64,
+        memory: Mib,
     },
     RankPlan {
-        memory: u64,
+        memory: Mib,
     },
     RankSort {
         range: usize,
@@ -86,7 +86,7 @@ pub enum Task {
     /// The whole of `cluster` in one process.
     Cluster,
     ClusterPlan {
-        memory: u64,
+        memory: Mib,
     },
     ClusterEdges {
         partition: usize,
@@ -250,7 +250,7 @@ pub struct StepIndex {
 impl Task {
     /// The task of the parallel step `step` of `stage` (`rank` or `cluster`), as `neardup
     /// stage rank --step STEP` names it; its plan cuts the work for `memory` MiB a task.
-    pub fn step(stage: &str, step: &str, at: StepIndex, memory: u64) -> Result<Task, Error> {
+    pub fn step(stage: &str, step: &str, at: StepIndex, memory: Mib) -> Result<Task, Error> {
         let need = |what: Option<usize>, flag: &str| {
             what.ok_or_else(|| Error::Param(format!("`{stage} --step {step}` needs --{flag}")))
         };
@@ -353,9 +353,9 @@ impl FromStr for Task {
             v.parse()
                 .map_err(|_| bad(format!("{key}={v} is not a whole number")))
         };
-        let mib = |v: &str| -> Result<u64, Error> {
+        let mib = |v: &str| -> Result<Mib, Error> {
             match v.parse::<u64>() {
-                Ok(m) if m >= 1 => Ok(m),
+                Ok(m) if m >= 1 => Ok(Mib(m)),
                 _ => Err(bad(format!(
                     "memory={v} is not a number of MiB, at least 1"
                 ))),
@@ -477,10 +477,10 @@ pub struct Waves {
     /// `rank`, the greedy rounds and `cluster` as their parallel steps (`true`), or each as
     /// one task in one process.
     pub steps: bool,
-    /// MiB a task of `rank` or `cluster` holds at most, when they run as steps.
-    pub task_memory: u64,
-    /// MiB of id records the one-process `rank` sorts at once.
-    pub sort_memory: u64,
+    /// What a task of `rank` or `cluster` holds at most, when they run as steps.
+    pub task_memory: Mib,
+    /// Id records the one-process `rank` sorts at once.
+    pub sort_memory: Mib,
     /// How many tasks confirm the partitions, each a group of them (0: one per partition).
     pub confirm_tasks: usize,
 }
@@ -490,8 +490,8 @@ impl Default for Waves {
         use crate::options::defaults::{SORT_MEMORY_MIB, TASK_MEMORY_MIB};
         Waves {
             steps: true,
-            task_memory: TASK_MEMORY_MIB,
-            sort_memory: SORT_MEMORY_MIB,
+            task_memory: Mib(TASK_MEMORY_MIB),
+            sort_memory: Mib(SORT_MEMORY_MIB),
             confirm_tasks: 0,
         }
     }
@@ -904,27 +904,25 @@ impl Task {
                     None => (one(false, format!("sign: shard {shard}")), Value::Null),
                 }
             }
-            Rank { memory } => match rank::job::rank_within(w, progress, mib_bytes(*memory))? {
+            Rank { memory } => match rank::job::rank_within(w, progress, memory.bytes())? {
                 Some(s) => (vec![Said::Ran(ranked(&s, "bucket"))], json(&s)),
                 None => (one(false, "rank".into()), Value::Null),
             },
-            RankSplit { shard, memory } => {
-                match rank::tasks::split(w, *shard, mib_bytes(*memory))? {
-                    Some(x) => (
-                        one(
-                            true,
-                            format!("rank split: shard {shard}, {} documents", x.rows),
-                        ),
-                        json(&x),
+            RankSplit { shard, memory } => match rank::tasks::split(w, *shard, memory.bytes())? {
+                Some(x) => (
+                    one(
+                        true,
+                        format!("rank split: shard {shard}, {} documents", x.rows),
                     ),
-                    None => (
-                        one(false, format!("rank split: shard {shard}")),
-                        Value::Null,
-                    ),
-                }
-            }
+                    json(&x),
+                ),
+                None => (
+                    one(false, format!("rank split: shard {shard}")),
+                    Value::Null,
+                ),
+            },
             RankPlan { memory } => {
-                let asked = mib_bytes(*memory);
+                let asked = memory.bytes();
                 let (p, how) = rank::tasks::plan_status(w, asked)?;
                 let ranges = format!(
                     "{} {}: run `--step sort --range R` for R in 0 to {}",
@@ -1075,7 +1073,7 @@ impl Task {
                 clustered_line(w, ran)?
             }
             ClusterPlan { memory } => {
-                let asked = mib_bytes(*memory);
+                let asked = memory.bytes();
                 let (p, how) = cluster::tasks::plan_status(w, asked)?;
                 let parts = format!(
                     "{} {}: run `--step star --round R --part K` for K in 0 to {}",
@@ -1381,12 +1379,12 @@ mod tests {
         use Task::*;
         vec![
             Sign { shard: 0 },
-            Rank { memory: 256 },
+            Rank { memory: Mib(256) },
             RankSplit {
                 shard: 3,
-                memory: 1,
+                memory: Mib(1),
             },
-            RankPlan { memory: 1024 },
+            RankPlan { memory: Mib(1024) },
             RankSort { range: 7 },
             RankExact { range: 0 },
             RankWrite { shard: 12 },
@@ -1407,7 +1405,7 @@ mod tests {
             },
             GreedySettle { round: 0 },
             Cluster,
-            ClusterPlan { memory: 1 },
+            ClusterPlan { memory: Mib(1) },
             ClusterEdges { partition: 5 },
             ClusterLocate { shard: 1 },
             ClusterStar {
@@ -1454,11 +1452,11 @@ mod tests {
         ];
         for (stage, names) in steps {
             for step in names.split(' ') {
-                let t = Task::step(stage, step, all, 7).unwrap();
+                let t = Task::step(stage, step, all, Mib(7)).unwrap();
                 assert_eq!(t.kind(), format!("{stage}-{step}"));
                 assert_eq!(t.to_string().parse::<Task>().unwrap(), t);
                 if !t.is_light() {
-                    let none = Task::step(stage, step, StepIndex::default(), 7);
+                    let none = Task::step(stage, step, StepIndex::default(), Mib(7));
                     let e = none.unwrap_err().to_string();
                     assert!(
                         e.contains(&format!("`{stage} --step {step}` needs --")),
@@ -1467,7 +1465,9 @@ mod tests {
                 }
             }
         }
-        let e = Task::step("rank", "star", all, 7).unwrap_err().to_string();
+        let e = Task::step("rank", "star", all, Mib(7))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no rank step \"star\""), "{e}");
     }
 

@@ -16,7 +16,7 @@ pub use neardup::io::sigfile::SigFormat;
 use neardup::io::{check_output_paths, check_outputs, InputSpec, Inputs, NamedPath, OwnedDir};
 use neardup::jsonl::Fields;
 use neardup::ops::{DedupOptions, FieldOptions, HashOptions};
-use neardup::options::{defaults, Named};
+use neardup::options::{defaults, Mib, Named};
 use neardup::sign::minhash::MinHashParams;
 pub use neardup::stages::dedup::{ClusterRule, Confirm, GroupMissing};
 use neardup::stages::dedup::{DedupConfig, KeepChoice};
@@ -599,7 +599,7 @@ impl GpuArgs {
             wait_timeout: std::time::Duration::from_secs_f64(self.gpu_timeout),
             batch_bytes: self
                 .gpu_batch_mib
-                .map_or(GpuOptions::default().batch_bytes, |m| m << 20),
+                .map_or(GpuOptions::default().batch_bytes, |m| Mib(m as u64).bytes()),
             input_sized: self.gpu_batch_mib.is_none(),
             kernels: self.gpu_kernels,
             int64: self.gpu_int64,
@@ -744,8 +744,8 @@ pub struct DedupArgs {
     pub partitions: usize,
     /// With --work-dir: MiB of id records `rank` sorts at once (as `neardup stage rank
     /// --sort-memory`), at least 1; a larger corpus is sorted in id-range buckets through files.
-    #[arg(long, value_name = "MIB", default_value_t = defaults::SORT_MEMORY_MIB, requires = "work_dir", value_parser = clap::value_parser!(u64).range(1..))]
-    pub sort_memory: u64,
+    #[arg(long, value_name = "MIB", default_value_t = Mib(defaults::SORT_MEMORY_MIB), requires = "work_dir", value_parser = mib())]
+    pub sort_memory: Mib,
     /// Check the documents against an index of documents already kept (`neardup index
     /// build`): one with a near duplicate there is dropped (with --tag-only, tagged with that
     /// document's id in meta.minhash_index_match). Pairs with an indexed document are confirmed
@@ -848,8 +848,8 @@ pub enum Stage {
         dir: PathBuf,
         /// MiB a task of `rank` or `cluster` holds at most, at least 1: their plans cut as many
         /// ranges and parts as the records need at this much each.
-        #[arg(long = "task-memory", value_name = "MIB", default_value_t = defaults::TASK_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(1..))]
-        task_memory: u64,
+        #[arg(long = "task-memory", value_name = "MIB", default_value_t = Mib(defaults::TASK_MEMORY_MIB), value_parser = mib())]
+        task_memory: Mib,
         /// How many tasks confirm the partitions, each a group of them confirmed together (a
         /// document in buckets of several is read and signed again once); by default one per
         /// partition.
@@ -887,8 +887,8 @@ pub enum Stage {
         dir: PathBuf,
         /// MiB of id records sorted at once, at least 1; a larger corpus is sorted in id-range
         /// buckets through files in the work directory (the peak is about twice this).
-        #[arg(long, value_name = "MIB", default_value_t = defaults::SORT_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "step")]
-        sort_memory: u64,
+        #[arg(long, value_name = "MIB", default_value_t = Mib(defaults::SORT_MEMORY_MIB), value_parser = mib(), conflicts_with = "step")]
+        sort_memory: Mib,
         /// One parallel job of the stage (see above).
         #[arg(long, value_enum, value_name = "STEP")]
         step: Option<RankStep>,
@@ -900,8 +900,8 @@ pub enum Stage {
         range: Option<usize>,
         /// MiB a job holds at most, at least 1: `split` sorts runs of half this, and `plan`
         /// cuts as many ranges as the records need at this much each.
-        #[arg(long = "task-memory", value_name = "MIB", default_value_t = defaults::TASK_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(1..), requires = "step")]
-        task_memory: u64,
+        #[arg(long = "task-memory", value_name = "MIB", default_value_t = Mib(defaults::TASK_MEMORY_MIB), value_parser = mib(), requires = "step")]
+        task_memory: Mib,
     },
     /// Stage 3, per shard, after rank: band rows, split into partitions.
     Bands {
@@ -974,8 +974,8 @@ pub enum Stage {
         round: Option<u32>,
         /// MiB a job holds at most, at least 1: `plan` cuts as many parts as the pairs and
         /// documents need at this much each.
-        #[arg(long = "task-memory", value_name = "MIB", default_value_t = defaults::TASK_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(1..), requires = "step")]
-        task_memory: u64,
+        #[arg(long = "task-memory", value_name = "MIB", default_value_t = Mib(defaults::TASK_MEMORY_MIB), value_parser = mib(), requires = "step")]
+        task_memory: Mib,
     },
     /// Stage 6, per shard, after cluster: the shard's kept records, tagged, in input order.
     Apply {
@@ -1055,6 +1055,16 @@ impl DedupArgs {
     /// The run's configuration and the fields records are read by.
     pub fn resolve(&self) -> Result<(DedupConfig, Fields), Error> {
         self.cluster.options(&self.input).resolve()
+    }
+
+    #[cfg(feature = "parquet")]
+    /// The knobs of a `--work-dir` run (`rank`'s tasks hold the default; one process runs it).
+    pub fn sharded(&self) -> neardup::options::ShardedOptions {
+        neardup::options::ShardedOptions {
+            partitions: self.partitions,
+            sort_memory: self.sort_memory,
+            ..neardup::options::ShardedOptions::default()
+        }
     }
 }
 
@@ -1384,4 +1394,10 @@ pub struct SynthArgs {
     /// Print nothing but errors (no summary).
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// A memory budget in MiB, at least 1.
+fn mib() -> impl clap::builder::TypedValueParser<Value = Mib> {
+    use clap::builder::TypedValueParser;
+    clap::value_parser!(u64).range(1..).map(Mib)
 }

@@ -1,6 +1,7 @@
 //! `neardup dedup`: near-dedup files, with clusters, pairs and reports.
 
 use super::*;
+use neardup::options::Mib;
 
 pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
     let (cfg, fields) = a.resolve()?;
@@ -34,8 +35,7 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
             &a.input.inputs,
             &fields,
             &cfg,
-            a.partitions,
-            a.sort_memory,
+            &a.sharded(),
             engine.as_mut(),
             &outs,
             &progress,
@@ -48,7 +48,7 @@ pub(super) fn run(a: DedupArgs) -> Result<ExitCode> {
             &outs,
             &progress,
             a.max_memory
-                .map(|m| m << 20)
+                .map(|m| Mib(m).bytes() as u64)
                 .or_else(neardup::sys::default_memory_limit),
         )?,
     };
