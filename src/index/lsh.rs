@@ -96,6 +96,43 @@ impl Buckets {
         (0..self.len()).map(move |i| self.get(i))
     }
 
+    /// Each distinct bucket once: the first bucket holding each list of members, with how
+    /// many buckets hold it, in bucket order. A cluster of near copies falls into one bucket
+    /// in most bands, and what a bucket yields depends on its members alone.
+    pub fn distinct(&self) -> Vec<(usize, u64)> {
+        use rayon::prelude::*;
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let hasher = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+        let mut keyed: Vec<(u64, usize)> = (0..self.len())
+            .into_par_iter()
+            .map(|i| (hasher.hash_one(self.get(i)), i))
+            .collect();
+        keyed.par_sort_unstable();
+        let mut times = vec![0u64; self.len()];
+        let mut i = 0;
+        while i < keyed.len() {
+            let mut e = i + 1;
+            while e < keyed.len() && keyed[e].0 == keyed[i].0 {
+                e += 1;
+            }
+            // Equal hashes, in bucket order: each counts for the first with equal members.
+            for x in i..e {
+                let b = keyed[x].1;
+                let first = keyed[i..x]
+                    .iter()
+                    .map(|&(_, a)| a)
+                    .find(|&a| times[a] > 0 && self.get(a) == self.get(b));
+                times[first.unwrap_or(b)] += 1;
+            }
+            i = e;
+        }
+        times
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, t)| t > 0)
+            .collect()
+    }
+
     fn push(&mut self, group: impl IntoIterator<Item = u32>) {
         if self.offsets.is_empty() {
             self.offsets.push(0);
@@ -336,6 +373,40 @@ pub fn shares_bucket(x: &[u32], y: &[u32]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Buckets drawn from a few member lists (so most repeat): each distinct list is named
+    /// once, by its first bucket, with the count of buckets holding it.
+    #[test]
+    fn distinct_buckets_are_named_once_with_their_count() {
+        let mut rng = crate::hash::Pcg32::new(3);
+        for round in 0..50 {
+            let lists: Vec<Vec<u32>> = (0..1 + rng.below(6))
+                .map(|_| {
+                    let mut v: Vec<u32> = (0..2 + rng.below(4)).map(|_| rng.below(8)).collect();
+                    v.sort_unstable();
+                    v.dedup();
+                    v
+                })
+                .collect();
+            let mut buckets = Buckets::default();
+            let n = rng.below(40) as usize;
+            let drawn: Vec<&Vec<u32>> = (0..n)
+                .map(|_| &lists[rng.below(lists.len() as u32) as usize])
+                .collect();
+            for l in &drawn {
+                buckets.push(l.iter().copied());
+            }
+            let mut want: Vec<(usize, u64)> = Vec::new();
+            for (i, l) in drawn.iter().enumerate() {
+                match drawn[..i].iter().position(|e| e == l) {
+                    Some(first) => want.iter_mut().find(|w| w.0 == first).unwrap().1 += 1,
+                    None => want.push((i, 1)),
+                }
+            }
+            assert_eq!(buckets.distinct(), want, "round {round}");
+        }
+        assert_eq!(Buckets::default().distinct(), []);
+    }
 
     #[test]
     fn memberships_invert_the_buckets() {

@@ -416,22 +416,27 @@ pub fn cluster_corpus(
         (pairs, g.counts, Some(g.root))
     } else {
         // Each bucket on its own (see `confirm`), in parallel; then the union of their pairs.
-        let (pairs, counts) = (0..buckets.len())
+        // A bucket's pairs depend on its members alone, so a list of members that several
+        // bands bucket alike is confirmed once, its work counted for each.
+        let (pairs, counts) = buckets
+            .distinct()
             .into_par_iter()
             .fold(
                 || (Vec::new(), BucketCounts::default(), Vec::new()),
-                |(mut pairs, mut counts, mut members), i| {
+                |(mut pairs, mut counts, mut members), (i, times)| {
                     members.clear();
                     members.extend_from_slice(buckets.get(i));
                     members.sort_unstable_by_key(|&d: &u32| rank[d as usize]);
+                    let mut once = BucketCounts::default();
                     confirm_bucket(
                         &members,
                         &tables,
                         cfg.confirm,
                         cfg.threshold,
                         &mut pairs,
-                        &mut counts,
+                        &mut once,
                     );
+                    counts += once.times(times);
                     (pairs, counts, members)
                 },
             )

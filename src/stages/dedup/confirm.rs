@@ -126,6 +126,20 @@ impl std::ops::AddAssign for BucketCounts {
     }
 }
 
+impl BucketCounts {
+    /// The work of `t` buckets like this one.
+    pub fn times(self, t: u64) -> Self {
+        BucketCounts {
+            checked: self.checked * t,
+            confirmed: self.confirmed * t,
+            rejected: self.rejected * t,
+            already_joined: self.already_joined * t,
+            other_group: self.other_group * t,
+            filtered: self.filtered * t,
+        }
+    }
+}
+
 fn pairs_of(n: usize) -> u64 {
     (n as u64) * (n as u64).saturating_sub(1) / 2
 }
@@ -191,6 +205,7 @@ pub fn confirm_bucket(
         confirm,
         threshold,
         filter_min: FILTER_MIN_MEMBERS,
+        small_max: SMALL_BUCKET,
     };
     run.bucket(members, out, counts);
 }
@@ -202,6 +217,9 @@ struct Run<'a> {
     threshold: f64,
     /// Members from which the similarity join confirms the bucket.
     filter_min: usize,
+    /// Members up to which the bucket's pairs are visited by [`Run::small`] (at most
+    /// [`SMALL_BUCKET`]).
+    small_max: usize,
 }
 
 impl Run<'_> {
@@ -239,6 +257,7 @@ impl Run<'_> {
             confirm,
             threshold,
             filter_min,
+            ..
         } = *self;
         let m = members.len();
         if m < 2 {
@@ -267,6 +286,10 @@ impl Run<'_> {
             counts.filtered += forest.filtered;
             return;
         }
+        if m <= self.small_max {
+            self.small(members, out, counts);
+            return;
+        }
         let mut uf = Joined::new(m);
         // Check the pair of members at positions `a < b`; join them when confirmed.
         let mut check = |a: usize, b: usize, uf: &mut Joined, counts: &mut BucketCounts| {
@@ -292,6 +315,56 @@ impl Run<'_> {
         };
         for b in 1..m {
             uf.scan(b, counts, |a, uf, counts| check(a, b, uf, counts));
+        }
+    }
+}
+
+/// Members up to which a bucket's pairs are visited one by one, over a union-find on the
+/// stack: most buckets of real text hold a few members, and [`Joined`]'s runs would cost more
+/// to build than the steps they save.
+const SMALL_BUCKET: usize = 64;
+
+impl Run<'_> {
+    /// [`Run::group`] for at most [`SMALL_BUCKET`] members: the same pairs in the same order
+    /// (each earlier member of each member, a pair checked unless joined already).
+    fn small(&self, members: &[u32], out: &mut Vec<ConfirmedPair>, counts: &mut BucketCounts) {
+        let m = members.len();
+        debug_assert!(m <= SMALL_BUCKET);
+        let mut parent = [0u8; SMALL_BUCKET];
+        for (i, p) in parent.iter_mut().enumerate().take(m) {
+            *p = i as u8;
+        }
+        let find = |parent: &[u8; SMALL_BUCKET], mut x: u8| {
+            while parent[x as usize] != x {
+                x = parent[x as usize];
+            }
+            x
+        };
+        for b in 1..m {
+            for a in 0..b {
+                let (ra, rb) = (find(&parent, a as u8), find(&parent, b as u8));
+                if ra == rb {
+                    counts.already_joined += 1;
+                    continue;
+                }
+                counts.checked += 1;
+                let (da, db) = (members[a], members[b]);
+                let (ok, estimate, jaccard) =
+                    test_pair(self.tables, self.confirm, self.threshold, da, db);
+                if ok {
+                    // The smaller root stays, so `find` walks at most one step a union.
+                    parent[ra.max(rb) as usize] = ra.min(rb);
+                    counts.confirmed += 1;
+                    out.push(ConfirmedPair {
+                        a: da,
+                        b: db,
+                        estimate,
+                        jaccard,
+                    });
+                } else {
+                    counts.rejected += 1;
+                }
+            }
         }
     }
 }
@@ -464,21 +537,25 @@ mod tests {
             for confirm in [Confirm::Jaccard, Confirm::Estimate, Confirm::None] {
                 for threshold in [0.5, 0.8] {
                     let want = every_pair_in_order(&members, &tables, confirm, threshold);
-                    let mut pairs = Vec::new();
-                    let mut counts = BucketCounts::default();
-                    Run {
-                        tables: &tables,
-                        confirm,
-                        threshold,
-                        filter_min: usize::MAX,
+                    // Runs stepped over, and (up to its size) the small buckets' loop.
+                    for small_max in [0, SMALL_BUCKET] {
+                        let mut pairs = Vec::new();
+                        let mut counts = BucketCounts::default();
+                        Run {
+                            tables: &tables,
+                            confirm,
+                            threshold,
+                            filter_min: usize::MAX,
+                            small_max,
+                        }
+                        .bucket(&members, &mut pairs, &mut counts);
+                        let pairs: Vec<(u32, u32)> = pairs.iter().map(|p| (p.a, p.b)).collect();
+                        assert_eq!(
+                            (pairs, counts),
+                            want,
+                            "round {round}, {confirm:?}, {threshold}, small {small_max}"
+                        );
                     }
-                    .bucket(&members, &mut pairs, &mut counts);
-                    let pairs: Vec<(u32, u32)> = pairs.iter().map(|p| (p.a, p.b)).collect();
-                    assert_eq!(
-                        (pairs, counts),
-                        want,
-                        "round {round}, {confirm:?}, {threshold}"
-                    );
                 }
             }
         }
@@ -573,6 +650,7 @@ mod tests {
                         confirm: Confirm::Jaccard,
                         threshold,
                         filter_min,
+                        small_max: SMALL_BUCKET,
                     }
                     .bucket(&members, &mut pairs, &mut counts);
                     let pairs: Vec<(u32, u32)> = pairs.iter().map(|p| (p.a, p.b)).collect();
