@@ -133,7 +133,8 @@ impl Buckets {
             .collect()
     }
 
-    fn push(&mut self, group: impl IntoIterator<Item = u32>) {
+    /// Add a bucket of these members.
+    pub fn push(&mut self, group: impl IntoIterator<Item = u32>) {
         if self.offsets.is_empty() {
             self.offsets.push(0);
         }

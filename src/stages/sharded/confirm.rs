@@ -452,63 +452,75 @@ fn finish(
     let local_rank = &docs.rank;
     let sigs = &docs.sigs;
     let greedy = cfg.cluster == ClusterRule::Greedy;
-    // Each run, split by full-band equality: the buckets, confirmed here, or under the greedy
-    // rule kept for its rounds.
-    let (pairs, counts, buckets, kept) = runs
+    // Each run, split by full-band equality: the buckets, each its members in rank order.
+    let kept: Vec<Vec<u32>> = runs
         .par_iter()
-        .fold(
-            || (Vec::new(), BucketCounts::default(), 0u64, Vec::new()),
-            |(mut pairs, mut counts, mut buckets, mut kept), r| {
-                let j = rows[r.start].band as usize;
-                let band = |l: u32| {
-                    let off = l as usize * num_perm + j * rows_of;
-                    &sigs[off..off + rows_of]
-                };
-                // In rank order within each band value: the order `confirm_bucket` takes.
-                let mut members: Vec<u32> =
-                    rows[r.clone()].iter().map(|b| local(docs, b)).collect();
-                members.sort_unstable_by(|&x, &y| {
-                    band(x)
-                        .cmp(band(y))
-                        .then(local_rank[x as usize].cmp(&local_rank[y as usize]))
-                });
-                let mut s = 0;
-                while s < members.len() {
-                    let mut t = s + 1;
-                    while t < members.len() && band(members[t]) == band(members[s]) {
-                        t += 1;
-                    }
-                    if t - s >= 2 && greedy {
-                        buckets += 1;
-                        kept.push(members[s..t].to_vec());
-                    } else if t - s >= 2 {
-                        buckets += 1;
-                        confirm_bucket(
-                            &members[s..t],
-                            &tables,
-                            cfg.confirm,
-                            cfg.threshold,
-                            &mut pairs,
-                            &mut counts,
-                        );
-                    }
-                    s = t;
+        .fold(Vec::new, |mut kept, r| {
+            let j = rows[r.start].band as usize;
+            let band = |l: u32| {
+                let off = l as usize * num_perm + j * rows_of;
+                &sigs[off..off + rows_of]
+            };
+            // In rank order within each band value: the order `confirm_bucket` takes.
+            let mut members: Vec<u32> = rows[r.clone()].iter().map(|b| local(docs, b)).collect();
+            members.sort_unstable_by(|&x, &y| {
+                band(x)
+                    .cmp(band(y))
+                    .then(local_rank[x as usize].cmp(&local_rank[y as usize]))
+            });
+            let mut s = 0;
+            while s < members.len() {
+                let mut t = s + 1;
+                while t < members.len() && band(members[t]) == band(members[s]) {
+                    t += 1;
                 }
-                (pairs, counts, buckets, kept)
-            },
-        )
-        .reduce(
-            || (Vec::new(), BucketCounts::default(), 0, Vec::new()),
-            |(mut pa, mut ca, ba, mut ka), (pb, cb, bb, kb)| {
-                pa.extend(pb);
-                ca += cb;
-                ka.extend(kb);
-                (pa, ca, ba + bb, ka)
-            },
-        );
-    let mut pairs = pairs;
-    let mut counts = counts;
-    if greedy {
+                if t - s >= 2 {
+                    kept.push(members[s..t].to_vec());
+                }
+                s = t;
+            }
+            kept
+        })
+        .reduce(Vec::new, |mut ka, kb| {
+            ka.extend(kb);
+            ka
+        });
+    let buckets = kept.len() as u64;
+    let (mut pairs, counts) = if !greedy {
+        // A bucket's pairs depend on its members alone (in rank order here): a list that
+        // several bands bucket alike is confirmed once, its work counted for each.
+        let mut all = crate::index::lsh::Buckets::default();
+        for b in &kept {
+            all.push(b.iter().copied());
+        }
+        drop(kept);
+        all.distinct()
+            .into_par_iter()
+            .fold(
+                || (Vec::new(), BucketCounts::default()),
+                |(mut pairs, mut counts), (i, times)| {
+                    let mut once = BucketCounts::default();
+                    confirm_bucket(
+                        all.get(i),
+                        &tables,
+                        cfg.confirm,
+                        cfg.threshold,
+                        &mut pairs,
+                        &mut once,
+                    );
+                    counts += once.times(times);
+                    (pairs, counts)
+                },
+            )
+            .reduce(
+                || (Vec::new(), BucketCounts::default()),
+                |(mut pa, mut ca), (pb, cb)| {
+                    pa.extend(pb);
+                    ca += cb;
+                    (pa, ca)
+                },
+            )
+    } else {
         // Buckets in a fixed order, by their members' ranks: the files are the same whatever
         // the threads (two buckets with the same members are alike).
         let mut kept = kept;
@@ -517,7 +529,7 @@ fn finish(
             ranks.sort_unstable();
             ranks
         });
-        counts += greedy::first_round(
+        let counts = greedy::first_round(
             work,
             partition,
             docs,
@@ -526,7 +538,8 @@ fn finish(
             cache,
             matched,
         )?;
-    }
+        (Vec::new(), counts)
+    };
     pairs.par_sort_unstable_by_key(|p| (p.a, p.b));
     pairs.dedup_by_key(|p| (p.a, p.b));
     fill_estimates(&mut pairs, sigs, num_perm);
