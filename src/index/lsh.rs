@@ -133,6 +133,13 @@ impl Buckets {
             .collect()
     }
 
+    /// Add `other`'s buckets after these.
+    pub fn append(&mut self, other: &Buckets) {
+        for b in other.iter() {
+            self.push(b.iter().copied());
+        }
+    }
+
     /// Add a bucket of these members.
     pub fn push(&mut self, group: impl IntoIterator<Item = u32>) {
         if self.offsets.is_empty() {
@@ -237,9 +244,7 @@ pub fn band_buckets(
             .map(one_band)
             .collect();
         for g in group {
-            for i in 0..g.len() {
-                out.push(g.get(i).iter().copied());
-            }
+            out.append(&g);
         }
     }
     if out.offsets.is_empty() {

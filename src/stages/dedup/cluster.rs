@@ -416,39 +416,13 @@ pub fn cluster_corpus(
         (pairs, g.counts, Some(g.root))
     } else {
         // Each bucket on its own (see `confirm`), in parallel; then the union of their pairs.
-        // A bucket's pairs depend on its members alone, so a list of members that several
-        // bands bucket alike is confirmed once, its work counted for each.
-        let (pairs, counts) = buckets
-            .distinct()
-            .into_par_iter()
-            .fold(
-                || (Vec::new(), BucketCounts::default(), Vec::new()),
-                |(mut pairs, mut counts, mut members), (i, times)| {
-                    members.clear();
-                    members.extend_from_slice(buckets.get(i));
-                    members.sort_unstable_by_key(|&d: &u32| rank[d as usize]);
-                    let mut once = BucketCounts::default();
-                    confirm_bucket(
-                        &members,
-                        &tables,
-                        cfg.confirm,
-                        cfg.threshold,
-                        &mut pairs,
-                        &mut once,
-                    );
-                    counts += once.times(times);
-                    (pairs, counts, members)
-                },
-            )
-            .map(|(pairs, counts, _)| (pairs, counts))
-            .reduce(
-                || (Vec::new(), BucketCounts::default()),
-                |(mut pa, mut ca), (pb, cb)| {
-                    pa.extend(pb);
-                    ca += cb;
-                    (pa, ca)
-                },
-            );
+        let (pairs, counts) = confirm_distinct(
+            &buckets,
+            |m| m.sort_unstable_by_key(|&d| rank[d as usize]),
+            &tables,
+            cfg.confirm,
+            cfg.threshold,
+        );
         (pairs, counts, None)
     };
     pairs.par_sort_unstable_by_key(|p| (rank[p.a as usize], rank[p.b as usize]));

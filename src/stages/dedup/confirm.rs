@@ -19,6 +19,7 @@ use std::hash::BuildHasherDefault;
 
 use super::{Confirm, ConfirmedPair, ShingleSets};
 use crate::ids::HashIsKey;
+use crate::index::lsh::Buckets;
 use crate::index::simjoin::spanning_forest;
 use crate::index::unionfind::UnionFind;
 use crate::sign::minhash::agreement;
@@ -210,6 +211,44 @@ pub fn confirm_bucket(
     run.bucket(members, out, counts);
 }
 
+/// Confirm each distinct bucket of `buckets` once, in parallel: a bucket's pairs depend on
+/// its members alone, so a list of members that several bands bucket alike is confirmed once,
+/// its work counted for each. `order` puts a bucket's members (a copy) in the order
+/// [`confirm_bucket`] takes. Returns every bucket's pairs and their work.
+pub fn confirm_distinct(
+    buckets: &Buckets,
+    order: impl Fn(&mut [u32]) + Sync,
+    tables: &BucketTables,
+    confirm: Confirm,
+    threshold: f64,
+) -> (Vec<ConfirmedPair>, BucketCounts) {
+    use rayon::prelude::*;
+    buckets
+        .distinct()
+        .into_par_iter()
+        .fold(
+            || (Vec::new(), BucketCounts::default(), Vec::new()),
+            |(mut pairs, mut counts, mut members), (i, times)| {
+                members.clear();
+                members.extend_from_slice(buckets.get(i));
+                order(&mut members);
+                let mut once = BucketCounts::default();
+                confirm_bucket(&members, tables, confirm, threshold, &mut pairs, &mut once);
+                counts += once.times(times);
+                (pairs, counts, members)
+            },
+        )
+        .map(|(pairs, counts, _)| (pairs, counts))
+        .reduce(
+            || (Vec::new(), BucketCounts::default()),
+            |(mut pa, mut ca), (pb, cb)| {
+                pa.extend(pb);
+                ca += cb;
+                (pa, ca)
+            },
+        )
+}
+
 /// One bucket's confirmation settings.
 struct Run<'a> {
     tables: &'a BucketTables<'a>,
@@ -223,6 +262,30 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Test members `a` and `b` (`a` the earlier) and record the outcome: the pair appended
+    /// to `out` and counted confirmed, or counted rejected. Returns whether confirmed.
+    fn test(
+        &self,
+        a: u32,
+        b: u32,
+        out: &mut Vec<ConfirmedPair>,
+        counts: &mut BucketCounts,
+    ) -> bool {
+        let (ok, estimate, jaccard) = test_pair(self.tables, self.confirm, self.threshold, a, b);
+        if ok {
+            counts.confirmed += 1;
+            out.push(ConfirmedPair {
+                a,
+                b,
+                estimate,
+                jaccard,
+            });
+        } else {
+            counts.rejected += 1;
+        }
+        ok
+    }
+
     fn bucket(&self, members: &[u32], out: &mut Vec<ConfirmedPair>, counts: &mut BucketCounts) {
         let tables = self.tables;
         if tables.groups.is_empty() {
@@ -266,20 +329,7 @@ impl Run<'_> {
         if confirm == Confirm::Jaccard && m >= filter_min {
             let sets: Vec<&[u64]> = members.iter().map(|d| tables.sets[d].as_slice()).collect();
             let forest = spanning_forest(&sets, threshold, |a, b| {
-                let (da, db) = (members[a as usize], members[b as usize]);
-                let (ok, estimate, jaccard) = test_pair(tables, confirm, threshold, da, db);
-                if ok {
-                    counts.confirmed += 1;
-                    out.push(ConfirmedPair {
-                        a: da,
-                        b: db,
-                        estimate,
-                        jaccard,
-                    });
-                } else {
-                    counts.rejected += 1;
-                }
-                ok
+                self.test(members[a as usize], members[b as usize], out, counts)
             });
             counts.checked += forest.tested;
             counts.already_joined += forest.joined;
@@ -298,19 +348,8 @@ impl Run<'_> {
                 return;
             }
             counts.checked += 1;
-            let (da, db) = (members[a], members[b]);
-            let (ok, est, jaccard) = test_pair(tables, confirm, threshold, da, db);
-            if ok {
+            if self.test(members[a], members[b], out, counts) {
                 uf.union(a as u32, b as u32);
-                counts.confirmed += 1;
-                out.push(ConfirmedPair {
-                    a: da,
-                    b: db,
-                    estimate: est,
-                    jaccard,
-                });
-            } else {
-                counts.rejected += 1;
             }
         };
         for b in 1..m {
@@ -348,21 +387,9 @@ impl Run<'_> {
                     continue;
                 }
                 counts.checked += 1;
-                let (da, db) = (members[a], members[b]);
-                let (ok, estimate, jaccard) =
-                    test_pair(self.tables, self.confirm, self.threshold, da, db);
-                if ok {
+                if self.test(members[a], members[b], out, counts) {
                     // The smaller root stays, so `find` walks at most one step a union.
                     parent[ra.max(rb) as usize] = ra.min(rb);
-                    counts.confirmed += 1;
-                    out.push(ConfirmedPair {
-                        a: da,
-                        b: db,
-                        estimate,
-                        jaccard,
-                    });
-                } else {
-                    counts.rejected += 1;
                 }
             }
         }

@@ -1,5 +1,6 @@
 //! Stage 4, per partition: the partition's buckets (runs of equal band and digest, split by
-//! full-band equality, as in memory), each confirmed on its own by [`confirm_bucket`]. Only
+//! full-band equality, as in memory), each confirmed on its own by
+//! [`confirm_bucket`](crate::stages::dedup::confirm_bucket). Only
 //! the documents in some bucket matter here: their ranks are looked up in `rank`'s files, and
 //! their signatures and (for `jaccard`) shingle sets computed again from their text
 //! (`gather.rs`: from the shards, or from the texts `ship.rs` shipped once a run goes task by
@@ -24,9 +25,10 @@ use super::ship::{self, NeedsSummary};
 use super::table::{col, u32s, u64s};
 use super::{greedy, WorkDir};
 use crate::error::Error;
+use crate::index::lsh::Buckets;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    confirm_bucket, fill_estimates, Against, BucketCounts, BucketTables, ClusterRule, Confirm,
+    confirm_distinct, fill_estimates, Against, BucketCounts, BucketTables, ClusterRule, Confirm,
     JaccardCache,
 };
 
@@ -453,9 +455,9 @@ fn finish(
     let sigs = &docs.sigs;
     let greedy = cfg.cluster == ClusterRule::Greedy;
     // Each run, split by full-band equality: the buckets, each its members in rank order.
-    let kept: Vec<Vec<u32>> = runs
+    let all: Buckets = runs
         .par_iter()
-        .fold(Vec::new, |mut kept, r| {
+        .fold(Buckets::default, |mut kept, r| {
             let j = rows[r.start].band as usize;
             let band = |l: u32| {
                 let off = l as usize * num_perm + j * rows_of;
@@ -475,55 +477,24 @@ fn finish(
                     t += 1;
                 }
                 if t - s >= 2 {
-                    kept.push(members[s..t].to_vec());
+                    kept.push(members[s..t].iter().copied());
                 }
                 s = t;
             }
             kept
         })
-        .reduce(Vec::new, |mut ka, kb| {
-            ka.extend(kb);
+        .reduce(Buckets::default, |mut ka, kb| {
+            ka.append(&kb);
             ka
         });
-    let buckets = kept.len() as u64;
+    let buckets = all.len() as u64;
     let (mut pairs, counts) = if !greedy {
-        // A bucket's pairs depend on its members alone (in rank order here): a list that
-        // several bands bucket alike is confirmed once, its work counted for each.
-        let mut all = crate::index::lsh::Buckets::default();
-        for b in &kept {
-            all.push(b.iter().copied());
-        }
-        drop(kept);
-        all.distinct()
-            .into_par_iter()
-            .fold(
-                || (Vec::new(), BucketCounts::default()),
-                |(mut pairs, mut counts), (i, times)| {
-                    let mut once = BucketCounts::default();
-                    confirm_bucket(
-                        all.get(i),
-                        &tables,
-                        cfg.confirm,
-                        cfg.threshold,
-                        &mut pairs,
-                        &mut once,
-                    );
-                    counts += once.times(times);
-                    (pairs, counts)
-                },
-            )
-            .reduce(
-                || (Vec::new(), BucketCounts::default()),
-                |(mut pa, mut ca), (pb, cb)| {
-                    pa.extend(pb);
-                    ca += cb;
-                    (pa, ca)
-                },
-            )
+        // Members in rank order already.
+        confirm_distinct(&all, |_| {}, &tables, cfg.confirm, cfg.threshold)
     } else {
         // Buckets in a fixed order, by their members' ranks: the files are the same whatever
         // the threads (two buckets with the same members are alike).
-        let mut kept = kept;
+        let mut kept: Vec<&[u32]> = all.iter().collect();
         kept.par_sort_by_cached_key(|b| {
             let mut ranks: Vec<u64> = b.iter().map(|&l| local_rank[l as usize]).collect();
             ranks.sort_unstable();

@@ -674,7 +674,7 @@ pub(super) fn first_round(
     work: &WorkDir,
     partition: usize,
     docs: &Docs,
-    buckets: &[Vec<u32>],
+    buckets: &[&[u32]],
     places_of: &dyn Fn(u32) -> Place,
     cache: &JaccardCache,
     matched: &[bool],
