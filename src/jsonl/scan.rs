@@ -63,6 +63,27 @@ impl Scanner {
     }
 }
 
+/// If `line` is a flat object of the shape this module handles and has no top-level key
+/// `absent`, its number of keys (repeats counted); `None` means "ask serde_json"
+/// (`jsonl::record::top_level_keys_without`), which gives the same answer whenever this one
+/// is `Some`.
+pub fn scan_keys_without(line: &[u8], absent: &str) -> Option<usize> {
+    keys_without(line, absent, Scanner::best())
+}
+
+/// [`scan_keys_without`], with the given string scanner.
+fn keys_without(line: &[u8], absent: &str, scanner: Scanner) -> Option<usize> {
+    let mut found = false;
+    let n = object(line, scanner, |key, at| {
+        found |= key == absent;
+        match line[at] {
+            b'"' => Some(string(line, at + 1, Keep::Nothing, scanner)?.1),
+            _ => skip_scalar(line, at),
+        }
+    })?;
+    (!found).then_some(n)
+}
+
 /// [`scan_record`], with the given string scanner (tests run each).
 fn scan<'a>(
     line: &'a [u8],
@@ -70,17 +91,58 @@ fn scan<'a>(
     text_key: &str,
     scanner: Scanner,
 ) -> Option<(Cow<'a, str>, Cow<'a, str>)> {
+    let (mut id, mut text) = (None, None);
+    object(line, scanner, |key, at| {
+        let wanted = if key == id_key {
+            Some(&mut id)
+        } else if key == text_key {
+            Some(&mut text)
+        } else {
+            None
+        };
+        match (line[at], wanted) {
+            (b'"', Some(slot)) => {
+                let (value, next) = string(line, at + 1, Keep::Value, scanner)?;
+                *slot = value;
+                Some(next)
+            }
+            // Only checked (more strictly than the full parse, which does not check an
+            // ignored string's UTF-8: such a line merely takes the full parse).
+            (b'"', None) => Some(string(line, at + 1, Keep::Nothing, scanner)?.1),
+            // A wanted field that is `true`, `false` or `null`: unless a later repeat of the
+            // key overrides it (the last wins), the full parse explains it. A number goes to
+            // the full parse at once: it reads a wanted field's number for its value, and
+            // rejects one out of range (`1e400`) even when a repeat follows.
+            (b't' | b'f' | b'n', Some(slot)) => {
+                *slot = None;
+                skip_scalar(line, at)
+            }
+            (_, Some(_)) => None,
+            (_, None) => skip_scalar(line, at),
+        }
+    })?;
+    Some((id?, text?))
+}
+
+/// Walk the object on `line` (nothing but whitespace around it): for each member, its key
+/// (which has no escapes: those take the full parse, which unescapes before comparing) and
+/// the index of its value, which `value` scans, returning the index after it. Returns the
+/// number of members; `None` when the line is not of this module's shape or `value` says so.
+fn object(
+    line: &[u8],
+    scanner: Scanner,
+    mut value: impl FnMut(&str, usize) -> Option<usize>,
+) -> Option<usize> {
     let mut at = skip_ws(line, 0);
     if line.get(at) != Some(&b'{') {
         return None;
     }
     at = skip_ws(line, at + 1);
-    let (mut id, mut text) = (None, None);
+    let mut members = 0;
     if line.get(at) == Some(&b'}') {
         at += 1;
     } else {
         loop {
-            // A key: no escapes (those take the full parse, which unescapes before comparing).
             if line.get(at) != Some(&b'"') {
                 return None;
             }
@@ -91,33 +153,9 @@ fn scan<'a>(
                 return None;
             }
             at = skip_ws(line, at + 1);
-            let wanted = if key == id_key {
-                Some(&mut id)
-            } else if key == text_key {
-                Some(&mut text)
-            } else {
-                None
-            };
-            match (line.get(at)?, wanted) {
-                (b'"', Some(slot)) => {
-                    let (value, next) = string(line, at + 1, Keep::Value, scanner)?;
-                    *slot = value;
-                    at = next;
-                }
-                // Only checked (more strictly than the full parse, which does not check an
-                // ignored string's UTF-8: such a line merely takes the full parse).
-                (b'"', None) => at = string(line, at + 1, Keep::Nothing, scanner)?.1,
-                // A wanted field that is `true`, `false` or `null`: unless a later repeat of
-                // the key overrides it (the last wins), the full parse explains it. A number
-                // goes to the full parse at once: it reads a wanted field's number for its
-                // value, and rejects one out of range (`1e400`) even when a repeat follows.
-                (b't' | b'f' | b'n', Some(slot)) => {
-                    *slot = None;
-                    at = skip_scalar(line, at)?;
-                }
-                (_, Some(_)) => return None,
-                (_, None) => at = skip_scalar(line, at)?,
-            }
+            line.get(at)?;
+            at = value(&key, at)?;
+            members += 1;
             at = skip_ws(line, at);
             match line.get(at)? {
                 b',' => at = skip_ws(line, at + 1),
@@ -129,10 +167,7 @@ fn scan<'a>(
             }
         }
     }
-    if skip_ws(line, at) != line.len() {
-        return None;
-    }
-    Some((id?, text?))
+    (skip_ws(line, at) == line.len()).then_some(members)
 }
 
 /// JSON's whitespace (exactly these four, as serde_json).
@@ -485,8 +520,68 @@ mod tests {
             }
             // Every scanner gives the portable one's answer.
             assert_eq!(fast, scan(line, id, text, Scanner::Portable), "{scanner:?}");
+            for absent in ["meta", id] {
+                keys_agree(line, absent, scanner);
+            }
         }
         answered
+    }
+
+    /// The contract of [`scan_keys_without`]: whenever it answers, serde_json gives the same
+    /// count; and every scanner gives the portable one's answer.
+    fn keys_agree(line: &[u8], absent: &str, scanner: Scanner) -> Option<usize> {
+        let fast = keys_without(line, absent, scanner);
+        if fast.is_some() {
+            let full = crate::jsonl::record::top_level_keys_without(line, absent);
+            assert_eq!(fast, full, "{scanner:?}: {:?}", show(line));
+        }
+        assert_eq!(fast, keys_without(line, absent, Scanner::Portable));
+        fast
+    }
+
+    #[test]
+    fn keys_are_counted_on_the_common_shape_and_a_present_key_is_left_to_serde_json() {
+        for scanner in modes() {
+            let keys = |line: &str| keys_agree(line.as_bytes(), "meta", scanner);
+            assert_eq!(keys("{}"), Some(0));
+            assert_eq!(keys(" { } \r\n"), Some(0));
+            assert_eq!(keys(r#"{"id":"a","text":"b \"c\" \u00e9"}"#), Some(2));
+            assert_eq!(
+                keys(r#"{"id":"a","id":"b","n":-1.5e3,"t":true,"z":null}"#),
+                Some(5)
+            );
+            assert_eq!(keys(r#"{"metadata":"x","met":1}"#), Some(2));
+            // `meta` present, flat or nested: serde_json decides (and the tag is merged).
+            assert_eq!(keys(r#"{"id":"a","meta":"x"}"#), None);
+            assert_eq!(keys(r#"{"meta":null}"#), None);
+            assert_eq!(keys(r#"{"id":"a","meta":{"k":1}}"#), None);
+            // Shapes the scanner leaves to serde_json, which counts them.
+            for line in [
+                r#"{"id":"a","m":{"k":1}}"#,
+                r#"{"id":"a","m":[1,2]}"#,
+                r#"{"m\u0065ta":"x"}"#,
+            ] {
+                assert_eq!(keys(line), None, "{line}");
+            }
+            assert_eq!(
+                crate::jsonl::record::top_level_keys_without(br#"{"id":"a","m":{"k":1}}"#, "meta"),
+                Some(2)
+            );
+            // Malformed: no answer from either.
+            for line in [
+                r#"{"id":"a",}"#,
+                r#"{"id":"a"} x"#,
+                r#"{"id":"a""#,
+                "[1]",
+                "",
+            ] {
+                assert_eq!(keys(line), None, "{line}");
+                assert_eq!(
+                    crate::jsonl::record::top_level_keys_without(line.as_bytes(), "meta"),
+                    None
+                );
+            }
+        }
     }
 
     fn show(line: &[u8]) -> String {

@@ -61,8 +61,11 @@ fn write_tag(
     line_no: u64,
 ) -> Result<(), Error> {
     // Most records have no `meta`: then the line is copied as it is and the new member
-    // spliced in before its closing brace, without building the record as a value.
-    if let Some(keys) = top_level_keys_without(line, "meta") {
+    // spliced in before its closing brace, without building the record as a value. The
+    // scanner of flat records answers for most lines; serde_json for the rest.
+    let keys = crate::jsonl::scan::scan_keys_without(line, "meta")
+        .or_else(|| top_level_keys_without(line, "meta"));
+    if let Some(keys) = keys {
         let end = line
             .iter()
             .rposition(|&b| b == b'}')
