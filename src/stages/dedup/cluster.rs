@@ -504,24 +504,53 @@ pub(crate) fn largest_cluster_hops(
     }) else {
         return (0, 0);
     };
-    let mut adj: HashMap<u32, Vec<u32>> = HashMap::new();
+    // The cluster's graph as arrays (its nodes sorted, each one's neighbours a run of one
+    // array): a few bytes a member and an edge, where maps of lists cost a hundred or more.
+    let mut links: Vec<(u32, u32)> = Vec::new();
     edges(big, &mut |a, b| {
-        adj.entry(a).or_default().push(b);
-        adj.entry(b).or_default().push(a);
+        links.push((a, b));
+        links.push((b, a));
     });
-    let farthest = |from: u32| -> (u32, u64) {
-        let mut dist: HashMap<u32, u64> = HashMap::from([(from, 0)]);
-        let mut queue = std::collections::VecDeque::from([from]);
-        let mut far = (from, 0);
-        while let Some(x) = queue.pop_front() {
-            let dx = dist[&x];
-            if dx > far.1 || (dx == far.1 && rank(x as usize) < rank(far.0 as usize)) {
-                far = (x, dx);
+    links.sort_unstable();
+    let mut nodes: Vec<u32> = links.iter().map(|l| l.0).collect();
+    nodes.dedup();
+    let at = |x: u32| nodes.binary_search(&x).ok();
+    let mut first = Vec::with_capacity(nodes.len() + 1);
+    let mut next: Vec<u32> = Vec::with_capacity(links.len());
+    for (i, &(a, b)) in links.iter().enumerate() {
+        if i == 0 || links[i - 1].0 != a {
+            first.push(next.len());
+        }
+        next.push(at(b).expect("both ends are nodes") as u32);
+    }
+    first.push(next.len());
+    drop(links);
+    let mut dist = vec![u32::MAX; nodes.len()];
+    let mut queue: Vec<u32> = Vec::with_capacity(nodes.len());
+    // The farthest node from `from` (the smallest rank among the farthest) and its distance.
+    let mut farthest = |from: u32| -> (u32, u64) {
+        let Some(start) = at(from) else {
+            return (from, 0);
+        };
+        dist.fill(u32::MAX);
+        queue.clear();
+        dist[start] = 0;
+        queue.push(start as u32);
+        let mut far = (from, 0u64);
+        let mut head = 0;
+        while head < queue.len() {
+            let x = queue[head] as usize;
+            head += 1;
+            let (node, dx) = (nodes[x], dist[x]);
+            if dx as u64 > far.1
+                || (dx as u64 == far.1 && rank(node as usize) < rank(far.0 as usize))
+            {
+                far = (node, dx as u64);
             }
-            for &y in adj.get(&x).map(Vec::as_slice).unwrap_or(&[]) {
-                if let std::collections::hash_map::Entry::Vacant(e) = dist.entry(y) {
-                    e.insert(dx + 1);
-                    queue.push_back(y);
+            for &y in &next[first[x]..first[x + 1]] {
+                if dist[y as usize] == u32::MAX {
+                    dist[y as usize] = dx + 1;
+                    queue.push(y);
                 }
             }
         }
@@ -530,9 +559,14 @@ pub(crate) fn largest_cluster_hops(
     // Exact (a search from every member) up to `EXACT_DIAMETER_MEMBERS`; past it a double
     // sweep, which is exact on a tree and a lower bound otherwise.
     let diameter = if largest <= EXACT_DIAMETER_MEMBERS {
-        adj.keys().map(|&x| farthest(x).1).max().unwrap_or(0)
+        let mut best = 0;
+        for &x in nodes.iter() {
+            best = best.max(farthest(x).1);
+        }
+        best
     } else {
-        farthest(farthest(big).0).1
+        let (end, _) = farthest(big);
+        farthest(end).1
     };
     (largest, diameter)
 }
@@ -604,5 +638,122 @@ fn chaining(
         dropped_without_kept_duplicate,
         largest_cluster,
         largest_cluster_diameter,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// [`largest_cluster_hops`] by maps of lists and of distances: the oracle.
+    fn naive_hops(root: &[u32], rank: &[u64], links: &[(u32, u32)]) -> (u64, u64) {
+        let mut size: HashMap<u32, u64> = HashMap::new();
+        for (d, &r) in root.iter().enumerate() {
+            if r as usize != d {
+                *size.entry(r).or_insert(1) += 1;
+            }
+        }
+        let Some((&big, &largest)) = size.iter().max_by(|a, b| {
+            a.1.cmp(b.1)
+                .then(rank[*b.0 as usize].cmp(&rank[*a.0 as usize]))
+        }) else {
+            return (0, 0);
+        };
+        let mut adj: HashMap<u32, Vec<u32>> = HashMap::new();
+        for &(a, b) in links.iter().filter(|l| root[l.0 as usize] == big) {
+            adj.entry(a).or_default().push(b);
+            adj.entry(b).or_default().push(a);
+        }
+        let farthest = |from: u32| -> (u32, u64) {
+            let mut dist: HashMap<u32, u64> = HashMap::from([(from, 0)]);
+            let mut queue = std::collections::VecDeque::from([from]);
+            let mut far = (from, 0);
+            while let Some(x) = queue.pop_front() {
+                let dx = dist[&x];
+                if dx > far.1 || (dx == far.1 && rank[x as usize] < rank[far.0 as usize]) {
+                    far = (x, dx);
+                }
+                for &y in adj.get(&x).map(Vec::as_slice).unwrap_or(&[]) {
+                    dist.entry(y).or_insert_with(|| {
+                        queue.push_back(y);
+                        dx + 1
+                    });
+                }
+            }
+            far
+        };
+        let diameter = if largest <= EXACT_DIAMETER_MEMBERS {
+            adj.keys().map(|&x| farthest(x).1).max().unwrap_or(0)
+        } else {
+            farthest(farthest(big).0).1
+        };
+        (largest, diameter)
+    }
+
+    /// A graph of `n` nodes from `links`, ranks a permutation (`perm`'s order), and each
+    /// node's root the smallest rank of its component.
+    fn check(n: usize, links: &[(u32, u32)], seed: u64) {
+        let mut rank: Vec<u64> = (0..n as u64).collect();
+        let mut s = seed;
+        for i in (1..n).rev() {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            rank.swap(i, (s >> 33) as usize % (i + 1));
+        }
+        let mut uf = UnionFind::new(n);
+        for &(a, b) in links {
+            uf.union(a, b);
+        }
+        let mut best: HashMap<u32, u32> = HashMap::new();
+        for d in 0..n as u32 {
+            let e = best.entry(uf.find(d)).or_insert(d);
+            if rank[d as usize] < rank[*e as usize] {
+                *e = d;
+            }
+        }
+        let root: Vec<u32> = (0..n as u32).map(|d| best[&uf.find(d)]).collect();
+        let got = largest_cluster_hops(
+            &root,
+            |d| rank[d],
+            |big, edge| {
+                for &(a, b) in links.iter().filter(|l| root[l.0 as usize] == big) {
+                    edge(a, b);
+                }
+            },
+        );
+        assert_eq!(got, naive_hops(&root, &rank, links));
+    }
+
+    proptest! {
+        #[test]
+        fn hops_agree_with_maps_of_lists(
+            n in 1usize..40,
+            raw in proptest::collection::vec((0u32..40, 0u32..40), 0..80),
+            seed in any::<u64>(),
+        ) {
+            let links: Vec<(u32, u32)> =
+                raw.into_iter().map(|(a, b)| (a % n as u32, b % n as u32)).collect();
+            check(n, &links, seed);
+        }
+    }
+
+    #[test]
+    fn hops_past_the_exact_size_agree_with_maps_of_lists() {
+        // Chains, a cycle and random chords around 2^10 members: the double sweep.
+        for n in [1023usize, 1024, 1025, 1026, 1500] {
+            let chain: Vec<(u32, u32)> = (1..n as u32).map(|i| (i - 1, i)).collect();
+            check(n, &chain, n as u64);
+            let mut more = chain.clone();
+            more.push((n as u32 - 1, 0));
+            for i in 0..n as u32 / 10 {
+                more.push((i * 7 % n as u32, i * 13 % n as u32));
+            }
+            check(n, &more, 7 * n as u64);
+        }
+        // No cluster at all, and one of two.
+        check(3, &[], 1);
+        check(3, &[(2, 1)], 1);
     }
 }
