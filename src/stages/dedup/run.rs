@@ -253,12 +253,12 @@ pub fn run_dedup(
         })
         .collect();
     if let Some(o) = clusters_out.as_mut() {
+        let mut line = Vec::new();
         for (root, members) in clustering.groups(&corpus.ids) {
-            let members: Vec<&str> = members
-                .iter()
-                .map(|&m| corpus.ids.get(m as usize))
-                .collect();
-            o.write_all(cluster_line(corpus.ids.get(root as usize), &members).as_bytes())?;
+            line.clear();
+            let names = members.iter().map(|&m| corpus.ids.get(m as usize));
+            put_cluster_line(&mut line, corpus.ids.get(root as usize), names);
+            o.write_all(&line)?;
         }
     }
     if let Some(o) = removed_out.as_mut() {
@@ -337,14 +337,28 @@ pub fn run_dedup(
     })
 }
 
-/// One line of the `--clusters` file: the root, the members in id order, the size.
-pub(crate) fn cluster_line(root: &str, members: &[&str]) -> String {
-    let line = serde_json::json!({
-        "root": root,
-        "members": members,
-        "size": members.len(),
-    });
-    format!("{line}\n")
+/// One line of the `--clusters` file, appended to `out`: the root, the members in id order,
+/// the size; the bytes serde_json writes for that object, written as they go (a cluster of
+/// millions is never a JSON value of millions of strings).
+pub(crate) fn put_cluster_line<'a>(
+    out: &mut Vec<u8>,
+    root: &str,
+    members: impl ExactSizeIterator<Item = &'a str>,
+) {
+    let json = |out: &mut Vec<u8>, s: &str| {
+        serde_json::to_writer(&mut *out, s).expect("writing JSON to memory cannot fail")
+    };
+    out.extend_from_slice(b"{\"root\":");
+    json(out, root);
+    out.extend_from_slice(b",\"members\":[");
+    let size = members.len();
+    for (i, m) in members.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json(out, m);
+    }
+    out.extend_from_slice(format!("],\"size\":{size}}}\n").as_bytes());
 }
 
 /// One line of the `--pairs` file.
@@ -712,4 +726,30 @@ pub(crate) fn write_pass(
         ));
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_line_is_the_json_object_serde_json_writes() {
+        let ids = [
+            "a",
+            "",
+            "quote \" and \\ backslash",
+            "tab\tnewline\ncontrol\u{1}",
+            "é中😀",
+            "</script>",
+        ];
+        for n in 0..=ids.len() {
+            for root in ids {
+                let members = &ids[..n];
+                let want = serde_json::json!({"root": root, "members": members, "size": n});
+                let mut got = Vec::new();
+                put_cluster_line(&mut got, root, members.iter().copied());
+                assert_eq!(String::from_utf8(got).unwrap(), format!("{want}\n"));
+            }
+        }
+    }
 }

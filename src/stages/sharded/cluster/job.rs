@@ -24,8 +24,8 @@ use crate::index::unionfind::UnionFind;
 use crate::io::Output;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    best_of_clusters, cluster_line, count_clusters, keep_key, pair_line, ClusterRule, ClusterStats,
-    Confirm, GroupCounts, Keep, EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
+    best_of_clusters, count_clusters, keep_key, pair_line, put_cluster_line, ClusterRule,
+    ClusterStats, Confirm, GroupCounts, Keep, EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
 };
 use crate::stages::sharded::rank::NO_REP;
 use crate::stages::sharded::table::{col, f64s, strings, u32s, u64s, BATCH_ROWS};
@@ -253,9 +253,11 @@ pub fn cluster(
     let dir = dir.parent().expect("a file in the work directory");
     std::fs::create_dir_all(dir).map_err(|e| Error::io(&dir.display().to_string(), e))?;
     let mut out = Output::with_checksum(&work.clusters_jsonl().display().to_string())?;
+    let mut line = Vec::new();
     for (&r, members) in &by_root {
-        let names: Vec<&str> = members.iter().map(|&i| id(i)).collect();
-        out.write_all(cluster_line(id(r), &names).as_bytes())?;
+        line.clear();
+        put_cluster_line(&mut line, id(r), members.iter().map(|&i| id(i)));
+        out.write_all(&line)?;
     }
     let (clusters_checksum, _) = out.checksum().expect("kept");
     out.finish()?;

@@ -28,7 +28,7 @@
 //! verdicts, a rank range of them per `edges` task) and the exact copies', so a component is a
 //! cluster, and `clusters` gives it the root and pairs of the greedy rule.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,7 +42,7 @@ use super::{ClusterSummary, LargeCluster};
 use crate::error::Error;
 use crate::io::Output;
 use crate::stages::dedup::{
-    cluster_line, keep_key, pair_line, ClusterRule, ClusterStats, Confirm, GroupCounts, Keep,
+    keep_key, pair_line, put_cluster_line, ClusterRule, ClusterStats, Confirm, GroupCounts, Keep,
     EXAMPLE_CLUSTERS, EXAMPLE_MEMBERS,
 };
 use crate::stages::sharded::codec::{as_fields, put, put_bytes, Fill, Take};
@@ -231,13 +231,19 @@ impl<'w> Outputs<'w> {
         slices: usize,
         records: &[(usize, B)],
     ) -> Result<(), Error> {
-        let file = format!("{}.{output}", self.name);
-        let mut w = SlicedWriter::create(&self.work.cluster_task(&file))?;
+        let w = self.open(output, slices)?;
         for (s, bytes) in records {
             w.push(*s, bytes.as_ref())?;
         }
-        self.files.insert(output.to_string(), (w, slices));
         Ok(())
+    }
+
+    /// The output `output` of `slices`, to be written slice after slice as records come.
+    fn open(&mut self, output: &str, slices: usize) -> Result<&mut SlicedWriter, Error> {
+        let file = format!("{}.{output}", self.name);
+        let w = SlicedWriter::create(&self.work.cluster_task(&file))?;
+        self.files.insert(output.to_string(), (w, slices));
+        Ok(&mut self.files.get_mut(output).expect("just inserted").0)
     }
 
     fn finish(self, mut summary: StepSummary, t0: Instant) -> Result<StepSummary, Error> {
@@ -847,7 +853,9 @@ struct Member {
     value: f64,
     words: u32,
     group: u32,
-    id: String,
+    /// Its id: `len` bytes from `at` of the part's id arena.
+    at: u64,
+    len: u32,
 }
 
 /// Step 6 for part `k`: the clusters whose roots it holds. `false` when done.
@@ -864,6 +872,8 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
         offsets.push(offsets.last().unwrap() + r);
     }
     let mut members: Vec<Member> = Vec::new();
+    // Every member's id, one after another (a `String` apiece would cost its allocation).
+    let mut names = String::new();
     for s in 0..work.shards() {
         let bytes = read_output(
             work,
@@ -874,15 +884,20 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
         )?;
         let mut rd = Take::new(&bytes);
         while !rd.done() {
+            let (root, rank, doc) = (rd.le::<u64>(), rd.le::<u64>(), rd.le::<u64>());
+            let (value, words, group) = (rd.le::<f64>(), rd.le::<u32>(), rd.le::<u32>());
+            let id = rd.str();
             members.push(Member {
-                root: rd.le::<u64>(),
-                rank: rd.le::<u64>(),
-                doc: rd.le::<u64>(),
-                value: rd.le::<f64>(),
-                words: rd.le::<u32>(),
-                group: rd.le::<u32>(),
-                id: rd.str().to_string(),
+                root,
+                rank,
+                doc,
+                value,
+                words,
+                group,
+                at: names.len() as u64,
+                len: id.len() as u32,
             });
+            names.push_str(id);
         }
     }
     members.par_sort_unstable_by_key(|m| m.rank);
@@ -943,7 +958,7 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
         members: m as u64,
         pairs: pairs.len() as u64,
         groups: vec![(0, 0, 0); rs.groups.len()],
-        id_bytes: members.iter().map(|x| x.id.len() as u64).sum(),
+        id_bytes: names.len() as u64,
         ..Default::default()
     };
     let mut size: BTreeMap<u32, u64> = BTreeMap::new();
@@ -980,14 +995,21 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     for (i, &r) in root.iter().enumerate() {
         by_root.entry(r).or_default().push(i as u32);
     }
-    let id = |i: u32| members[i as usize].id.as_str();
+    let id = |i: u32| {
+        let x = &members[i as usize];
+        &names[x.at as usize..x.at as usize + x.len as usize]
+    };
+    let mut o = Outputs::new(work, &name);
     // Keyed by the root's rank (merged over the parts by `finish`: a greedy root may lie in
     // another part's range).
-    let mut lines = Vec::new();
+    let out = o.open("lines", 1)?;
+    let mut line = Vec::new();
     for (&r, ms) in &by_root {
-        let names: Vec<&str> = ms.iter().map(|&i| id(i)).collect();
-        lines.extend_from_slice(&as_fields(&[members[r as usize].rank, 0]));
-        put_bytes(&mut lines, cluster_line(id(r), &names).as_bytes());
+        line.clear();
+        put_cluster_line(&mut line, id(r), ms.iter().map(|&i| id(i)));
+        out.push(0, &as_fields(&[members[r as usize].rank, 0]))?;
+        out.push(0, &(line.len() as u32).to_le_bytes())?;
+        out.push(0, &line)?;
     }
     let shard_of = |d: u64| offsets.partition_point(|&o| o <= d) - 1;
     let mut largest: Vec<(&u32, &Vec<u32>)> = by_root.iter().collect();
@@ -1014,11 +1036,12 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
         })
         .collect();
     // Pairs' lines, by ranks (merged over the parts by `finish`).
-    let mut pair_lines = Vec::new();
+    let out = o.open("pairs", 1)?;
     for &(a, b, est, jac) in &pairs {
         let line = pair_line(id(index(a)), id(index(b)), est, jac);
-        pair_lines.extend_from_slice(&as_fields(&[a, b]));
-        put_bytes(&mut pair_lines, line.as_bytes());
+        out.push(0, &as_fields(&[a, b]))?;
+        out.push(0, &(line.len() as u32).to_le_bytes())?;
+        out.push(0, line.as_bytes())?;
     }
     let written = |i: usize| !cfg.drop || survives[i];
     let grouped = work.fields().group.is_some();
@@ -1046,36 +1069,38 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     for i in (0..m).filter(|&i| survives[i]) {
         survivor.insert(root[i], i as u32);
     }
-    let confirmed: HashSet<(u32, u32)> = pairs.iter().map(|p| (index(p.0), index(p.1))).collect();
-    let mut chaining = Vec::new();
+    // `pairs` are sorted by their ranks, which follow the members' order.
+    let confirmed = |a: u32, b: u32| {
+        let key = (members[a as usize].rank, members[b as usize].rank);
+        pairs.binary_search_by_key(&key, |p| (p.0, p.1)).is_ok()
+    };
+    let out = o.open("chaining", 1)?;
     // Under the greedy rule every dropped document joined a confirmed surviving near
     // duplicate: there is none to test.
     for i in (0..m).filter(|&i| !greedy && !survives[i]) {
         let s = survivor[&root[i]] as usize;
         let (a, b) = (unit[i].min(unit[s]), unit[i].max(unit[s]));
-        if a != b && !confirmed.contains(&(a, b)) {
+        if a != b && !confirmed(a, b) {
             let r = members[i].rank;
-            chaining.extend_from_slice(&as_fields(&[r, r, members[i].doc, members[s].doc]));
+            out.push(0, &as_fields(&[r, r, members[i].doc, members[s].doc]))?;
         }
     }
-    // Each member's verdict, to its shard: row, survives, tag, survivor.
-    let mut verdicts: Vec<(usize, u64, Vec<u8>)> = Vec::with_capacity(m);
-    for (i, x) in members.iter().enumerate() {
+    // Each member's verdict, to its shard: row, survives, tag, survivor; in the order of the
+    // documents, which is that of (shard, row).
+    let mut by_doc: Vec<u32> = (0..m as u32).collect();
+    by_doc.par_sort_unstable_by_key(|&i| members[i as usize].doc);
+    let out = o.open("verdicts", work.shards())?;
+    let mut rec = Vec::new();
+    for i in by_doc {
+        let (x, i) = (&members[i as usize], i as usize);
         let s = shard_of(x.doc);
-        let row = x.doc - offsets[s];
-        let mut rec = as_fields(&[row]).into_owned();
+        rec.clear();
+        rec.extend_from_slice(&as_fields(&[x.doc - offsets[s]]));
         rec.push(survives[i] as u8);
         put_bytes(&mut rec, id(root[i]).as_bytes());
         put_bytes(&mut rec, id(survivor[&root[i]]).as_bytes());
-        verdicts.push((s, row, rec));
+        out.push(s, &rec)?;
     }
-    verdicts.par_sort_unstable_by_key(|v| (v.0, v.1));
-    let verdicts: Vec<(usize, Vec<u8>)> = verdicts.into_iter().map(|(s, _, r)| (s, r)).collect();
-    let mut o = Outputs::new(work, &name);
-    o.write("verdicts", work.shards(), &verdicts)?;
-    o.write("lines", 1, &[(0, lines)])?;
-    o.write("pairs", 1, &[(0, pair_lines)])?;
-    o.write("chaining", 1, &[(0, chaining)])?;
     o.finish(
         StepSummary {
             counts,
