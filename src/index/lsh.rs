@@ -135,9 +135,16 @@ impl Buckets {
 
     /// Add `other`'s buckets after these.
     pub fn append(&mut self, other: &Buckets) {
-        for b in other.iter() {
-            self.push(b.iter().copied());
+        if other.is_empty() {
+            return;
         }
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        let base = self.members.len();
+        self.members.extend_from_slice(&other.members);
+        self.offsets
+            .extend(other.offsets[1..].iter().map(|&o| base + o));
     }
 
     /// Add a bucket of these members.
@@ -412,6 +419,36 @@ mod tests {
             assert_eq!(buckets.distinct(), want, "round {round}");
         }
         assert_eq!(Buckets::default().distinct(), []);
+    }
+
+    #[test]
+    fn appended_buckets_follow_the_first_ones() {
+        let of = |lists: &[&[u32]]| {
+            let mut b = Buckets::default();
+            for l in lists {
+                b.push(l.iter().copied());
+            }
+            b
+        };
+        let lists: [&[&[u32]]; 4] = [&[], &[&[]], &[&[1, 2]], &[&[3, 4, 5], &[], &[6, 7]]];
+        for a in lists {
+            for b in lists {
+                let mut got = of(a);
+                got.append(&of(b));
+                let mut want = of(a);
+                for l in b {
+                    want.push(l.iter().copied());
+                }
+                assert_eq!(
+                    got.iter().collect::<Vec<_>>(),
+                    want.iter().collect::<Vec<_>>()
+                );
+                assert_eq!(got.len(), a.len() + b.len());
+            }
+        }
+        let mut empty = Buckets::default();
+        empty.append(&Buckets::default());
+        assert!(empty.is_empty());
     }
 
     #[test]
