@@ -73,15 +73,16 @@ pub fn scan_keys_without(line: &[u8], absent: &str) -> Option<usize> {
 
 /// [`scan_keys_without`], with the given string scanner.
 fn keys_without(line: &[u8], absent: &str, scanner: Scanner) -> Option<usize> {
-    let mut found = false;
-    let n = object(line, scanner, |key, at| {
-        found |= key == absent;
+    object(line, scanner, |key, at| {
+        // A present key ends the walk: serde_json then reads the whole record.
+        if key == absent {
+            return None;
+        }
         match line[at] {
             b'"' => Some(string(line, at + 1, Keep::Nothing, scanner)?.1),
             _ => skip_scalar(line, at),
         }
-    })?;
-    (!found).then_some(n)
+    })
 }
 
 /// [`scan_record`], with the given string scanner (tests run each).
@@ -126,7 +127,7 @@ fn scan<'a>(
 
 /// Walk the object on `line` (nothing but whitespace around it): for each member, its key
 /// (which has no escapes: those take the full parse, which unescapes before comparing) and
-/// the index of its value, which `value` scans, returning the index after it. Returns the
+/// the index of its value (within `line`), which `value` scans, returning the index after it. Returns the
 /// number of members; `None` when the line is not of this module's shape or `value` says so.
 fn object(
     line: &[u8],
