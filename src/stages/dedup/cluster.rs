@@ -691,7 +691,7 @@ mod tests {
         (largest, diameter)
     }
 
-    /// A graph of `n` nodes from `links`, ranks a permutation (`perm`'s order), and each
+    /// A graph of `n` nodes from `links`, their ranks a permutation shuffled by `seed`, and each
     /// node's root the smallest rank of its component.
     fn check(n: usize, links: &[(u32, u32)], seed: u64) {
         let mut rank: Vec<u64> = (0..n as u64).collect();
@@ -735,6 +735,21 @@ mod tests {
         ) {
             let links: Vec<(u32, u32)> =
                 raw.into_iter().map(|(a, b)| (a % n as u32, b % n as u32)).collect();
+            check(n, &links, seed);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        #[test]
+        fn hops_by_double_sweep_agree_with_maps_of_lists(
+            n in 1025usize..1200,
+            chords in proptest::collection::vec((0u32..1200, 0u32..1200), 0..300),
+            seed in any::<u64>(),
+        ) {
+            // A chain makes one cluster past the exact size; chords give it cycles and ties.
+            let mut links: Vec<(u32, u32)> = (1..n as u32).map(|i| (i - 1, i)).collect();
+            links.extend(chords.into_iter().map(|(a, b)| (a % n as u32, b % n as u32)));
             check(n, &links, seed);
         }
     }

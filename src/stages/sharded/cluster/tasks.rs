@@ -1003,13 +1003,14 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     // Keyed by the root's rank (merged over the parts by `finish`: a greedy root may lie in
     // another part's range).
     let out = o.open("lines", 1)?;
-    let mut line = Vec::new();
+    let (mut line, mut rec) = (Vec::new(), Vec::new());
     for (&r, ms) in &by_root {
         line.clear();
         put_cluster_line(&mut line, id(r), ms.iter().map(|&i| id(i)));
-        out.push(0, &as_fields(&[members[r as usize].rank, 0]))?;
-        out.push(0, &(line.len() as u32).to_le_bytes())?;
-        out.push(0, &line)?;
+        rec.clear();
+        rec.extend_from_slice(&as_fields(&[members[r as usize].rank, 0]));
+        put_bytes(&mut rec, &line);
+        out.push(0, &rec)?;
     }
     let shard_of = |d: u64| offsets.partition_point(|&o| o <= d) - 1;
     let mut largest: Vec<(&u32, &Vec<u32>)> = by_root.iter().collect();
@@ -1039,9 +1040,10 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     let out = o.open("pairs", 1)?;
     for &(a, b, est, jac) in &pairs {
         let line = pair_line(id(index(a)), id(index(b)), est, jac);
-        out.push(0, &as_fields(&[a, b]))?;
-        out.push(0, &(line.len() as u32).to_le_bytes())?;
-        out.push(0, line.as_bytes())?;
+        rec.clear();
+        rec.extend_from_slice(&as_fields(&[a, b]));
+        put_bytes(&mut rec, line.as_bytes());
+        out.push(0, &rec)?;
     }
     let written = |i: usize| !cfg.drop || survives[i];
     let grouped = work.fields().group.is_some();
@@ -1069,7 +1071,8 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     for i in (0..m).filter(|&i| survives[i]) {
         survivor.insert(root[i], i as u32);
     }
-    // `pairs` are sorted by their ranks, which follow the members' order.
+    // Asked without the greedy rule only, whose `pairs` are sorted by their ranks (which
+    // follow the members' order).
     let confirmed = |a: u32, b: u32| {
         let key = (members[a as usize].rank, members[b as usize].rank);
         pairs.binary_search_by_key(&key, |p| (p.0, p.1)).is_ok()
@@ -1090,7 +1093,6 @@ pub fn clusters(work: &WorkDir, k: usize) -> Result<bool, Error> {
     let mut by_doc: Vec<u32> = (0..m as u32).collect();
     by_doc.par_sort_unstable_by_key(|&i| members[i as usize].doc);
     let out = o.open("verdicts", work.shards())?;
-    let mut rec = Vec::new();
     for i in by_doc {
         let (x, i) = (&members[i as usize], i as usize);
         let s = shard_of(x.doc);
