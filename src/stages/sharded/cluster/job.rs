@@ -31,6 +31,52 @@ use crate::stages::sharded::rank::NO_REP;
 use crate::stages::sharded::table::{col, f64s, strings, u32s, u64s, BATCH_ROWS};
 use crate::stages::sharded::WorkDir;
 
+/// Pairs read before the first deduplication of what the partitions confirmed.
+const DEDUP_PAIRS: usize = 1 << 20;
+
+/// A confirmed pair by ranks: `(a, b, estimate, jaccard)`.
+type RankPair = (u64, u64, f64, Option<f64>);
+
+/// Every partition's confirmed pairs, each once. A pair comes from each partition whose
+/// buckets hold both its documents, and one component falls into a bucket of most bands: the
+/// pairs are deduplicated once there are `first` of them and again whenever they double, so
+/// they never hold many more than the distinct ones. Every copy of a pair is the same record
+/// (its estimate and Jaccard depend on its documents alone).
+struct DistinctPairs {
+    pairs: Vec<RankPair>,
+    first: usize,
+    next: usize,
+}
+
+impl DistinctPairs {
+    fn new(first: usize) -> Self {
+        DistinctPairs {
+            pairs: Vec::new(),
+            first,
+            next: first,
+        }
+    }
+
+    fn push(&mut self, p: RankPair) {
+        self.pairs.push(p);
+        if self.pairs.len() >= self.next {
+            Self::dedup(&mut self.pairs);
+            self.next = (2 * self.pairs.len()).max(self.first);
+        }
+    }
+
+    fn dedup(pairs: &mut Vec<RankPair>) {
+        pairs.sort_unstable_by_key(|p| (p.0, p.1));
+        pairs.dedup_by_key(|p| (p.0, p.1));
+    }
+
+    /// The pairs, each once, sorted by ranks.
+    fn finish(mut self) -> Vec<RankPair> {
+        Self::dedup(&mut self.pairs);
+        self.pairs
+    }
+}
+
 /// Cluster the confirmed pairs of every partition. Returns the summary, or `None` when
 /// clustered already.
 pub fn cluster(
@@ -64,13 +110,12 @@ pub fn cluster(
         ..Default::default()
     };
     add_confirm_stats(work, &mut stats)?;
-    let mut pairs: Vec<(u64, u64, f64, Option<f64>)> = Vec::new();
+    let mut pairs = DistinctPairs::new(DEDUP_PAIRS);
     for p in 0..work.partitions() {
         for_each_pair(work, p, n, |a, b, est, j| pairs.push((a, b, est, j)))?;
     }
     let t_cluster = Instant::now();
-    pairs.sort_unstable_by_key(|p| (p.0, p.1));
-    pairs.dedup_by_key(|p| (p.0, p.1));
+    let mut pairs = pairs.finish();
     stats.pairs_confirmed = pairs.len() as u64;
 
     // The members: documents in a pair or an exact-duplicate relation; under the greedy rule,
@@ -504,6 +549,37 @@ impl RankSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pairs_are_each_kept_once_whenever_they_are_deduplicated() {
+        // Runs of pairs with repeats within and across runs, as partitions give them.
+        let mut rng = crate::hash::Pcg32::new(7);
+        for first in [1, 2, 3, 4, 7, 64, usize::MAX] {
+            for len in [0usize, 1, 2, 5, 100, 1000] {
+                let stream: Vec<RankPair> = (0..len)
+                    .map(|_| {
+                        let (a, b) = (rng.below(30) as u64, rng.below(30) as u64);
+                        (a, b, (a * 31 + b) as f64, Some(b as f64))
+                    })
+                    .collect();
+                let mut got = DistinctPairs::new(first);
+                for &p in &stream {
+                    got.push(p);
+                    // Never many more than the distinct pairs held.
+                    assert!(got.pairs.len() <= (2 * 900).max(first), "{first} {len}");
+                }
+                let mut want = stream.clone();
+                want.sort_by_key(|p| (p.0, p.1));
+                want.dedup_by_key(|p| (p.0, p.1));
+                let key = |v: &[RankPair]| -> Vec<(u64, u64, u64, Option<u64>)> {
+                    v.iter()
+                        .map(|p| (p.0, p.1, p.2.to_bits(), p.3.map(f64::to_bits)))
+                        .collect()
+                };
+                assert_eq!(key(&got.finish()), key(&want), "first {first}, {len} pairs");
+            }
+        }
+    }
 
     #[test]
     fn members_are_numbered_in_rank_order_across_words_and_blocks() {
