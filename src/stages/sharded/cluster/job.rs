@@ -370,12 +370,16 @@ pub fn cluster(
         for i in (0..m).filter(|&i| survives[i]) {
             survivor.insert(root[i], i as u32);
         }
-        let confirmed: std::collections::HashSet<(u32, u32)> =
-            pairs.iter().map(|p| (index(p.0), index(p.1))).collect();
+        // `pairs` are sorted by ranks, and members are numbered in rank order.
+        let confirmed = |a: u32, b: u32| {
+            pairs
+                .binary_search_by_key(&(a, b), |p| (index(p.0), index(p.1)))
+                .is_ok()
+        };
         for i in (0..m).filter(|&i| !survives[i]) {
             let s = survivor[&root[i]] as usize;
             let (a, b) = (unit[i].min(unit[s]), unit[i].max(unit[s]));
-            if a != b && !confirmed.contains(&(a, b)) {
+            if a != b && !confirmed(a, b) {
                 w.values(&[doc[i], doc[s]])?;
             }
         }
