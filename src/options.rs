@@ -39,7 +39,7 @@ pub struct ShardedOptions {
     pub partitions: usize,
     /// Id records `rank` sorts at once, in one job.
     pub sort_memory: Mib,
-    /// What a task of `rank` or `cluster` holds at most.
+    /// What a task of `rank`, `confirm` or `cluster` holds at most.
     pub task_memory: Mib,
 }
 

@@ -100,6 +100,20 @@ impl Buckets {
     /// many buckets hold it, in bucket order. A cluster of near copies falls into one bucket
     /// in most bands, and what a bucket yields depends on its members alone.
     pub fn distinct(&self) -> Vec<(usize, u64)> {
+        let mut times = vec![0u64; self.len()];
+        for f in self.firsts() {
+            times[f] += 1;
+        }
+        times
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, t)| t > 0)
+            .collect()
+    }
+
+    /// For each bucket, the first bucket with the same members (itself, when none before
+    /// has them).
+    pub fn firsts(&self) -> Vec<usize> {
         use rayon::prelude::*;
         use std::hash::{BuildHasher, BuildHasherDefault};
         let hasher = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
@@ -108,29 +122,27 @@ impl Buckets {
             .map(|i| (hasher.hash_one(self.get(i)), i))
             .collect();
         keyed.par_sort_unstable();
-        let mut times = vec![0u64; self.len()];
+        let mut first: Vec<usize> = (0..self.len()).collect();
         let mut i = 0;
         while i < keyed.len() {
             let mut e = i + 1;
             while e < keyed.len() && keyed[e].0 == keyed[i].0 {
                 e += 1;
             }
-            // Equal hashes, in bucket order: each counts for the first with equal members.
+            // Equal hashes, in bucket order: each belongs to the first with equal members.
             for x in i..e {
                 let b = keyed[x].1;
-                let first = keyed[i..x]
+                if let Some(a) = keyed[i..x]
                     .iter()
                     .map(|&(_, a)| a)
-                    .find(|&a| times[a] > 0 && self.get(a) == self.get(b));
-                times[first.unwrap_or(b)] += 1;
+                    .find(|&a| first[a] == a && self.get(a) == self.get(b))
+                {
+                    first[b] = a;
+                }
             }
             i = e;
         }
-        times
-            .into_iter()
-            .enumerate()
-            .filter(|&(_, t)| t > 0)
-            .collect()
+        first
     }
 
     /// Add `other`'s buckets after these.
@@ -417,8 +429,14 @@ mod tests {
                 }
             }
             assert_eq!(buckets.distinct(), want, "round {round}");
+            let firsts: Vec<usize> = drawn
+                .iter()
+                .map(|l| drawn.iter().position(|e| e == l).unwrap())
+                .collect();
+            assert_eq!(buckets.firsts(), firsts, "round {round}");
         }
         assert_eq!(Buckets::default().distinct(), []);
+        assert!(Buckets::default().firsts().is_empty());
     }
 
     #[test]

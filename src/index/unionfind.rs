@@ -41,6 +41,12 @@ impl UnionFind {
         x
     }
 
+    /// Make `x` a singleton again. Only for a caller that resets every element of the sets
+    /// it touched (path halving rewrites their parents, and theirs alone).
+    pub fn reset(&mut self, x: u32) {
+        self.parent[x as usize] = x;
+    }
+
     /// The root of `x` without compressing (for shared references).
     pub fn find_const(&self, mut x: u32) -> u32 {
         while self.parent[x as usize] != x {

@@ -744,51 +744,76 @@ fn partitions_confirmed_together_give_the_pairs_of_each_alone() {
     let lines = corpus_lines();
     let inputs = shards(dir.path(), &lines, 3, None);
     let ins = strs(&inputs);
-    let mut got = Vec::new();
-    for (k, max_docs) in [0, 1, 40, usize::MAX].into_iter().enumerate() {
-        let w = dir.path().join(format!("work-{k}"));
-        let ws = w.display().to_string();
-        let mut init = vec!["init", ws.as_str()];
-        init.extend(ins.iter().map(|s| s.as_str()));
-        init.extend(["--partitions", "4"]);
-        stage(&init);
-        for s in ["0", "1", "2"] {
-            stage(&["sign", &ws, "--shard", s, "--engine", "cpu"]);
-        }
-        stage(&["rank", &ws]);
-        for s in ["0", "1", "2"] {
-            stage(&["bands", &ws, "--shard", s]);
-        }
-        if max_docs == 0 {
-            for p in ["0", "1", "2", "3"] {
-                stage(&["confirm", &ws, "--partition", p]);
+    let mut got: Vec<(String, String, Vec<confirm::ConfirmSummary>)> = Vec::new();
+    // (most documents a group holds, block bytes): with one document a group, a partition is
+    // confirmed in blocks; with 1 byte, a block holds one document, with 20,000 about ten.
+    let runs = [
+        (0, u64::MAX),
+        (1, u64::MAX),
+        (40, u64::MAX),
+        (usize::MAX, u64::MAX),
+        (1, 1),
+        (1, 20_000),
+    ];
+    for confirmation in ["jaccard", "estimate"] {
+        got.clear();
+        for (k, (max_docs, block_bytes)) in runs.into_iter().enumerate() {
+            let w = dir.path().join(format!("work-{confirmation}-{k}"));
+            let ws = w.display().to_string();
+            let mut init = vec!["init", ws.as_str()];
+            init.extend(ins.iter().map(|s| s.as_str()));
+            init.extend(["--partitions", "4", "--confirm", confirmation]);
+            stage(&init);
+            for s in ["0", "1", "2"] {
+                stage(&["sign", &ws, "--shard", s, "--engine", "cpu"]);
             }
-        } else {
-            let work = WorkDir::open(&w).unwrap();
-            let done = confirm::confirm_together(
-                &work,
-                &[0, 1, 2, 3],
-                max_docs,
-                &ProgressFactory::hidden(),
-            )
-            .unwrap();
-            assert!(done.iter().all(|d| d.is_some()));
+            stage(&["rank", &ws]);
+            for s in ["0", "1", "2"] {
+                stage(&["bands", &ws, "--shard", s]);
+            }
+            if max_docs == 0 {
+                for p in ["0", "1", "2", "3"] {
+                    stage(&["confirm", &ws, "--partition", p]);
+                }
+            } else {
+                let work = WorkDir::open(&w).unwrap();
+                let done = confirm::confirm_within(
+                    &work,
+                    &[0, 1, 2, 3],
+                    max_docs,
+                    block_bytes,
+                    &ProgressFactory::hidden(),
+                )
+                .unwrap();
+                assert!(done.iter().all(|d| d.is_some()));
+            }
+            let pairs = w.with_extension("pairs.jsonl").display().to_string();
+            let cl = w.with_extension("clusters.jsonl").display().to_string();
+            stage(&["cluster", &ws, "--pairs", &pairs, "--clusters", &cl]);
+            let mut counts = Vec::new();
+            for p in 0..4 {
+                let mut s = confirm::summary(&WorkDir::open(&w).unwrap(), p).unwrap();
+                (s.seconds, s.sets_seconds) = (0.0, 0.0);
+                if block_bytes != u64::MAX {
+                    // The work of blocks: pairs within a block are tested again with others.
+                    assert!(
+                        s.counts.checked >= got[0].2[p].counts.checked,
+                        "partition {p}"
+                    );
+                    s.counts = got[0].2[p].counts;
+                }
+                counts.push(s);
+            }
+            let pairs_text = std::fs::read_to_string(&pairs).unwrap();
+            assert!(pairs_text.lines().count() > 10, "{pairs_text}");
+            got.push((sha256(Path::new(&pairs)), sha256(Path::new(&cl)), counts));
         }
-        let pairs = w.with_extension("pairs.jsonl").display().to_string();
-        let cl = w.with_extension("clusters.jsonl").display().to_string();
-        stage(&["cluster", &ws, "--pairs", &pairs, "--clusters", &cl]);
-        let mut counts = Vec::new();
-        for p in 0..4 {
-            let mut s = confirm::summary(&WorkDir::open(&w).unwrap(), p).unwrap();
-            (s.seconds, s.sets_seconds) = (0.0, 0.0);
-            counts.push(serde_json::to_string(&s).unwrap());
+        for (g, run) in got[1..].iter().zip(&runs[1..]) {
+            assert_eq!(g.0, got[0].0, "{confirmation} {run:?}");
+            assert_eq!(g.1, got[0].1, "{confirmation} {run:?}");
+            let json = |c: &[confirm::ConfirmSummary]| serde_json::to_string(c).unwrap();
+            assert_eq!(json(&g.2), json(&got[0].2), "{confirmation} {run:?}");
         }
-        let pairs_text = std::fs::read_to_string(&pairs).unwrap();
-        assert!(pairs_text.lines().count() > 10, "{pairs_text}");
-        got.push((sha256(Path::new(&pairs)), sha256(Path::new(&cl)), counts));
-    }
-    for g in &got[1..] {
-        assert_eq!(g, &got[0]);
     }
 }
 

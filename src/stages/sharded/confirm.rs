@@ -8,7 +8,8 @@
 //! (null unless computed), one row per confirmed pair, sorted.
 //!
 //! It holds the partition's band rows (24 bytes each) and the bucketed documents' signatures
-//! and sets.
+//! and sets; a partition whose documents alone are more than a group holds is confirmed in
+//! blocks instead (`blocks.rs`), two blocks held at a time.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,7 +24,7 @@ use super::codec::fields;
 use super::gather::Docs;
 use super::ship::{self, NeedsSummary};
 use super::table::{col, u32s, u64s};
-use super::{greedy, WorkDir};
+use super::{blocks, greedy, WorkDir};
 use crate::error::Error;
 use crate::index::lsh::Buckets;
 use crate::progress::ProgressFactory;
@@ -177,7 +178,7 @@ fn partition_rows(work: &WorkDir, partition: usize) -> Result<Vec<BandRow>, Erro
 
 /// Documents that [`confirm_together`] gathers for a group of partitions, for the drivers that
 /// confirm several in one job: their signatures and sets, about 3 KB a document of 300 words,
-/// are what a group holds (a partition that needs more is a group of its own).
+/// are what a group holds (a partition that needs more is confirmed alone, in blocks).
 pub const GROUP_DOCS: usize = 128 << 10;
 
 /// The most partitions confirmed in one group: each holds its unit lock, an open file, until
@@ -191,7 +192,7 @@ pub fn confirm(
     partition: usize,
     progress: &ProgressFactory,
 ) -> Result<Option<ConfirmSummary>, Error> {
-    let mut done = confirm_together(work, &[partition], usize::MAX, progress)?;
+    let mut done = confirm_together(work, &[partition], GROUP_DOCS, progress)?;
     Ok(done.pop().flatten())
 }
 
@@ -204,6 +205,28 @@ pub fn confirm_together(
     work: &WorkDir,
     parts: &[usize],
     max_docs: usize,
+    progress: &ProgressFactory,
+) -> Result<Vec<Option<ConfirmSummary>>, Error> {
+    let memory = crate::options::Mib(crate::options::defaults::TASK_MEMORY_MIB);
+    confirm_within(work, parts, max_docs, block_bytes(memory), progress)
+}
+
+/// The bytes of a block of signatures and sets when a confirm task may hold `memory`: it
+/// holds two, each with a tenth more for its maps, beside the giant bucket's forest (24
+/// bytes a pair) and the partition's rows.
+pub fn block_bytes(memory: crate::options::Mib) -> u64 {
+    (memory.bytes() / 8 * 3) as u64
+}
+
+/// [`confirm_together`], where a partition whose buckets alone need more than `max_docs`
+/// documents (under the components rule) is confirmed over its documents in blocks of about
+/// `block_bytes` of signatures and sets, two blocks held at a time (`blocks.rs`): the pairs
+/// are the same, the work counted is the blocks'.
+pub fn confirm_within(
+    work: &WorkDir,
+    parts: &[usize],
+    max_docs: usize,
+    block_bytes: u64,
     progress: &ProgressFactory,
 ) -> Result<Vec<Option<ConfirmSummary>>, Error> {
     for &p in parts {
@@ -262,6 +285,16 @@ pub fn confirm_together(
             continue;
         }
         let loaded = load(work, p, progress)?;
+        if loaded.docs() > max_docs && work.config().cluster != ClusterRule::Greedy {
+            // More than a group holds, alone: confirmed over its documents in blocks.
+            if !group.is_empty() {
+                finish_group(&mut group, &mut union, &mut out)?;
+                locks.clear();
+            }
+            out[i] = Some(finish_in_blocks(work, loaded, block_bytes, progress)?);
+            drop(lock);
+            continue;
+        }
         // A group holds at most `max_docs` documents unless one partition alone needs more:
         // a partition that would take it past them starts the next group.
         if !group.is_empty() {
@@ -514,7 +547,7 @@ fn finish(
     pairs.par_sort_unstable_by_key(|p| (p.a, p.b));
     pairs.dedup_by_key(|p| (p.a, p.b));
     fill_estimates(&mut pairs, sigs, num_perm);
-    let mut out: Vec<(u64, u64, f64, Option<f64>)> = pairs
+    let out: Vec<PairRow> = pairs
         .iter()
         .map(|p| {
             (
@@ -525,8 +558,6 @@ fn finish(
             )
         })
         .collect();
-    out.par_sort_unstable_by_key(|p| (p.0, p.1));
-    out.dedup_by_key(|p| (p.0, p.1));
     let jaccard = cfg.confirm == Confirm::Jaccard;
     let summary = ConfirmSummary {
         counts,
@@ -539,13 +570,29 @@ fn finish(
         seconds: load_seconds + gather_seconds + t0.elapsed().as_secs_f64(),
         sets_seconds: gather_seconds,
     };
+    write_pairs(work, partition, out, &summary)?;
+    Ok(summary)
+}
+
+/// A confirmed pair as written: the two ranks, the estimate and the Jaccard.
+type PairRow = (u64, u64, f64, Option<f64>);
+
+/// Write partition `partition`'s pairs `out` (in rank order, each once) and its summary.
+fn write_pairs(
+    work: &WorkDir,
+    partition: usize,
+    mut out: Vec<PairRow>,
+    summary: &ConfirmSummary,
+) -> Result<(), Error> {
+    out.par_sort_unstable_by_key(|p| (p.0, p.1));
+    out.dedup_by_key(|p| (p.0, p.1));
     let columns = vec![
         col("rank_a", DataType::UInt64),
         col("rank_b", DataType::UInt64),
         col("estimate", DataType::Float64),
         Field::new("jaccard", DataType::Float64, true),
     ];
-    let meta = [(COUNTS_KEY, serde_json::to_string(&summary).expect("JSON"))];
+    let meta = [(COUNTS_KEY, serde_json::to_string(summary).expect("JSON"))];
     let w = work.create_table(&work.pairs_file(partition), columns, &meta)?;
     let cols: Vec<ArrayRef> = vec![
         Arc::new(UInt64Array::from_iter_values(out.iter().map(|p| p.0))),
@@ -553,14 +600,70 @@ fn finish(
         Arc::new(Float64Array::from_iter_values(out.iter().map(|p| p.2))),
         Arc::new(Float64Array::from_iter(out.iter().map(|p| p.3))),
     ];
-    w.write_then_finish(cols)?;
+    w.write_then_finish(cols)
+}
+
+/// Confirm a loaded partition over its documents in blocks (`blocks.rs`) and write its pairs.
+fn finish_in_blocks(
+    work: &WorkDir,
+    loaded: Loaded,
+    block_bytes: u64,
+    progress: &ProgressFactory,
+) -> Result<ConfirmSummary, Error> {
+    let t0 = Instant::now();
+    let Loaded {
+        partition,
+        rows,
+        runs,
+        needed,
+        seconds: load_seconds,
+    } = loaded;
+    let jaccard = work.config().confirm == Confirm::Jaccard;
+    if jaccard {
+        write_bucketed(work, partition, &needed)?;
+    }
+    let sets_loaded = if jaccard {
+        needed.iter().map(|v| v.len() as u64).sum()
+    } else {
+        0
+    };
+    // The runs' rows alone, as ranges of their own.
+    let mut places = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
+    let mut at = Vec::with_capacity(runs.len());
+    for r in &runs {
+        let start = places.len();
+        places.extend(rows[r.clone()].iter().map(|b| (b.shard, b.row)));
+        at.push(start..places.len());
+    }
+    let bands = runs.iter().map(|r| rows[r.start].band).collect();
+    drop(rows);
+    let input = blocks::Input {
+        partition,
+        places,
+        runs: at,
+        bands,
+        needed,
+    };
+    let got = blocks::confirm(work, input, block_bytes, progress)?;
+    let summary = ConfirmSummary {
+        counts: got.counts,
+        buckets: got.buckets,
+        sets_loaded,
+        seconds: load_seconds + t0.elapsed().as_secs_f64(),
+        sets_seconds: got.gather_seconds,
+    };
+    write_pairs(work, partition, got.pairs, &summary)?;
     Ok(summary)
 }
 
 /// Record which documents of each shard lie in some bucket of the partition, `shard` and
 /// `row`: the measured S-curve samples the union of all partitions' as in-memory `dedup`
 /// samples the documents whose sets it loaded.
-fn write_bucketed(work: &WorkDir, partition: usize, needed: &[Vec<u64>]) -> Result<(), Error> {
+pub(super) fn write_bucketed(
+    work: &WorkDir,
+    partition: usize,
+    needed: &[Vec<u64>],
+) -> Result<(), Error> {
     let columns = vec![col("shard", DataType::UInt32), col("row", DataType::UInt64)];
     let w = work.create_table(&work.bucketed_file(partition), columns, &[])?;
     let shard = needed

@@ -15,6 +15,7 @@ use rayon::prelude::*;
 use super::codec::fields;
 use super::raw::RawRows;
 use super::ship::{self, TextsReader, TextsSummary, TextsWriter};
+use super::spill::Spill;
 use super::table::{u32s, u64s};
 use super::WorkDir;
 use crate::engine::{CpuEngine, Engine};
@@ -60,6 +61,18 @@ impl Docs {
         parts: &[usize],
         progress: &ProgressFactory,
     ) -> Result<Docs, Error> {
+        Docs::gather_into(work, needed, parts, None, progress)
+    }
+
+    /// [`Docs::gather`], with the signatures and sets written to `spill` a slice at a time
+    /// when there is one, not held (`sigs` and `sets` are left empty).
+    pub fn gather_into(
+        work: &WorkDir,
+        needed: Vec<Vec<u64>>,
+        parts: &[usize],
+        mut spill: Option<&mut Spill>,
+        progress: &ProgressFactory,
+    ) -> Result<Docs, Error> {
         let t0 = Instant::now();
         let mut base = vec![0u32; work.shards() + 1];
         for (s, v) in needed.iter().enumerate() {
@@ -72,7 +85,7 @@ impl Docs {
             base,
             rank: Vec::with_capacity(total),
             groups: Vec::new(),
-            sigs: Vec::with_capacity(total * num_perm),
+            sigs: Vec::with_capacity(if spill.is_some() { 0 } else { total * num_perm }),
             sets: ShingleSets::new(),
             seconds: 0.0,
             needed: Vec::new(),
@@ -100,23 +113,34 @@ impl Docs {
                 sigs: std::mem::take(&mut docs.sigs),
                 sets: Vec::new(),
             };
+            let mut taken = |got: &mut Gathered| match spill.as_deref_mut() {
+                Some(spill) => spill.write(&mut got.sigs, &mut got.sets),
+                None => Ok(()),
+            };
             let r = if !parts.is_empty() && ship::texts_done(work, s)? {
-                gather.shipped_into(work, s, rows, parts, &mut got)
+                gather.shipped_into(work, s, rows, parts, &mut got, &mut taken)
             } else {
-                gather.shard_into(work, s, rows, progress, &mut got)
+                gather.shard_into(work, s, rows, progress, &mut got, &mut taken)
             };
             docs.sigs = got.sigs;
+            if spill.is_some() {
+                // Emptied slice by slice into the spill: its room is not kept.
+                docs.sigs = Vec::new();
+            }
             r?;
             for (at, set) in got.sets.into_iter().enumerate() {
                 docs.sets.insert(docs.base[s] + at as u32, set);
             }
         }
-        if docs.rank.len() != total || docs.sigs.len() != total * num_perm {
+        let signed = match &spill {
+            Some(spill) => spill.docs(),
+            None => docs.sigs.len() / num_perm,
+        };
+        if docs.rank.len() != total || signed != total {
             return Err(work.refuse(format!(
-                "the buckets need {total} documents, and {} ranks and {} signatures were found: \
-                 run the stages again in an empty work directory",
+                "the buckets need {total} documents, and {} ranks and {signed} signatures \
+                 were found: run the stages again in an empty work directory",
                 docs.rank.len(),
-                docs.sigs.len() / num_perm
             )));
         }
         docs.needed = needed;
@@ -158,12 +182,13 @@ impl Gatherer {
         progress: &ProgressFactory,
     ) -> Result<Gathered, Error> {
         let mut out = Gathered::default();
-        self.shard_into(work, shard, rows, progress, &mut out)?;
+        self.shard_into(work, shard, rows, progress, &mut out, &mut |_| Ok(()))?;
         Ok(out)
     }
 
     /// [`Gatherer::shard`], appended to `out` (whose signatures may have room reserved for
-    /// them: they are written in place, not copied).
+    /// them: they are written in place, not copied). After each slice of documents, once
+    /// their digests are checked, `taken(out)` is called: it may take them out.
     pub fn shard_into(
         &mut self,
         work: &WorkDir,
@@ -171,13 +196,13 @@ impl Gatherer {
         rows: &[u64],
         progress: &ProgressFactory,
         out: &mut Gathered,
+        taken: Taken,
     ) -> Result<(), Error> {
-        let before = out.sigs.len();
+        let mut checked = Checked::new(work, shard, out);
         visit(work, shard, rows, progress, |chunk, at, name| {
-            self.add(work, chunk, at, name, out)
-        })?;
-        let name = work.manifest.shards[shard].path.clone();
-        check_digests(work, shard, rows, &out.sigs[before..], &name)
+            self.add(work, chunk, at, name, out)?;
+            checked.slice(work, rows, out, taken)
+        })
     }
 
     /// [`Gatherer::shard_into`] from the texts `confirm-texts` shipped to the partitions
@@ -189,8 +214,9 @@ impl Gatherer {
         rows: &[u64],
         parts: &[usize],
         out: &mut Gathered,
+        taken: Taken,
     ) -> Result<(), Error> {
-        let before = out.sigs.len();
+        let mut checked = Checked::new(work, shard, out);
         let mut readers = parts
             .iter()
             .map(|&p| TextsReader::open(work, shard, p))
@@ -229,20 +255,21 @@ impl Gatherer {
             if bytes >= SLICE_BYTES {
                 let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
                 self.add_texts(work, &refs, out)?;
+                checked.slice(work, rows, out, taken)?;
                 texts.clear();
                 bytes = 0;
             }
         }
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         self.add_texts(work, &refs, out)?;
+        checked.slice(work, rows, out, taken)?;
         if at != rows.len() {
             return Err(wrong(format!(
                 "{at} of shard {shard}'s {} needed documents were shipped",
                 rows.len()
             )));
         }
-        let name = work.manifest.shards[shard].path.clone();
-        check_digests(work, shard, rows, &out.sigs[before..], &name)
+        Ok(())
     }
 
     /// Records `at` of `chunk`, appended to `out`.
@@ -288,6 +315,60 @@ impl Gatherer {
         let start = out.sigs.len();
         out.sigs.resize(start + texts.len() * np, 0);
         self.engine.sign_texts(texts, &mut out.sigs[start..])?;
+        Ok(())
+    }
+}
+
+/// What a gathering calls after each slice of documents it adds to its [`Gathered`].
+pub(super) type Taken<'a> = &'a mut dyn FnMut(&mut Gathered) -> Result<(), Error>;
+
+/// How far a gathering of one shard's rows has checked its signatures against the digests
+/// `sign` recorded, a slice at a time.
+struct Checked {
+    shard: usize,
+    /// The shard's name, for errors.
+    name: String,
+    /// Rows checked so far.
+    rows: usize,
+    /// The first document of the [`Gathered`] not checked yet.
+    from: usize,
+}
+
+impl Checked {
+    fn new(work: &WorkDir, shard: usize, out: &Gathered) -> Self {
+        Checked {
+            shard,
+            name: work.manifest.shards[shard].path.clone(),
+            rows: 0,
+            from: out.sigs.len() / work.config().params.num_perm,
+        }
+    }
+
+    /// Check the documents added to `out` since the last slice (the next of `rows`), then
+    /// hand `out` to `taken`.
+    fn slice(
+        &mut self,
+        work: &WorkDir,
+        rows: &[u64],
+        out: &mut Gathered,
+        taken: Taken,
+    ) -> Result<(), Error> {
+        let np = work.config().params.num_perm;
+        let n = out.sigs.len() / np - self.from;
+        if n == 0 {
+            return Ok(());
+        }
+        let at = &rows[self.rows..self.rows + n];
+        check_digests(
+            work,
+            self.shard,
+            at,
+            &out.sigs[self.from * np..],
+            &self.name,
+        )?;
+        self.rows += n;
+        taken(out)?;
+        self.from = out.sigs.len() / np;
         Ok(())
     }
 }

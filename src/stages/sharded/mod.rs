@@ -30,6 +30,7 @@
 
 pub mod apply;
 pub mod bands;
+mod blocks;
 pub mod cluster;
 mod codec;
 pub mod confirm;
@@ -43,6 +44,7 @@ pub mod run;
 pub mod ship;
 pub mod sign;
 mod sliced;
+mod spill;
 pub mod summary;
 mod table;
 pub mod task;

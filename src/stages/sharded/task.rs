@@ -70,9 +70,12 @@ pub enum Task {
     ConfirmTexts {
         shard: usize,
     },
-    /// These partitions, confirmed together (a document is gathered once for all of them).
+    /// These partitions, confirmed together (a document is gathered once for all of them);
+    /// one whose buckets need more documents than a group holds is confirmed in blocks, two
+    /// of them held at a time, sized by `memory`.
     Confirm {
         partitions: Vec<usize>,
+        memory: Mib,
     },
     /// Every greedy round still to run, in one process.
     Greedy,
@@ -144,9 +147,15 @@ impl Task {
             Bands { shard } => ("bands", vec![n("shard", *shard)]),
             ConfirmNeeds { partition } => ("confirm-needs", vec![n("partition", *partition)]),
             ConfirmTexts { shard } => ("confirm-texts", vec![n("shard", *shard)]),
-            Confirm { partitions } => {
+            Confirm { partitions, memory } => {
                 let list: Vec<String> = partitions.iter().map(|p| p.to_string()).collect();
-                ("confirm", vec![("partitions", list.join(","))])
+                (
+                    "confirm",
+                    vec![
+                        ("partitions", list.join(",")),
+                        ("memory", memory.to_string()),
+                    ],
+                )
             }
             Greedy => ("greedy", vec![]),
             GreedyRound { round, partition } => (
@@ -200,7 +209,7 @@ impl Task {
             | ConfirmTexts { shard }
             | Apply { shard } => Some(*shard),
             RankSort { range } | RankExact { range } => Some(*range),
-            Confirm { partitions } => partitions.first().copied(),
+            Confirm { partitions, .. } => partitions.first().copied(),
             GreedyRound { partition, .. }
             | ClusterEdges { partition }
             | ConfirmNeeds { partition } => Some(*partition),
@@ -405,7 +414,12 @@ impl FromStr for Task {
                     .split(',')
                     .map(|p| num("partitions", p))
                     .collect::<Result<Vec<_>, _>>()?;
-                Confirm { partitions }
+                // Without `memory=`, the default (task lines written before it had one).
+                let memory = match get("memory") {
+                    Ok(m) => mib(m)?,
+                    Err(_) => Mib(crate::options::defaults::TASK_MEMORY_MIB),
+                };
+                Confirm { partitions, memory }
             }
             "greedy" => Greedy,
             "greedy-round" => GreedyRound {
@@ -477,7 +491,7 @@ pub struct Waves {
     /// `rank`, the greedy rounds and `cluster` as their parallel steps (`true`), or each as
     /// one task in one process.
     pub steps: bool,
-    /// What a task of `rank` or `cluster` holds at most, when they run as steps.
+    /// What a task of `rank`, `confirm` or `cluster` holds at most, when they run as steps.
     pub task_memory: Mib,
     /// Id records the one-process `rank` sorts at once.
     pub sort_memory: Mib,
@@ -568,6 +582,7 @@ pub fn next_wave(work: &WorkDir, how: &Waves) -> Result<Vec<Task>, Error> {
         return Ok((0..tasks)
             .map(|g| Task::Confirm {
                 partitions: left.iter().copied().skip(g).step_by(tasks).collect(),
+                memory: how.task_memory,
             })
             .collect());
     }
@@ -999,8 +1014,14 @@ impl Task {
                     Value::Null,
                 ),
             },
-            Confirm { partitions } => {
-                let all = confirm::confirm_together(w, partitions, confirm::GROUP_DOCS, progress)?;
+            Confirm { partitions, memory } => {
+                let all = confirm::confirm_within(
+                    w,
+                    partitions,
+                    confirm::GROUP_DOCS,
+                    confirm::block_bytes(*memory),
+                    progress,
+                )?;
                 let mut said = Vec::new();
                 for (p, s) in partitions.iter().zip(&all) {
                     said.push(match s {
@@ -1394,9 +1415,11 @@ mod tests {
             ConfirmTexts { shard: 12 },
             Confirm {
                 partitions: vec![0, 4, 8],
+                memory: Mib(256),
             },
             Confirm {
                 partitions: vec![65_535],
+                memory: Mib(1),
             },
             Greedy,
             GreedyRound {

@@ -846,8 +846,9 @@ pub enum Stage {
     Next {
         #[arg(value_name = "DIR")]
         dir: PathBuf,
-        /// MiB a task of `rank` or `cluster` holds at most, at least 1: their plans cut as many
-        /// ranges and parts as the records need at this much each.
+        /// MiB a task of `rank`, `confirm` or `cluster` holds at most, at least 1: their plans
+        /// cut as many ranges and parts as the records need at this much each, and a partition
+        /// past what a confirm group holds is confirmed in blocks of 3/8 of this.
         #[arg(long = "task-memory", value_name = "MIB", default_value_t = Mib(defaults::TASK_MEMORY_MIB), value_parser = mib())]
         task_memory: Mib,
         /// How many tasks confirm the partitions, each a group of them confirmed together (a
@@ -918,6 +919,10 @@ pub enum Stage {
         /// buckets of several of them is read and signed again once.
         #[arg(long, value_name = "P", num_args = 1.., required = true)]
         partition: Vec<usize>,
+        /// MiB a job holds at most, at least 1: a partition whose buckets need more documents
+        /// than a group holds is confirmed in blocks, two held at a time, of 3/8 of this each.
+        #[arg(long = "task-memory", value_name = "MIB", default_value_t = Mib(defaults::TASK_MEMORY_MIB), value_parser = mib())]
+        task_memory: Mib,
     },
     /// Stage 4b, under `--cluster greedy`, after every partition is confirmed: the rule's rounds.
     ///

@@ -102,9 +102,14 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             (dir, vec![t], no_engine, None)
         }
         Stage::Bands { dir, shard } => (dir, vec![Task::Bands { shard }], no_engine, None),
-        Stage::Confirm { dir, partition } => {
+        Stage::Confirm {
+            dir,
+            partition,
+            task_memory,
+        } => {
             let t = Task::Confirm {
                 partitions: partition,
+                memory: task_memory,
             };
             (dir, vec![t], no_engine, None)
         }
