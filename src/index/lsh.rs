@@ -169,6 +169,29 @@ impl Buckets {
     }
 }
 
+/// The buckets of one run of documents whose band digests are equal: `members` sorted by
+/// their band values (`band`), then by `rank`, and cut where the band value changes (two
+/// digests may clash). `each` gets every bucket of two or more, its members in rank order.
+pub fn split_by_band<'a>(
+    members: &mut [u32],
+    band: impl Fn(u32) -> &'a [u32],
+    rank: impl Fn(u32) -> u64,
+    mut each: impl FnMut(&[u32]),
+) {
+    members.sort_unstable_by(|&x, &y| band(x).cmp(band(y)).then(rank(x).cmp(&rank(y))));
+    let mut s = 0;
+    while s < members.len() {
+        let mut t = s + 1;
+        while t < members.len() && band(members[t]) == band(members[s]) {
+            t += 1;
+        }
+        if t - s >= 2 {
+            each(&members[s..t]);
+        }
+        s = t;
+    }
+}
+
 /// Each of the elements `0 .. n`'s buckets, inverted from `buckets` (each a list of elements,
 /// numbered in order): element `e`'s are `of[at[e]..at[e + 1]]`, ascending. Returns `(at, of)`.
 pub fn memberships<'a>(
@@ -437,6 +460,41 @@ mod tests {
         }
         assert_eq!(Buckets::default().distinct(), []);
         assert!(Buckets::default().firsts().is_empty());
+    }
+
+    /// Buckets are the runs of equal band values with two or more members, each in rank
+    /// order, for every size from none up (band values of 1 and 2 rows).
+    #[test]
+    fn a_run_splits_into_buckets_of_equal_band_values_in_rank_order() {
+        let mut rng = crate::hash::Pcg32::new(5);
+        for n in [0u32, 1, 2, 3, 7, 40] {
+            for rows in [1usize, 2] {
+                let bands: Vec<Vec<u32>> = (0..n)
+                    .map(|_| (0..rows).map(|_| rng.below(3)).collect())
+                    .collect();
+                let rank: Vec<u64> = (0..n).map(|d| (d as u64 * 7919) % 101).collect();
+                let mut members: Vec<u32> = (0..n).rev().collect();
+                let mut got: Vec<Vec<u32>> = Vec::new();
+                split_by_band(
+                    &mut members,
+                    |d| &bands[d as usize],
+                    |d| rank[d as usize],
+                    |b| got.push(b.to_vec()),
+                );
+                let mut want: Vec<Vec<u32>> = Vec::new();
+                let mut values: Vec<&Vec<u32>> = bands.iter().collect();
+                values.sort();
+                values.dedup();
+                for v in values {
+                    let mut b: Vec<u32> = (0..n).filter(|&d| &bands[d as usize] == v).collect();
+                    b.sort_by_key(|&d| rank[d as usize]);
+                    if b.len() >= 2 {
+                        want.push(b);
+                    }
+                }
+                assert_eq!(got, want, "{n} documents, {rows} rows");
+            }
+        }
     }
 
     #[test]

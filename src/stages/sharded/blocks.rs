@@ -22,7 +22,7 @@ use super::gather::Docs;
 use super::spill::{Block, Spill};
 use super::WorkDir;
 use crate::error::Error;
-use crate::index::lsh::Buckets;
+use crate::index::lsh::{split_by_band, Buckets};
 use crate::index::unionfind::UnionFind;
 use crate::progress::ProgressFactory;
 use crate::sign::minhash::agreement;
@@ -310,23 +310,15 @@ impl Whole<'_> {
                     };
                     let mut members: Vec<u32> =
                         self.locals[run].iter().filter_map(|&l| place(l)).collect();
-                    members.sort_unstable_by(|&x, &y| {
-                        band(x)
-                            .cmp(band(y))
-                            .then(rank[x as usize].cmp(&rank[y as usize]))
-                    });
-                    let mut s = 0;
-                    while s < members.len() {
-                        let mut t = s + 1;
-                        while t < members.len() && band(members[t]) == band(members[s]) {
-                            t += 1;
-                        }
-                        if t - s >= 2 {
-                            kept.push(members[s..t].iter().copied());
-                            keys.push((r, band(members[s]).to_vec()));
-                        }
-                        s = t;
-                    }
+                    split_by_band(
+                        &mut members,
+                        band,
+                        |p| rank[p as usize],
+                        |bucket| {
+                            kept.push(bucket.iter().copied());
+                            keys.push((r, band(bucket[0]).to_vec()));
+                        },
+                    );
                     (kept, keys)
                 },
             )

@@ -26,7 +26,7 @@ use super::ship::{self, NeedsSummary};
 use super::table::{col, u32s, u64s};
 use super::{blocks, greedy, WorkDir};
 use crate::error::Error;
-use crate::index::lsh::Buckets;
+use crate::index::lsh::{split_by_band, Buckets};
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
     confirm_distinct, fill_estimates, Against, BucketCounts, BucketTables, ClusterRule, Confirm,
@@ -498,22 +498,12 @@ fn finish(
             };
             // In rank order within each band value: the order `confirm_bucket` takes.
             let mut members: Vec<u32> = rows[r.clone()].iter().map(|b| local(docs, b)).collect();
-            members.sort_unstable_by(|&x, &y| {
-                band(x)
-                    .cmp(band(y))
-                    .then(local_rank[x as usize].cmp(&local_rank[y as usize]))
-            });
-            let mut s = 0;
-            while s < members.len() {
-                let mut t = s + 1;
-                while t < members.len() && band(members[t]) == band(members[s]) {
-                    t += 1;
-                }
-                if t - s >= 2 {
-                    kept.push(members[s..t].iter().copied());
-                }
-                s = t;
-            }
+            split_by_band(
+                &mut members,
+                band,
+                |l| local_rank[l as usize],
+                |bucket| kept.push(bucket.iter().copied()),
+            );
             kept
         })
         .reduce(Buckets::default, |mut ka, kb| {
