@@ -175,7 +175,7 @@ fn no_numeric_value_panics_or_hangs() {
     }
     // `@WORK` becomes a work directory of each run's own.
     let wd = "@WORK".to_string();
-    for flag in ["--partitions", "--sort-memory"] {
+    for flag in ["--partitions", "--sort-memory", "--task-memory"] {
         // Under a limit of 256 open files: any count of partitions let through is small.
         add(
             flag,

@@ -211,11 +211,13 @@ pub fn confirm_together(
     confirm_within(work, parts, max_docs, block_bytes(memory), progress)
 }
 
-/// The bytes of a block of signatures and sets when a confirm task may hold `memory`: it
-/// holds two, each with a tenth more for its maps, beside the giant bucket's forest (24
-/// bytes a pair) and the partition's rows.
+/// The bytes of a block of signatures and sets when a confirm task may hold `memory`. It
+/// holds two, and joining them takes about 0.7 times their bytes again (the sets' map, the
+/// join's index of their tokens), beside the partition's rows and its giant bucket's forest
+/// (24 bytes a pair): a quarter of the budget each, and 32 MiB of the 256 above it, keeps a
+/// job within `memory` + 256 MiB (measured in docs/BENCHMARKS.md).
 pub fn block_bytes(memory: crate::options::Mib) -> u64 {
-    (memory.bytes() / 8 * 3) as u64
+    (memory.bytes() / 4 + (32 << 20)) as u64
 }
 
 /// [`confirm_together`], where a partition whose buckets alone need more than `max_docs`

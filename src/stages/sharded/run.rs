@@ -84,8 +84,8 @@ pub fn run_sharded(
     let how = Waves {
         steps: false,
         sort_memory: sharded.sort_memory,
+        task_memory: sharded.task_memory,
         confirm_tasks: 1,
-        ..Waves::default()
     };
     let mut engines = GivenEngine(engine);
     let mut env = TaskEnv {

@@ -746,6 +746,11 @@ pub struct DedupArgs {
     /// --sort-memory`), at least 1; a larger corpus is sorted in id-range buckets through files.
     #[arg(long, value_name = "MIB", default_value_t = Mib(defaults::SORT_MEMORY_MIB), requires = "work_dir", value_parser = mib())]
     pub sort_memory: Mib,
+    /// With --work-dir: MiB a `confirm` job holds at most, at least 1 (as `neardup stage next
+    /// --task-memory`): a partition whose buckets need more documents than a group holds (one
+    /// giant bucket of templated pages) is confirmed in blocks of a quarter of this, two at a time.
+    #[arg(long = "task-memory", value_name = "MIB", default_value_t = Mib(defaults::TASK_MEMORY_MIB), requires = "work_dir", value_parser = mib())]
+    pub task_memory: Mib,
     /// Check the documents against an index of documents already kept (`neardup index
     /// build`): one with a near duplicate there is dropped (with --tag-only, tagged with that
     /// document's id in meta.minhash_index_match). Pairs with an indexed document are confirmed
@@ -848,7 +853,7 @@ pub enum Stage {
         dir: PathBuf,
         /// MiB a task of `rank`, `confirm` or `cluster` holds at most, at least 1: their plans
         /// cut as many ranges and parts as the records need at this much each, and a partition
-        /// past what a confirm group holds is confirmed in blocks of 3/8 of this.
+        /// past what a confirm group holds is confirmed in blocks of a quarter of this.
         #[arg(long = "task-memory", value_name = "MIB", default_value_t = Mib(defaults::TASK_MEMORY_MIB), value_parser = mib())]
         task_memory: Mib,
         /// How many tasks confirm the partitions, each a group of them confirmed together (a
@@ -920,7 +925,7 @@ pub enum Stage {
         #[arg(long, value_name = "P", num_args = 1.., required = true)]
         partition: Vec<usize>,
         /// MiB a job holds at most, at least 1: a partition whose buckets need more documents
-        /// than a group holds is confirmed in blocks, two held at a time, of 3/8 of this each.
+        /// than a group holds is confirmed in blocks, two held at a time, of a quarter of this each.
         #[arg(long = "task-memory", value_name = "MIB", default_value_t = Mib(defaults::TASK_MEMORY_MIB), value_parser = mib())]
         task_memory: Mib,
     },
@@ -1063,12 +1068,12 @@ impl DedupArgs {
     }
 
     #[cfg(feature = "parquet")]
-    /// The knobs of a `--work-dir` run (`rank`'s tasks hold the default; one process runs it).
+    /// The knobs of a `--work-dir` run (one process runs it).
     pub fn sharded(&self) -> neardup::options::ShardedOptions {
         neardup::options::ShardedOptions {
             partitions: self.partitions,
             sort_memory: self.sort_memory,
-            ..neardup::options::ShardedOptions::default()
+            task_memory: self.task_memory,
         }
     }
 }
