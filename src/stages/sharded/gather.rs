@@ -122,11 +122,12 @@ impl Docs {
             } else {
                 gather.shard_into(work, s, rows, progress, &mut got, &mut taken)
             };
-            docs.sigs = got.sigs;
-            if spill.is_some() {
-                // Emptied slice by slice into the spill: its room is not kept.
-                docs.sigs = Vec::new();
-            }
+            // Emptied slice by slice into a spill, the vector's room is not kept.
+            docs.sigs = if spill.is_some() {
+                Vec::new()
+            } else {
+                got.sigs
+            };
             r?;
             for (at, set) in got.sets.into_iter().enumerate() {
                 docs.sets.insert(docs.base[s] + at as u32, set);

@@ -141,13 +141,13 @@ impl Spill {
         }
     }
 
-    /// Close the last block and make the file ready to read. Returns the blocks.
+    /// Close the last block and make the file ready to read (flushed, not synced: it is
+    /// read back by this job alone, and gone with it). Returns the blocks.
     pub fn finish(&mut self) -> Result<&[Block], Error> {
         self.close_block();
         if let Some(out) = self.out.take() {
             out.into_inner()
                 .map_err(|e| e.into_error())
-                .and_then(|f| f.sync_data().map(|_| f))
                 .map_err(|e| self.err(e))?;
         }
         Ok(&self.blocks)
