@@ -474,9 +474,7 @@ fn finish(
     } = loaded;
     let step = progress.step(&format!("confirm, partition {partition}"));
     step.set_message("confirming pairs");
-    if cfg.confirm == Confirm::Jaccard {
-        write_bucketed(work, partition, &needed)?;
-    }
+    let sets_loaded = record_bucketed(work, partition, &needed)?;
     let num_perm = cfg.params.num_perm;
     let tables = BucketTables {
         num_perm,
@@ -550,15 +548,10 @@ fn finish(
             )
         })
         .collect();
-    let jaccard = cfg.confirm == Confirm::Jaccard;
     let summary = ConfirmSummary {
         counts,
         buckets,
-        sets_loaded: if jaccard {
-            needed.iter().map(|v| v.len() as u64).sum()
-        } else {
-            0
-        },
+        sets_loaded,
         seconds: load_seconds + gather_seconds + t0.elapsed().as_secs_f64(),
         sets_seconds: gather_seconds,
     };
@@ -603,23 +596,10 @@ fn finish_in_blocks(
     progress: &ProgressFactory,
 ) -> Result<ConfirmSummary, Error> {
     let t0 = Instant::now();
-    let Loaded {
-        partition,
-        rows,
-        runs,
-        needed,
-        seconds: load_seconds,
-    } = loaded;
-    let jaccard = work.config().confirm == Confirm::Jaccard;
-    if jaccard {
-        write_bucketed(work, partition, &needed)?;
-    }
-    let sets_loaded = if jaccard {
-        needed.iter().map(|v| v.len() as u64).sum()
-    } else {
-        0
-    };
+    let partition = loaded.partition;
+    let sets_loaded = record_bucketed(work, partition, &loaded.needed)?;
     // The runs' rows alone, as ranges of their own.
+    let (rows, runs) = (loaded.rows, loaded.runs);
     let mut places = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
     let mut at = Vec::with_capacity(runs.len());
     for r in &runs {
@@ -634,18 +614,28 @@ fn finish_in_blocks(
         places,
         runs: at,
         bands,
-        needed,
+        needed: loaded.needed,
     };
     let got = blocks::confirm(work, input, block_bytes, progress)?;
     let summary = ConfirmSummary {
         counts: got.counts,
         buckets: got.buckets,
         sets_loaded,
-        seconds: load_seconds + t0.elapsed().as_secs_f64(),
+        seconds: loaded.seconds + t0.elapsed().as_secs_f64(),
         sets_seconds: got.gather_seconds,
     };
     write_pairs(work, partition, got.pairs, &summary)?;
     Ok(summary)
+}
+
+/// Under `--confirm jaccard`, record the partition's bucketed documents (`needed`, per shard)
+/// for the S-curve, and return how many sets are loaded for them; 0 otherwise.
+fn record_bucketed(work: &WorkDir, partition: usize, needed: &[Vec<u64>]) -> Result<u64, Error> {
+    if work.config().confirm != Confirm::Jaccard {
+        return Ok(0);
+    }
+    write_bucketed(work, partition, needed)?;
+    Ok(needed.iter().map(|v| v.len() as u64).sum())
 }
 
 /// Record which documents of each shard lie in some bucket of the partition, `shard` and

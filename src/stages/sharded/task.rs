@@ -491,7 +491,8 @@ pub struct Waves {
     /// `rank`, the greedy rounds and `cluster` as their parallel steps (`true`), or each as
     /// one task in one process.
     pub steps: bool,
-    /// What a task of `rank`, `confirm` or `cluster` holds at most, when they run as steps.
+    /// What a task of `confirm`, and of `rank` or `cluster` when they run as steps, holds at
+    /// most.
     pub task_memory: Mib,
     /// Id records the one-process `rank` sorts at once.
     pub sort_memory: Mib,
