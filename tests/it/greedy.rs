@@ -778,3 +778,122 @@ fn greedy_against_an_index_keeps_what_only_a_dropped_document_matched() {
         assert_eq!(r["counts"]["near_duplicates"], 0, "{work:?}");
     }
 }
+
+/// A partition confirmed in blocks under greedy (its documents spilled, round 0 walked over
+/// one or two blocks at a time) writes the members, buckets and answers of walking it whole:
+/// every later round, and the output, clusters and pairs, are the same bytes. Blocks of one
+/// document, of a few, and one block; corpora with exact copies, groups, every keep order and
+/// confirmation, and a bucket of 700 templated pages (past the prefix index's size).
+#[test]
+fn greedy_round_zero_in_blocks_equals_round_zero_whole() {
+    use neardup::progress::ProgressFactory;
+    use neardup::stages::sharded::{confirm, WorkDir};
+    let dir = tempfile::tempdir().unwrap();
+    let templated: Vec<String> = {
+        let mut rng = Pcg32::new(17);
+        let template: Vec<String> = (0..24).map(|i| format!("t{i}")).collect();
+        (0..700)
+            .map(|page| {
+                let own = (0..1 + rng.next_u32() % 6).map(|w| format!("p{page}x{w}"));
+                let text: Vec<String> = template.iter().cloned().chain(own).collect();
+                serde_json::json!({ "id": format!("t{page:04}"), "text": text.join(" "), "v": 1 })
+                    .to_string()
+            })
+            .collect()
+    };
+    for seed in 0..7u64 {
+        let (lines, f) = if seed == 6 {
+            (
+                templated.clone(),
+                flags(Keep::Longest, Confirm::Jaccard, false, false),
+            )
+        } else {
+            let grouped = seed % 3 == 2;
+            let keep =
+                [Keep::Longest, Keep::FieldMax, Keep::SmallestId, Keep::First][seed as usize % 4];
+            let confirm = [Confirm::Jaccard, Confirm::Estimate, Confirm::None][seed as usize % 3];
+            let c = corpus(seed, grouped);
+            (
+                jsonl_lines(&c),
+                flags(keep, confirm, seed % 2 == 0, grouped),
+            )
+        };
+        let sub = dir.path().join(format!("seed-{seed}"));
+        std::fs::create_dir(&sub).unwrap();
+        let inputs = crate::sharded::shards(&sub, &lines, 3, None);
+        let mut got = Vec::new();
+        for block_bytes in [None, Some(1), Some(3_000), Some(150_000), Some(u64::MAX)] {
+            let w = sub.join(format!("work-{block_bytes:?}"));
+            let ws = w.to_str().unwrap();
+            let stage = |args: &[&str]| {
+                let mut all = vec!["stage"];
+                all.extend(args);
+                ok(&neardup(&all));
+            };
+            let mut init = vec!["init", ws];
+            init.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+            init.extend(["--partitions", "2"]);
+            init.extend(f.iter().copied());
+            stage(&init);
+            for s in ["0", "1", "2"] {
+                stage(&["sign", ws, "--shard", s, "--engine", "cpu"]);
+            }
+            stage(&["rank", ws]);
+            for s in ["0", "1", "2"] {
+                stage(&["bands", ws, "--shard", s]);
+            }
+            match block_bytes {
+                None => stage(&["confirm", ws, "--partition", "0", "1"]),
+                Some(bytes) => {
+                    let work = WorkDir::open(&w).unwrap();
+                    let hidden = ProgressFactory::hidden();
+                    // One document a group: every partition of two or more is in blocks.
+                    let done = confirm::confirm_within(&work, &[0, 1], 1, bytes, &hidden);
+                    assert!(done.unwrap().iter().all(|d| d.is_some()));
+                }
+            }
+            let undecided = |p: usize| {
+                let s = std::fs::read_to_string(w.join(format!("greedy/00000-{p:04}.json")));
+                let s: serde_json::Value = serde_json::from_str(&s.unwrap()).unwrap();
+                (s["undecided"].clone(), s["answers"].clone())
+            };
+            let round0 = [undecided(0), undecided(1)];
+            // Round 0's files, before settling removes its answers.
+            let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(w.join("greedy"))
+                .unwrap()
+                .map(|e| e.unwrap())
+                .filter(|e| !e.file_name().to_string_lossy().ends_with(".json"))
+                .map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    (name, std::fs::read(e.path()).unwrap())
+                })
+                .collect();
+            files.sort();
+            assert!(
+                files
+                    .iter()
+                    .any(|(n, b)| n.ends_with(".events") && !b.is_empty()),
+                "seed {seed}: {:?}",
+                files.iter().map(|f| &f.0).collect::<Vec<_>>()
+            );
+            stage(&["greedy", ws]);
+            let pairs = w.with_extension("pairs.jsonl");
+            let cl = w.with_extension("clusters.jsonl");
+            let (p, c) = (pairs.to_str().unwrap(), cl.to_str().unwrap());
+            stage(&["cluster", ws, "--pairs", p, "--clusters", c]);
+            got.push((files, round0, sha256(&pairs), sha256(&cl)));
+        }
+        for (g, bytes) in got[1..].iter().zip(["1", "3,000", "150,000", "all"]) {
+            assert!(
+                g.0 == got[0].0,
+                "seed {seed}, blocks of {bytes} bytes: round 0's files"
+            );
+            assert_eq!(g.1, got[0].1, "seed {seed}, blocks of {bytes} bytes");
+            assert_eq!(g.2, got[0].2, "seed {seed}, blocks of {bytes} bytes: pairs");
+            assert_eq!(
+                g.3, got[0].3,
+                "seed {seed}, blocks of {bytes} bytes: clusters"
+            );
+        }
+    }
+}

@@ -24,7 +24,7 @@ use super::codec::fields;
 use super::gather::Docs;
 use super::ship::{self, NeedsSummary};
 use super::table::{col, u32s, u64s};
-use super::{blocks, greedy, WorkDir};
+use super::{blocks, greedy, greedy_blocks, WorkDir};
 use crate::error::Error;
 use crate::index::lsh::{split_by_band, Buckets};
 use crate::progress::ProgressFactory;
@@ -221,9 +221,9 @@ pub fn block_bytes(memory: crate::options::Mib) -> u64 {
 }
 
 /// [`confirm_together`], where a partition whose buckets alone need more than `max_docs`
-/// documents (under the components rule) is confirmed over its documents in blocks of about
-/// `block_bytes` of signatures and sets, two blocks held at a time (`blocks.rs`): the pairs
-/// are the same, the work counted is the blocks'.
+/// documents is confirmed over its documents in blocks of about `block_bytes` of signatures
+/// and sets, two blocks held at a time (`blocks.rs`; under greedy, `greedy_blocks.rs`): the
+/// pairs (the greedy answers) are the same, the work counted is the blocks'.
 pub fn confirm_within(
     work: &WorkDir,
     parts: &[usize],
@@ -287,7 +287,7 @@ pub fn confirm_within(
             continue;
         }
         let loaded = load(work, p, progress)?;
-        if loaded.docs() > max_docs && work.config().cluster != ClusterRule::Greedy {
+        if loaded.docs() > max_docs {
             // More than a group holds, alone: confirmed over its documents in blocks.
             if !group.is_empty() {
                 finish_group(&mut group, &mut union, &mut out)?;
@@ -588,7 +588,8 @@ fn write_pairs(
     w.write_then_finish(cols)
 }
 
-/// Confirm a loaded partition over its documents in blocks (`blocks.rs`) and write its pairs.
+/// Confirm a loaded partition over its documents in blocks (`blocks.rs`) and write its pairs;
+/// under greedy, answer round 0 over them (`greedy_blocks.rs`).
 fn finish_in_blocks(
     work: &WorkDir,
     loaded: Loaded,
@@ -616,7 +617,18 @@ fn finish_in_blocks(
         bands,
         needed: loaded.needed,
     };
-    let got = blocks::confirm(work, input, block_bytes, progress)?;
+    // Greedy writes round 0's answers, and no pairs.
+    let got = if work.config().cluster == ClusterRule::Greedy {
+        let got = greedy_blocks::first_round(work, input, block_bytes, progress)?;
+        blocks::Confirmed {
+            pairs: Vec::new(),
+            counts: got.counts,
+            buckets: got.buckets,
+            gather_seconds: got.gather_seconds,
+        }
+    } else {
+        blocks::confirm(work, input, block_bytes, progress)?
+    };
     let summary = ConfirmSummary {
         counts: got.counts,
         buckets: got.buckets,

@@ -17,7 +17,8 @@
 //! sequential rule's whatever the partitions, since a unit's outcome depends only on its first
 //! confirmed neighbour that survives.
 //!
-//! Round 0's partition jobs are `confirm`'s (it has the documents gathered); the files:
+//! Round 0's partition jobs are `confirm`'s (it has the documents gathered; a partition past
+//! a group answers it over its documents in blocks, `greedy_blocks.rs`); the files:
 //! `greedy/P.members` and `P.buckets` (written by `confirm`), each round's `R-P.events` and
 //! `R-P.json`, and its settling's `R.state` (the units dropped or undecided so far, by rank:
 //! the others survive) and `R.json`. Every file is sorted by rank, so settling streams them;
@@ -79,7 +80,7 @@ const STATE_BYTES: usize = 48;
 
 /// What a unit is, as far as the rounds have gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Status {
+pub(super) enum Status {
     Undecided = 0,
     Survives = 1,
     Dropped = 2,
@@ -106,15 +107,41 @@ enum Kind {
 
 /// A partition job's answer for one undecided unit.
 #[derive(Debug, Clone, Copy)]
-struct Event {
-    rank: u64,
+pub(super) struct Event {
+    pub rank: u64,
     kind: Kind,
     /// The neighbour it stopped at: its place (whose second half is its lead's rank) and
     /// its representative's rank.
-    at: Place,
+    pub at: Place,
     target: u64,
     estimate: f64,
     jaccard: Option<f64>,
+}
+
+impl Event {
+    /// A round 0 answer for the unit of rank `rank`: its first confirmed neighbour, placed
+    /// at `at`, of rank `target`, undecided as every unit is then.
+    pub(super) fn first(
+        rank: u64,
+        at: Place,
+        target: u64,
+        estimate: f64,
+        jaccard: Option<f64>,
+    ) -> Self {
+        Event {
+            rank,
+            kind: Kind::Blocked,
+            at,
+            target,
+            estimate,
+            jaccard,
+        }
+    }
+
+    /// The neighbour's rank, the pair's estimate and Jaccard.
+    pub(super) fn pair(&self) -> (u64, f64, Option<f64>) {
+        (self.target, self.estimate, self.jaccard)
+    }
 }
 
 /// A unit's verdict after a round.
@@ -229,15 +256,15 @@ impl Part {
         }
     }
 
-    fn bucket(&self, b: usize) -> &[u32] {
+    pub fn bucket(&self, b: usize) -> &[u32] {
         &self.list[self.starts[b]..self.starts[b + 1]]
     }
 
-    fn buckets(&self) -> usize {
+    pub fn buckets(&self) -> usize {
         self.starts.len() - 1
     }
 
-    fn write(&self, work: &WorkDir, partition: usize) -> Result<(), Error> {
+    pub fn write(&self, work: &WorkDir, partition: usize) -> Result<(), Error> {
         let mut w = work.create_keyed(&work.buckets_file(partition))?;
         for b in 0..self.buckets() {
             let m = self.bucket(b);
@@ -400,15 +427,29 @@ pub(super) fn places(
 
 /// The tests a round's partition job runs: over its group's gathered documents, `local(m)`
 /// being member `m`'s number among them.
-struct Tests<'a> {
-    tables: BucketTables<'a>,
-    grouped: bool,
-    local: Vec<u32>,
-    confirm: Confirm,
-    threshold: f64,
+pub(super) struct Tests<'a> {
+    pub tables: BucketTables<'a>,
+    pub grouped: bool,
+    pub local: Vec<u32>,
+    pub confirm: Confirm,
+    pub threshold: f64,
     /// Members a walk's buckets hold from which it looks its neighbours up in the prefix
     /// index (the in-memory rule's `INDEX_FROM`).
-    index_from: usize,
+    pub index_from: usize,
+    /// Round 0 over two held blocks (`greedy_blocks.rs`), else `None`.
+    pub cross: Option<Cross>,
+}
+
+/// Round 0 over the members of two held blocks: who walks, and which neighbours a walk tests.
+pub(super) struct Cross {
+    /// Whether member `d` walks.
+    pub walks: Vec<bool>,
+    /// Each member's block, when two are held: a walk tests only the neighbours in the
+    /// other one (empty when one is held).
+    pub side: Vec<bool>,
+    /// Each member's answer so far (`Place::MAX` for none): a walk stops at a neighbour
+    /// placed after it.
+    pub before: Vec<Place>,
 }
 
 /// A walk's scratch: its neighbours to test (last first), or the heads of the prefix index's
@@ -461,7 +502,7 @@ fn start(part: &Part, status: &[Status], prior: &[Option<Event>], d: usize) -> S
 
 /// Walk each undecided member's earlier neighbours in place order (see the module's docs),
 /// from where `prior` (each member's answer of the round before, if any) left it.
-fn decide(
+pub(super) fn decide(
     part: &Part,
     status: &[Status],
     prior: &[Option<Event>],
@@ -469,8 +510,10 @@ fn decide(
 ) -> (Vec<Event>, BucketCounts) {
     let (at, of) = part.buckets_of();
     let m = &part.members;
+    let cross = tests.cross.as_ref();
     let undecided: Vec<u32> = (0..m.len() as u32)
         .filter(|&i| status[i as usize] == Status::Undecided)
+        .filter(|&i| cross.is_none_or(|x| x.walks[i as usize]))
         .collect();
     let grouped = tests.grouped;
     let p = tests.tables.num_perm;
@@ -589,6 +632,16 @@ fn decide(
                         continue;
                     }
                     last = c;
+                    if let Some(x) = cross {
+                        // Candidates come in place order: none after this one is earlier
+                        // than the answer already found.
+                        if m[c as usize].place >= x.before[d as usize] {
+                            break;
+                        }
+                        if !x.side.is_empty() && x.side[c as usize] == x.side[d as usize] {
+                            continue;
+                        }
+                    }
                     if walk.merging
                         && !shares_bucket(buckets_of(d as usize), buckets_of(c as usize))
                     {
@@ -644,7 +697,7 @@ fn decide(
 }
 
 /// Write a round's events of `partition` and its job's summary (the job's mark of done).
-fn write_events(
+pub(super) fn write_events(
     work: &WorkDir,
     round: u32,
     partition: usize,
@@ -735,6 +788,7 @@ pub(super) fn first_round(
         confirm: cfg.confirm,
         threshold: cfg.threshold,
         index_from: INDEX_FROM,
+        cross: None,
     };
     let status = vec![Status::Undecided; part.members.len()];
     let (events, counts) = decide(&part, &status, &[], &tests);
@@ -1164,6 +1218,7 @@ pub fn round(
         confirm: cfg.confirm,
         threshold: cfg.threshold,
         index_from: INDEX_FROM,
+        cross: None,
     };
     let (events, counts) = decide(&part, &status, &prior, &tests);
     let summary = PartRound {
@@ -1455,6 +1510,7 @@ mod tests {
                         confirm: Confirm::Jaccard,
                         threshold,
                         index_from,
+                        cross: None,
                     };
                     let (events, _) = decide(&part, &status, &[], &tests);
                     events

@@ -37,6 +37,7 @@ pub mod confirm;
 mod deliver;
 mod gather;
 pub mod greedy;
+mod greedy_blocks;
 mod lock;
 pub mod rank;
 mod raw;

@@ -155,6 +155,15 @@ impl Spill {
 
     /// The documents of block `b` (after [`Spill::finish`]).
     pub fn read(&self, b: usize) -> Result<BlockDocs, Error> {
+        self.read_block(b, true)
+    }
+
+    /// The signatures alone of block `b`'s documents (`sets` left empty).
+    pub fn read_sigs(&self, b: usize) -> Result<BlockDocs, Error> {
+        self.read_block(b, false)
+    }
+
+    fn read_block(&self, b: usize, keep_sets: bool) -> Result<BlockDocs, Error> {
         let block = &self.blocks[b];
         let np = self.num_perm;
         let n = (block.docs.end - block.docs.start) as usize;
@@ -164,7 +173,7 @@ impl Spill {
         let mut f = BufReader::with_capacity(1 << 20, f.take(block.bytes.end - block.bytes.start));
         let mut got = BlockDocs {
             sigs: Vec::with_capacity(n * np),
-            sets: Vec::with_capacity(if self.sets { n } else { 0 }),
+            sets: Vec::with_capacity(if self.sets && keep_sets { n } else { 0 }),
         };
         let mut buf = Vec::new();
         let read = |f: &mut BufReader<_>, len: usize, buf: &mut Vec<u8>| {
@@ -178,7 +187,9 @@ impl Spill {
                 read(&mut f, 4, &mut buf)?;
                 let len = fields::<u32>(&buf).next().expect("a length") as usize;
                 read(&mut f, len * 8, &mut buf)?;
-                got.sets.push(fields::<u64>(&buf).collect());
+                if keep_sets {
+                    got.sets.push(fields::<u64>(&buf).collect());
+                }
             }
         }
         Ok(got)
@@ -268,6 +279,9 @@ mod tests {
                             Vec::new()
                         };
                         assert_eq!(back.sets, want);
+                        let back = spill.read_sigs(b).unwrap();
+                        assert_eq!(back.sigs, sigs);
+                        assert!(back.sets.is_empty());
                     }
                     assert_eq!(next as usize, n, "{budget} {n}");
                 }
