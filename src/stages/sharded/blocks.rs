@@ -64,6 +64,54 @@ pub(super) struct Input {
     pub needed: Vec<Vec<u64>>,
 }
 
+/// A partition's documents gathered into a [`Spill`] in blocks.
+pub(super) struct Spilled {
+    pub partition: usize,
+    pub docs: Docs,
+    pub spill: Spill,
+    pub blocks: Vec<Block>,
+    /// Each band row's document, by local number.
+    pub locals: Vec<u32>,
+    /// Runs of equal band and digest, as ranges of `locals`, and each one's band.
+    pub runs: Vec<std::ops::Range<usize>>,
+    pub bands: Vec<u32>,
+}
+
+impl Input {
+    /// Gather the documents once, into a spill in blocks of about `block_bytes`.
+    pub fn spill(
+        self,
+        work: &WorkDir,
+        block_bytes: u64,
+        progress: &ProgressFactory,
+    ) -> Result<Spilled, Error> {
+        let Input {
+            partition,
+            places,
+            runs,
+            bands,
+            needed,
+        } = self;
+        let jaccard = work.config().confirm == Confirm::Jaccard;
+        let mut spill = Spill::create(work, partition, jaccard, block_bytes)?;
+        let docs = Docs::gather_into(work, needed, &[partition], Some(&mut spill), progress)?;
+        let blocks = spill.finish()?.to_vec();
+        let locals: Vec<u32> = places
+            .par_iter()
+            .map(|&(shard, row)| docs.local_at(shard as usize, row).expect("a needed row"))
+            .collect();
+        Ok(Spilled {
+            partition,
+            docs,
+            spill,
+            blocks,
+            locals,
+            runs,
+            bands,
+        })
+    }
+}
+
 /// What confirming a partition in blocks found.
 pub(super) struct Confirmed {
     /// Each confirmed pair once: the two ranks, the estimate and the Jaccard.
@@ -83,25 +131,18 @@ pub(super) fn confirm(
     progress: &ProgressFactory,
 ) -> Result<Confirmed, Error> {
     let cfg = work.config();
-    let Input {
+    let jaccard = cfg.confirm == Confirm::Jaccard;
+    let Spilled {
         partition,
-        places,
+        docs,
+        spill,
+        blocks,
+        locals,
         runs,
         bands,
-        needed,
-    } = input;
-    let jaccard = cfg.confirm == Confirm::Jaccard;
-    let mut spill = Spill::create(work, partition, jaccard, block_bytes)?;
-    let docs = Docs::gather_into(work, needed, &[partition], Some(&mut spill), progress)?;
-    let blocks = spill.finish()?.to_vec();
+    } = input.spill(work, block_bytes, progress)?;
     let step = progress.step(&format!("confirm, partition {partition}"));
     let block_of = |l: u32| blocks.partition_point(|b| b.docs.end <= l) as u32;
-    // Each band row's document, by local number.
-    let locals: Vec<u32> = places
-        .par_iter()
-        .map(|&(shard, row)| docs.local_at(shard as usize, row).expect("a needed row"))
-        .collect();
-    drop(places);
     // The runs to confirm with each block alone, and with each two blocks.
     let mut alone: Vec<Vec<u32>> = vec![Vec::new(); blocks.len()];
     let mut across: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();

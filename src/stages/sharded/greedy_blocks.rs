@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use super::blocks::Input;
+use super::blocks::{Input, Spilled};
 use super::gather::Docs;
 use super::greedy::{
     self, decide, write_events, Cross, Event, Member, Part, PartRound, Place, Status, Tests,
@@ -32,7 +32,7 @@ use super::WorkDir;
 use crate::error::Error;
 use crate::progress::ProgressFactory;
 use crate::stages::dedup::{
-    Against, BucketCounts, BucketTables, Confirm, JaccardCache, ShingleSets, INDEX_FROM,
+    Against, BucketCounts, BucketTables, JaccardCache, ShingleSets, INDEX_FROM,
 };
 
 /// What round 0 in blocks found.
@@ -55,25 +55,17 @@ pub(super) fn first_round(
     let t0 = Instant::now();
     let cfg = work.config();
     let (np, rows_of) = (cfg.params.num_perm, cfg.lsh.rows);
-    let Input {
+    let Spilled {
         partition,
-        places: at,
+        docs,
+        spill,
+        blocks,
+        locals,
         runs,
         bands,
-        needed,
-    } = input;
-    let jaccard = cfg.confirm == Confirm::Jaccard;
-    let mut spill = Spill::create(work, partition, jaccard, block_bytes)?;
-    let docs = Docs::gather_into(work, needed, &[partition], Some(&mut spill), progress)?;
-    let blocks = spill.finish()?.to_vec();
+    } = input.spill(work, block_bytes, progress)?;
     let step = progress.step(&format!("confirm, partition {partition}"));
     let block_of = |l: u32| blocks.partition_point(|b| b.docs.end <= l);
-    // Each band row's document, by local number.
-    let locals: Vec<u32> = at
-        .par_iter()
-        .map(|&(shard, row)| docs.local_at(shard as usize, row).expect("a needed row"))
-        .collect();
-    drop(at);
     let places = greedy::places(work, &docs.needed, &docs.rank)?;
 
     // One pass over the blocks' signatures: each band row's value numbered within its run
