@@ -447,8 +447,8 @@ pub(super) struct Cross {
     /// Each member's block, when two are held: a walk tests only the neighbours in the
     /// other one (empty when one is held).
     pub side: Vec<bool>,
-    /// Each member's answer so far (`Place::MAX` for none): a walk stops at a neighbour
-    /// placed after it.
+    /// Where each member's answer so far is placed (`(u64::MAX, u64::MAX)` for none): a walk
+    /// stops at a neighbour placed there or after.
     pub before: Vec<Place>,
 }
 
