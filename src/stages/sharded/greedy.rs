@@ -720,19 +720,15 @@ pub(super) fn write_events(
     work.write_json(&work.part_summary(round, partition), summary)
 }
 
-/// Round 0 of partition `partition`, run by `confirm` over its group's gathered documents:
-/// write the partition's buckets (each a list of local document numbers) and every unit's
-/// first answer. Returns the round's tests.
-pub(super) fn first_round(
-    work: &WorkDir,
-    partition: usize,
+/// A partition's units from its buckets of gathered documents (`buckets`, each its local
+/// numbers), without the documents an index matched (`matched`; empty for none): each bucket
+/// left with two or more. Returns them and each unit's local number.
+pub(super) fn units(
     docs: &Docs,
     buckets: &[&[u32]],
     places_of: &dyn Fn(u32) -> Place,
-    cache: &JaccardCache,
     matched: &[bool],
-) -> Result<BucketCounts, Error> {
-    let t0 = Instant::now();
+) -> (Part, Vec<u32>) {
     // `--against`: a document with a near duplicate in an index is no unit of the rule (the
     // indexed documents are kept before every new one; `apply` drops it for its match), as in
     // memory.
@@ -748,7 +744,7 @@ pub(super) fn first_round(
         .collect();
     // The partition's documents, by rank.
     let mut locals: Vec<u32> = buckets.iter().flatten().copied().collect();
-    locals.sort_unstable_by_key(|&l| docs.rank[l as usize]);
+    locals.par_sort_unstable_by_key(|&l| docs.rank[l as usize]);
     locals.dedup();
     let members: Vec<Member> = locals
         .iter()
@@ -772,7 +768,23 @@ pub(super) fn first_round(
         .iter()
         .map(|b| b.iter().map(|&l| member_of(l)).collect())
         .collect();
-    let part = Part::new(members, buckets);
+    (Part::new(members, buckets), locals)
+}
+
+/// Round 0 of partition `partition`, run by `confirm` over its group's gathered documents:
+/// write the partition's buckets (each a list of local document numbers) and every unit's
+/// first answer. Returns the round's tests.
+pub(super) fn first_round(
+    work: &WorkDir,
+    partition: usize,
+    docs: &Docs,
+    buckets: &[&[u32]],
+    places_of: &dyn Fn(u32) -> Place,
+    cache: &JaccardCache,
+    matched: &[bool],
+) -> Result<BucketCounts, Error> {
+    let t0 = Instant::now();
+    let (part, locals) = units(docs, buckets, places_of, matched);
     part.write(work, partition)?;
     let cfg = work.config();
     let tests = Tests {

@@ -112,7 +112,7 @@ pub(super) fn first_round(
     drop((ids, by_block, run_of));
 
     // The buckets, each its members in rank order, in the order `greedy::first_round` takes
-    // them: by their members' ranks, then without the matched documents.
+    // them: by their members' ranks.
     let rank = &docs.rank;
     let mut order: Vec<u32> = (0..locals.len() as u32).collect();
     order.par_sort_unstable_by_key(|&x| (value[x as usize], rank[locals[x as usize] as usize]));
@@ -129,39 +129,10 @@ pub(super) fn first_round(
         ranks.sort_unstable();
         ranks
     });
-    let all: Vec<Vec<u32>> = all
-        .into_iter()
-        .map(|b| b.into_iter().filter(|&l| !matched[l as usize]).collect())
-        .filter(|b: &Vec<u32>| b.len() >= 2)
-        .collect();
-    drop(matched);
-    // The partition's units by rank, as local numbers, and the buckets by unit.
-    let mut unit_local: Vec<u32> = all.iter().flatten().copied().collect();
-    unit_local.par_sort_unstable_by_key(|&l| rank[l as usize]);
-    unit_local.dedup();
-    let members: Vec<Member> = unit_local
-        .iter()
-        .map(|&l| {
-            let (shard, row) = docs.at(l);
-            Member {
-                rank: rank[l as usize],
-                shard: shard as u32,
-                row,
-                place: places[l as usize],
-                group: docs.groups.get(l as usize).copied().unwrap_or(0),
-            }
-        })
-        .collect();
-    drop(places);
-    let unit_of = |l: u32| {
-        let r = rank[l as usize];
-        members.partition_point(|m| m.rank < r) as u32
-    };
-    let all: Vec<Vec<u32>> = all
-        .into_iter()
-        .map(|b| b.into_iter().map(unit_of).collect())
-        .collect();
-    let part = Part::new(members, all);
+    let lists: Vec<&[u32]> = all.iter().map(Vec::as_slice).collect();
+    let (part, unit_local) = greedy::units(&docs, &lists, &|l| places[l as usize], &matched);
+    drop(lists);
+    drop((all, matched, places));
     part.write(work, partition)?;
 
     let walk = Blocked::new(&part, &unit_local, &blocks, block_of);
