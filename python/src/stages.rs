@@ -289,7 +289,7 @@ pub(crate) fn stage_greedy_round(
 ) -> PyResult<Option<String>> {
     detached_with_progress(py, progress, |progress| {
         let w = open(&work_dir)?;
-        let s = sharded::greedy::round(&w, round, partition, progress).map_err(err)?;
+        let s = sharded::greedy::jobs::round(&w, round, partition, progress).map_err(err)?;
         Ok(s.map(|s| json(&s)))
     })
 }

@@ -779,16 +779,10 @@ fn greedy_against_an_index_keeps_what_only_a_dropped_document_matched() {
     }
 }
 
-/// A partition confirmed in blocks under greedy (its documents spilled, round 0 walked over
-/// one or two blocks at a time) writes the members, buckets and answers of walking it whole:
-/// every later round, and the output, clusters and pairs, are the same bytes. Blocks of one
-/// document, of a few, and one block; corpora with exact copies, groups, every keep order and
-/// confirmation, and a bucket of 700 templated pages (past the prefix index's size).
-#[test]
-fn greedy_round_zero_in_blocks_equals_round_zero_whole() {
-    use neardup::progress::ProgressFactory;
-    use neardup::stages::sharded::{confirm, WorkDir};
-    let dir = tempfile::tempdir().unwrap();
+/// The corpora of the tests in blocks, each with its flags: six generated ones covering every
+/// keep order, confirmation, exact copies and groups, and a bucket of 700 templated pages
+/// (past the prefix index's size).
+fn block_corpora() -> Vec<(Vec<String>, Vec<&'static str>)> {
     let templated: Vec<String> = {
         let mut rng = Pcg32::new(17);
         let template: Vec<String> = (0..24).map(|i| format!("t{i}")).collect();
@@ -801,13 +795,8 @@ fn greedy_round_zero_in_blocks_equals_round_zero_whole() {
             })
             .collect()
     };
-    for seed in 0..7u64 {
-        let (lines, f) = if seed == 6 {
-            (
-                templated.clone(),
-                flags(Keep::Longest, Confirm::Jaccard, false, false),
-            )
-        } else {
+    let mut all: Vec<(Vec<String>, Vec<&'static str>)> = (0..6u64)
+        .map(|seed| {
             let grouped = seed % 3 == 2;
             let keep =
                 [Keep::Longest, Keep::FieldMax, Keep::SmallestId, Keep::First][seed as usize % 4];
@@ -817,7 +806,66 @@ fn greedy_round_zero_in_blocks_equals_round_zero_whole() {
                 jsonl_lines(&c),
                 flags(keep, confirm, seed % 2 == 0, grouped),
             )
-        };
+        })
+        .collect();
+    all.push((
+        templated,
+        flags(Keep::Longest, Confirm::Jaccard, false, false),
+    ));
+    all
+}
+
+/// `neardup stage ARGS...`, which must succeed.
+fn stage(args: &[&str]) {
+    let mut all = vec!["stage"];
+    all.extend(args);
+    ok(&neardup(&all));
+}
+
+/// A new work directory `w` over `inputs` (3 shards) in 2 partitions, signed, ranked and
+/// banded.
+fn staged_to_bands(w: &std::path::Path, inputs: &[std::path::PathBuf], flags: &[&str]) {
+    let ws = w.to_str().unwrap();
+    let mut init = vec!["init", ws];
+    init.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    init.extend(["--partitions", "2"]);
+    init.extend(flags.iter().copied());
+    stage(&init);
+    for s in ["0", "1", "2"] {
+        stage(&["sign", ws, "--shard", s, "--engine", "cpu"]);
+    }
+    stage(&["rank", ws]);
+    for s in ["0", "1", "2"] {
+        stage(&["bands", ws, "--shard", s]);
+    }
+}
+
+/// The pairs and clusters files of work directory `w` (every round run), by their hashes.
+fn greedy_outputs(w: &std::path::Path) -> (String, String) {
+    let pairs = w.with_extension("pairs.jsonl");
+    let cl = w.with_extension("clusters.jsonl");
+    let (p, c) = (pairs.to_str().unwrap(), cl.to_str().unwrap());
+    stage(&[
+        "cluster",
+        w.to_str().unwrap(),
+        "--pairs",
+        p,
+        "--clusters",
+        c,
+    ]);
+    (sha256(&pairs), sha256(&cl))
+}
+
+/// A partition past a group, its round 0 answered over its documents in blocks (gathered once,
+/// one or two blocks at a time) writes the members, buckets and answers of walking it whole:
+/// every later round, and the output, clusters and pairs, are the same bytes. Blocks of one
+/// document, of a few, and one block.
+#[test]
+fn greedy_round_zero_in_blocks_equals_round_zero_whole() {
+    use neardup::progress::ProgressFactory;
+    use neardup::stages::sharded::{confirm, WorkDir};
+    let dir = tempfile::tempdir().unwrap();
+    for (seed, (lines, f)) in block_corpora().into_iter().enumerate() {
         let sub = dir.path().join(format!("seed-{seed}"));
         std::fs::create_dir(&sub).unwrap();
         let inputs = crate::sharded::shards(&sub, &lines, 3, None);
@@ -825,23 +873,7 @@ fn greedy_round_zero_in_blocks_equals_round_zero_whole() {
         for block_bytes in [None, Some(1), Some(3_000), Some(150_000), Some(u64::MAX)] {
             let w = sub.join(format!("work-{block_bytes:?}"));
             let ws = w.to_str().unwrap();
-            let stage = |args: &[&str]| {
-                let mut all = vec!["stage"];
-                all.extend(args);
-                ok(&neardup(&all));
-            };
-            let mut init = vec!["init", ws];
-            init.extend(inputs.iter().map(|p| p.to_str().unwrap()));
-            init.extend(["--partitions", "2"]);
-            init.extend(f.iter().copied());
-            stage(&init);
-            for s in ["0", "1", "2"] {
-                stage(&["sign", ws, "--shard", s, "--engine", "cpu"]);
-            }
-            stage(&["rank", ws]);
-            for s in ["0", "1", "2"] {
-                stage(&["bands", ws, "--shard", s]);
-            }
+            staged_to_bands(&w, &inputs, &f);
             match block_bytes {
                 None => stage(&["confirm", ws, "--partition", "0", "1"]),
                 Some(bytes) => {
@@ -877,11 +909,8 @@ fn greedy_round_zero_in_blocks_equals_round_zero_whole() {
                 files.iter().map(|f| &f.0).collect::<Vec<_>>()
             );
             stage(&["greedy", ws]);
-            let pairs = w.with_extension("pairs.jsonl");
-            let cl = w.with_extension("clusters.jsonl");
-            let (p, c) = (pairs.to_str().unwrap(), cl.to_str().unwrap());
-            stage(&["cluster", ws, "--pairs", p, "--clusters", c]);
-            got.push((files, round0, sha256(&pairs), sha256(&cl)));
+            let (pairs, clusters) = greedy_outputs(&w);
+            got.push((files, round0, pairs, clusters));
         }
         for (g, bytes) in got[1..].iter().zip(["1", "3,000", "150,000", "all"]) {
             assert!(
@@ -896,4 +925,82 @@ fn greedy_round_zero_in_blocks_equals_round_zero_whole() {
             );
         }
     }
+}
+
+/// A later round whose walks need more documents than a group holds, walked over them in
+/// blocks (gathered once, one or two blocks at a time), writes the answers of walking the
+/// partition whole: each round's answers and counts of units, and the pairs and clusters, are
+/// the same bytes. Blocks of one document, of a few, and one block; the corpora need several
+/// rounds, and their walks resume after dropped neighbours.
+#[test]
+fn greedy_later_rounds_in_blocks_equal_rounds_whole() {
+    use neardup::progress::ProgressFactory;
+    use neardup::stages::sharded::{greedy, WorkDir};
+    let dir = tempfile::tempdir().unwrap();
+    let hidden = ProgressFactory::hidden();
+    // Blocked jobs that gathered documents to walk.
+    let mut walked = 0;
+    for (seed, (lines, f)) in block_corpora().into_iter().enumerate() {
+        let sub = dir.path().join(format!("seed-{seed}"));
+        std::fs::create_dir(&sub).unwrap();
+        let inputs = crate::sharded::shards(&sub, &lines, 3, None);
+        let mut got = Vec::new();
+        for block_bytes in [None, Some(1), Some(3_000), Some(150_000), Some(u64::MAX)] {
+            let w = sub.join(format!("work-{block_bytes:?}"));
+            staged_to_bands(&w, &inputs, &f);
+            stage(&["confirm", w.to_str().unwrap(), "--partition", "0", "1"]);
+            let work = WorkDir::open(&w).unwrap();
+            // One document a group: every walk of two or more is in blocks.
+            let (max_docs, bytes) = block_bytes.map_or((usize::MAX, u64::MAX), |b| (1, b));
+            let mut rounds = Vec::new();
+            let mut left = greedy::settle(&work, 0, &hidden)
+                .unwrap()
+                .unwrap()
+                .undecided;
+            let mut r = 1;
+            while left > 0 {
+                for p in 0..2 {
+                    let s = greedy::jobs::round_within(&work, r, p, max_docs, bytes, &hidden);
+                    let s = s.unwrap().unwrap();
+                    if block_bytes.is_some() && s.gathered > 0 {
+                        walked += 1;
+                    }
+                    // The answers, before settling removes them.
+                    let events = std::fs::read(w.join(format!("greedy/{r:05}-{p:04}.events")));
+                    rounds.push((r, p, s.undecided, s.answers, events.unwrap()));
+                }
+                left = greedy::settle(&work, r, &hidden)
+                    .unwrap()
+                    .unwrap()
+                    .undecided;
+                r += 1;
+            }
+            got.push((rounds, greedy_outputs(&w)));
+        }
+        assert!(
+            got[0].0.len() >= 4,
+            "seed {seed}: {} rounds",
+            got[0].0.len() / 2
+        );
+        for (g, bytes) in got[1..].iter().zip(["1", "3,000", "150,000", "all"]) {
+            assert_eq!(
+                g.0.len(),
+                got[0].0.len(),
+                "seed {seed}, blocks of {bytes} bytes"
+            );
+            for (a, b) in g.0.iter().zip(&got[0].0) {
+                assert!(
+                    a == b,
+                    "seed {seed}, blocks of {bytes} bytes: round {}, partition {}",
+                    b.0,
+                    b.1
+                );
+            }
+            assert_eq!(
+                g.1, got[0].1,
+                "seed {seed}, blocks of {bytes} bytes: outputs"
+            );
+        }
+    }
+    assert!(walked >= 20, "{walked} jobs walked in blocks");
 }

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use rayon::prelude::*;
 
 use super::gather::Docs;
-use super::spill::{Block, Spill};
+use super::spill::{Block, BlockDocs, Spill};
 use super::WorkDir;
 use crate::error::Error;
 use crate::index::lsh::{split_by_band, Buckets};
@@ -93,7 +93,13 @@ impl Input {
             needed,
         } = self;
         let jaccard = work.config().confirm == Confirm::Jaccard;
-        let mut spill = Spill::create(work, partition, jaccard, block_bytes)?;
+        let mut spill = Spill::create(
+            work,
+            "pairs",
+            &format!("{partition:04}"),
+            jaccard,
+            block_bytes,
+        )?;
         let docs = Docs::gather_into(work, needed, &[partition], Some(&mut spill), progress)?;
         let blocks = spill.finish()?.to_vec();
         let locals: Vec<u32> = places
@@ -189,16 +195,19 @@ pub(super) fn confirm(
         held.sets_into(&mut sets, 0);
         step.set_message(format!("block {} of {}", k + 1, blocks.len()));
         whole.confirm(alone, &[k], &held.sigs, &sets, &mut state);
-        for i in 0..k {
+        for (i, other_block) in blocks.iter().enumerate().take(k) {
             let Some(rs) = across.get(&(i as u32, k as u32)) else {
                 continue;
             };
-            let mut other = spill.read(i)?;
-            let mut sigs = std::mem::take(&mut held.sigs);
-            sigs.extend_from_slice(&other.sigs);
-            let ni = other.sigs.len() / cfg.params.num_perm;
+            // Block `i`'s signatures after block `k`'s, in the room kept for them.
+            let mut other = BlockDocs {
+                sigs: std::mem::take(&mut held.sigs),
+                sets: Vec::new(),
+            };
+            spill.read_into(i, &mut other)?;
+            let ni = (other_block.docs.end - other_block.docs.start) as usize;
             other.sets_into(&mut sets, nk as u32);
-            drop(other);
+            let mut sigs = other.sigs;
             whole.confirm(rs, &[k, i], &sigs, &sets, &mut state);
             for l in nk..nk + ni {
                 sets.remove(&(l as u32));

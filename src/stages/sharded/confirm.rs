@@ -24,7 +24,7 @@ use super::codec::fields;
 use super::gather::Docs;
 use super::ship::{self, NeedsSummary};
 use super::table::{col, u32s, u64s};
-use super::{blocks, greedy, greedy_blocks, WorkDir};
+use super::{blocks, greedy, WorkDir};
 use crate::error::Error;
 use crate::index::lsh::{split_by_band, Buckets};
 use crate::progress::ProgressFactory;
@@ -222,7 +222,7 @@ pub fn block_bytes(memory: crate::options::Mib) -> u64 {
 
 /// [`confirm_together`], where a partition whose buckets alone need more than `max_docs`
 /// documents is confirmed over its documents in blocks of about `block_bytes` of signatures
-/// and sets, two blocks held at a time (`blocks.rs`; under greedy, `greedy_blocks.rs`): the
+/// and sets, two blocks held at a time (`blocks.rs`; under greedy, `greedy/blocks.rs`): the
 /// pairs (the greedy answers) are the same, the work counted is the blocks'.
 pub fn confirm_within(
     work: &WorkDir,
@@ -589,7 +589,7 @@ fn write_pairs(
 }
 
 /// Confirm a loaded partition over its documents in blocks (`blocks.rs`) and write its pairs;
-/// under greedy, answer round 0 over them (`greedy_blocks.rs`).
+/// under greedy, answer round 0 over them (`greedy/blocks.rs`).
 fn finish_in_blocks(
     work: &WorkDir,
     loaded: Loaded,
@@ -619,7 +619,7 @@ fn finish_in_blocks(
     };
     // Greedy writes round 0's answers, and no pairs.
     let got = if work.config().cluster == ClusterRule::Greedy {
-        let got = greedy_blocks::first_round(work, input, block_bytes, progress)?;
+        let got = greedy::blocks::first_round(work, input, block_bytes, progress)?;
         blocks::Confirmed {
             pairs: Vec::new(),
             counts: got.counts,

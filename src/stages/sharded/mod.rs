@@ -37,7 +37,6 @@ pub mod confirm;
 mod deliver;
 mod gather;
 pub mod greedy;
-mod greedy_blocks;
 mod lock;
 pub mod rank;
 mod raw;

@@ -2,9 +2,10 @@
 //! documents than a job holds (`blocks.rs`) writes each one's signature and shingle set here as
 //! it is gathered, in local order, and reads them back a block at a time.
 //!
-//! The file is private to the job that writes it: a temporary file in `pairs/`, named as a
-//! partial of the partition's unit, so that the next run of the unit removes what a killed one
-//! left, and removed when the job drops it.
+//! The file is private to the job that writes it: a temporary file in the stage's folder
+//! (`pairs/` for `confirm`, `greedy/` for a greedy round), named as a partial of the job's
+//! unit, so that the next run of the unit removes what a killed one left, and removed when the
+//! job drops it.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -47,22 +48,24 @@ pub(super) struct Spill {
 }
 
 impl Spill {
-    /// An empty spill for partition `partition`, in blocks of about `block_bytes`.
+    /// An empty spill in blocks of about `block_bytes`, in stage `stage`'s folder, a partial
+    /// of the unit whose files start `unit` (`0007` for partition 7's `confirm`).
     pub fn create(
         work: &WorkDir,
-        partition: usize,
+        stage: &str,
+        unit: &str,
         sets: bool,
         block_bytes: u64,
     ) -> Result<Self, Error> {
-        let dir = work.root().join("pairs");
+        let dir = work.root().join(stage);
         let np = work.config().params.num_perm;
-        Spill::in_dir(&dir, partition, np, sets, block_bytes)
+        Spill::in_dir(&dir, unit, np, sets, block_bytes)
     }
 
     /// [`Spill::create`] in directory `dir`, for signatures of `num_perm` values.
     fn in_dir(
         dir: &std::path::Path,
-        partition: usize,
+        unit: &str,
         num_perm: usize,
         sets: bool,
         block_bytes: u64,
@@ -70,7 +73,7 @@ impl Spill {
         let name = dir.display().to_string();
         std::fs::create_dir_all(dir).map_err(|e| Error::io(&name, e))?;
         let file = tempfile::Builder::new()
-            .prefix(&format!(".{partition:04}.spill."))
+            .prefix(&format!(".{unit}.spill."))
             .suffix(".partial")
             .tempfile_in(dir)
             .map_err(|e| Error::io(&name, e))?;
@@ -155,15 +158,25 @@ impl Spill {
 
     /// The documents of block `b` (after [`Spill::finish`]).
     pub fn read(&self, b: usize) -> Result<BlockDocs, Error> {
-        self.read_block(b, true)
+        let mut got = BlockDocs::default();
+        self.read_block(b, true, &mut got)?;
+        Ok(got)
     }
 
     /// The signatures alone of block `b`'s documents (`sets` left empty).
     pub fn read_sigs(&self, b: usize) -> Result<BlockDocs, Error> {
-        self.read_block(b, false)
+        let mut got = BlockDocs::default();
+        self.read_block(b, false, &mut got)?;
+        Ok(got)
     }
 
-    fn read_block(&self, b: usize, keep_sets: bool) -> Result<BlockDocs, Error> {
+    /// Block `b`'s documents appended to `got`: its signatures after those there, so that a
+    /// block read beside another is not held twice.
+    pub fn read_into(&self, b: usize, got: &mut BlockDocs) -> Result<(), Error> {
+        self.read_block(b, true, got)
+    }
+
+    fn read_block(&self, b: usize, keep_sets: bool, got: &mut BlockDocs) -> Result<(), Error> {
         let block = &self.blocks[b];
         let np = self.num_perm;
         let n = (block.docs.end - block.docs.start) as usize;
@@ -171,10 +184,10 @@ impl Spill {
         f.seek(SeekFrom::Start(block.bytes.start))
             .map_err(|e| self.err(e))?;
         let mut f = BufReader::with_capacity(1 << 20, f.take(block.bytes.end - block.bytes.start));
-        let mut got = BlockDocs {
-            sigs: Vec::with_capacity(n * np),
-            sets: Vec::with_capacity(if self.sets && keep_sets { n } else { 0 }),
-        };
+        got.sigs.reserve_exact(n * np);
+        if self.sets && keep_sets {
+            got.sets.reserve_exact(n);
+        }
         let mut buf = Vec::new();
         let read = |f: &mut BufReader<_>, len: usize, buf: &mut Vec<u8>| {
             buf.resize(len, 0);
@@ -192,7 +205,7 @@ impl Spill {
                 }
             }
         }
-        Ok(got)
+        Ok(())
     }
 }
 
@@ -232,7 +245,7 @@ mod tests {
             let one = size(&docs[0], sets);
             for budget in [0u64, 1, one - 1, one, one + 1, 100, 255, 256, 257, u64::MAX] {
                 for n in [0usize, 1, 2, 17, 50] {
-                    let mut spill = Spill::in_dir(dir.path(), 3, np, sets, budget).unwrap();
+                    let mut spill = Spill::in_dir(dir.path(), "0003", np, sets, budget).unwrap();
                     // Written in slices of 7, as a gathering hands them over.
                     for slice in docs[..n].chunks(7) {
                         let (mut got_sigs, mut got_sets) = (Vec::new(), Vec::new());
@@ -282,6 +295,12 @@ mod tests {
                         let back = spill.read_sigs(b).unwrap();
                         assert_eq!(back.sigs, sigs);
                         assert!(back.sets.is_empty());
+                        // Appended after what is there.
+                        let mut two = spill.read(b).unwrap();
+                        two.sets.clear();
+                        spill.read_into(b, &mut two).unwrap();
+                        assert_eq!(two.sigs, [sigs.clone(), sigs].concat());
+                        assert_eq!(two.sets, want);
                     }
                     assert_eq!(next as usize, n, "{budget} {n}");
                 }

@@ -77,11 +77,17 @@ pub enum Task {
         partitions: Vec<usize>,
         memory: Mib,
     },
-    /// Every greedy round still to run, in one process.
-    Greedy,
+    /// Every greedy round still to run, in one process, each partition's job as
+    /// `GreedyRound` runs it.
+    Greedy {
+        memory: Mib,
+    },
+    /// A partition's job of a greedy round; one whose walks need more documents than a group
+    /// holds walks them in blocks, two held at a time, sized by `memory`.
     GreedyRound {
         round: u32,
         partition: usize,
+        memory: Mib,
     },
     GreedySettle {
         round: u32,
@@ -157,10 +163,18 @@ impl Task {
                     ],
                 )
             }
-            Greedy => ("greedy", vec![]),
-            GreedyRound { round, partition } => (
+            Greedy { memory } => ("greedy", vec![("memory", memory.to_string())]),
+            GreedyRound {
+                round,
+                partition,
+                memory,
+            } => (
                 "greedy-round",
-                vec![("round", round.to_string()), n("partition", *partition)],
+                vec![
+                    ("round", round.to_string()),
+                    n("partition", *partition),
+                    ("memory", memory.to_string()),
+                ],
             ),
             GreedySettle { round } => ("greedy-settle", vec![("round", round.to_string())]),
             Cluster => ("cluster", vec![]),
@@ -370,6 +384,13 @@ impl FromStr for Task {
                 ))),
             }
         };
+        // Without `memory=`, the default (task lines written before they had one).
+        let or_default = |got: Result<&str, Error>| -> Result<Mib, Error> {
+            match got {
+                Ok(m) => mib(m),
+                Err(_) => Ok(Mib(crate::options::defaults::TASK_MEMORY_MIB)),
+            }
+        };
         let round = |v: &str| -> Result<u32, Error> {
             v.parse()
                 .map_err(|_| bad(format!("round={v} is not a round number")))
@@ -414,17 +435,18 @@ impl FromStr for Task {
                     .split(',')
                     .map(|p| num("partitions", p))
                     .collect::<Result<Vec<_>, _>>()?;
-                // Without `memory=`, the default (task lines written before it had one).
-                let memory = match get("memory") {
-                    Ok(m) => mib(m)?,
-                    Err(_) => Mib(crate::options::defaults::TASK_MEMORY_MIB),
-                };
-                Confirm { partitions, memory }
+                Confirm {
+                    partitions,
+                    memory: or_default(get("memory"))?,
+                }
             }
-            "greedy" => Greedy,
+            "greedy" => Greedy {
+                memory: or_default(get("memory"))?,
+            },
             "greedy-round" => GreedyRound {
                 round: round(get("round")?)?,
                 partition: num("partition", get("partition")?)?,
+                memory: or_default(get("memory"))?,
             },
             "greedy-settle" => GreedySettle {
                 round: round(get("round")?)?,
@@ -589,7 +611,9 @@ pub fn next_wave(work: &WorkDir, how: &Waves) -> Result<Vec<Task>, Error> {
     }
     if !clustered && greedy && greedy::converged(work)?.is_none() {
         if !how.steps {
-            return Ok(vec![Task::Greedy]);
+            return Ok(vec![Task::Greedy {
+                memory: how.task_memory,
+            }]);
         }
         let mut r = 0;
         while greedy::round_summary(work, r)?.is_some() {
@@ -602,6 +626,7 @@ pub fn next_wave(work: &WorkDir, how: &Waves) -> Result<Vec<Task>, Error> {
                     wave.push(Task::GreedyRound {
                         round: r,
                         partition: p,
+                        memory: how.task_memory,
                     });
                 }
             }
@@ -1035,19 +1060,36 @@ impl Task {
                 }
                 (said, json(&all))
             }
-            Greedy => {
+            Greedy { memory } => {
                 need_greedy(w)?;
-                let ran = greedy::rounds(w, progress)?;
+                let ran = greedy::jobs::rounds_within(
+                    w,
+                    confirm::GROUP_DOCS,
+                    confirm::block_bytes(*memory),
+                    progress,
+                )?;
                 let line = format!("greedy: {ran} rounds settled now, every unit decided");
                 let last = greedy::converged(w)?;
                 let v = serde_json::json!({ "rounds_now": ran, "last": last });
                 (vec![Said::Ran(line)], v)
             }
-            GreedyRound { round, partition } => {
+            GreedyRound {
+                round,
+                partition,
+                memory,
+            } => {
                 if let Some(past) = past_last_round(w, *round)? {
                     return Ok((vec![past], Value::Null));
                 }
-                match greedy::round(w, *round, *partition, progress)? {
+                let job = greedy::jobs::round_within(
+                    w,
+                    *round,
+                    *partition,
+                    confirm::GROUP_DOCS,
+                    confirm::block_bytes(*memory),
+                    progress,
+                )?;
+                match job {
                     Some(s) => (
                         one(
                             true,
@@ -1422,10 +1464,11 @@ mod tests {
                 partitions: vec![65_535],
                 memory: Mib(1),
             },
-            Greedy,
+            Greedy { memory: Mib(256) },
             GreedyRound {
                 round: 2,
                 partition: 1,
+                memory: Mib(1024),
             },
             GreedySettle { round: 0 },
             Cluster,

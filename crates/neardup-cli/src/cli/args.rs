@@ -944,6 +944,11 @@ pub enum Stage {
         /// The partition, or several, each its own job of the round.
         #[arg(long, value_name = "P", num_args = 1.., requires = "round")]
         partition: Vec<usize>,
+        /// MiB a partition's job holds at most, at least 1: one whose walks need more
+        /// documents than a group holds walks them in blocks, two held at a time, of a quarter
+        /// of this each.
+        #[arg(long = "task-memory", value_name = "MIB", default_value_t = Mib(defaults::TASK_MEMORY_MIB), value_parser = mib())]
+        task_memory: Mib,
     },
     /// Stage 5, once, after every partition is confirmed (and under `--cluster greedy`, every
     /// round run): clusters and who survives.

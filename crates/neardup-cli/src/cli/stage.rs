@@ -117,13 +117,20 @@ pub(super) fn run(a: StageArgs) -> Result<ExitCode> {
             dir,
             round,
             partition,
+            task_memory,
         } => {
             let tasks = match (round, partition.is_empty()) {
-                (None, _) => vec![Task::Greedy],
+                (None, _) => vec![Task::Greedy {
+                    memory: task_memory,
+                }],
                 (Some(round), true) => vec![Task::GreedySettle { round }],
                 (Some(round), false) => partition
                     .into_iter()
-                    .map(|partition| Task::GreedyRound { round, partition })
+                    .map(|partition| Task::GreedyRound {
+                        round,
+                        partition,
+                        memory: task_memory,
+                    })
                     .collect(),
             };
             (dir, tasks, no_engine, None)

@@ -1,42 +1,47 @@
-//! Round 0 of the greedy rule (`greedy.rs`) for a partition whose buckets need more documents
-//! than a job holds (a giant bucket of templated pages): its documents are gathered once into
-//! a [`Spill`] in blocks, and every unit's first answer is found over the blocks, one or two
-//! held at a time, so that a job holds two blocks' signatures and sets however large a bucket
-//! grows.
+//! A round of the greedy rule ([`greedy`](super)) over a partition's documents in blocks, for a
+//! job whose walks need more documents than it holds (a giant bucket of templated pages): the
+//! documents are gathered once into a [`Spill`] in blocks, and the walks are made over the
+//! blocks, one or two held at a time, so that a job holds two blocks' signatures and sets
+//! however large a bucket grows. Round 0 of a partition past a group runs here from `confirm`
+//! ([`first_round`]), and so does a later round's job whose walks reach past a group
+//! ([`later_round`], from `jobs.rs`).
 //!
-//! In round 0 nothing is decided yet, so a unit's answer is its first confirmed neighbour in
-//! place order. Walking its neighbours among the held blocks finds the first confirmed one
+//! A walk's answer is its first confirmed neighbour in place order, not dropped, placed after
+//! where the round before left it (in round 0 nothing is decided yet, and every walk starts
+//! at the first). Walking its neighbours among the held blocks finds the first such one
 //! there, and the partition's is the earliest placed of those. Blocks are taken in the order
 //! of their first placed unit; for each, every earlier block it shares a bucket with, then
 //! itself. A walk tests only the neighbours in the other block (in its own, when one is held)
 //! placed before its answer so far, so what it finds replaces that answer. A unit walks only
-//! when the other block's first unit is placed before its answer, a pair of blocks is left out
-//! when no unit of either does, and a unit neither walking nor placed before some walk's end
-//! is left out of the held buckets. On a bucket of near copies the earliest blocks answer
-//! nearly every unit, and most pairs are left out. The members and buckets files and the
-//! answers are those of walking the partition whole; the work counted (`checked`,
-//! `rejected`, ...) is the blocks'.
+//! when the other block holds a unit placed where its walk goes, a pair of blocks is left out
+//! when no unit of either does, and a unit neither walking nor placed where some walk goes is
+//! left out of the held buckets. On a bucket of near copies the earliest blocks answer nearly
+//! every unit, and most pairs are left out. The files written (members, buckets, answers) are
+//! those of walking the partition whole; the work counted (`checked`, `rejected`, ...) is the
+//! blocks'. A later round gathers only the documents its walks reach (no dropped unit among
+//! them), and the units whose answer stands keep it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use rayon::prelude::*;
 
-use super::blocks::{Input, Spilled};
-use super::gather::Docs;
-use super::greedy::{
-    self, decide, write_events, Cross, Event, Member, Part, PartRound, Place, Status, Tests,
+use super::{
+    self as greedy, decide, write_events, Cross, Event, Member, Part, PartRound, Place, Start,
+    Status, Tests,
 };
-use super::spill::Spill;
-use super::WorkDir;
 use crate::error::Error;
-use crate::progress::ProgressFactory;
+use crate::progress::{Progress, ProgressFactory};
 use crate::stages::dedup::{
-    Against, BucketCounts, BucketTables, JaccardCache, ShingleSets, INDEX_FROM,
+    Against, BucketCounts, BucketTables, Confirm, JaccardCache, ShingleSets, INDEX_FROM,
 };
+use crate::stages::sharded::blocks::{Input, Spilled};
+use crate::stages::sharded::gather::Docs;
+use crate::stages::sharded::spill::{Block, BlockDocs, Spill};
+use crate::stages::sharded::WorkDir;
 
 /// What round 0 in blocks found.
-pub(super) struct FirstRound {
+pub(in crate::stages::sharded) struct FirstRound {
     pub counts: BucketCounts,
     /// Buckets of two or more documents.
     pub buckets: u64,
@@ -46,7 +51,7 @@ pub(super) struct FirstRound {
 
 /// Run round 0 of partition `input.partition` over its documents in blocks of about
 /// `block_bytes`: write its members, buckets and answers as `greedy::first_round` writes them.
-pub(super) fn first_round(
+pub(in crate::stages::sharded) fn first_round(
     work: &WorkDir,
     input: Input,
     block_bytes: u64,
@@ -135,52 +140,12 @@ pub(super) fn first_round(
     drop((all, matched, places));
     part.write(work, partition)?;
 
-    let walk = Blocked::new(&part, &unit_local, &blocks, block_of);
-    let mut state = Answers {
-        best: vec![NONE; part.members.len()],
-        estimate: vec![0.0; part.members.len()],
-        jaccard: vec![f64::NAN; part.members.len()],
-        counts: BucketCounts::default(),
-    };
-    let tables = Held {
-        work,
-        docs: &docs,
-        spill: &spill,
-        unit_local: &unit_local,
-        blocks: &blocks,
-        most: blocks.iter().map(|b| b.docs.len()).max().unwrap_or(0),
-    };
-    for (x, &k) in walk.order.iter().enumerate() {
-        step.set_message(format!("block {} of {}", x + 1, walk.order.len()));
-        // The earlier blocks first: they hold the earlier neighbours, so that a unit's own
-        // block is walked with its answer from them, and often not at all.
-        let mut held = None;
-        for &i in &walk.order[..x] {
-            let Some(list) = walk.across.get(&(i, k)) else {
-                continue;
-            };
-            if walk.worth(&part, list, i, k, &state) {
-                tables.walk(&part, &walk, &[k, i], list, &mut held, &mut state)?;
-            }
-        }
-        if !walk.alone[k].is_empty() {
-            tables.walk(&part, &walk, &[k], &walk.alone[k], &mut held, &mut state)?;
-        }
-    }
+    let who = Who::first();
+    let held = Held::new(work, &docs, &spill, &unit_local, &blocks, &who);
+    let state = held.walk_blocks(&part, &step)?;
     let m = &part.members;
-    let events: Vec<Event> = (0..m.len())
-        .filter(|&u| state.best[u] != NONE)
-        .map(|u| {
-            let t = &m[state.best[u] as usize];
-            let j = state.jaccard[u];
-            Event::first(
-                m[u].rank,
-                t.place,
-                t.rank,
-                state.estimate[u],
-                (!j.is_nan()).then_some(j),
-            )
-        })
+    let events: Vec<Event> = (0..m.len() as u32)
+        .filter_map(|u| state.event(m, &who, u))
         .collect();
     let summary = PartRound {
         undecided: part.members.len() as u64,
@@ -195,6 +160,129 @@ pub(super) fn first_round(
         buckets,
         gather_seconds: docs.seconds,
     })
+}
+
+/// A later round of partition `partition` (`jobs::round`), its units' statuses `status` and
+/// answers of the round before `prior`, whose walks need the members `want`: the documents
+/// gathered into a spill in blocks of about `block_bytes`, and the walks made over them.
+/// Returns the round's answers (those of walking the partition whole), the tests run and the
+/// documents gathered.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn later_round(
+    work: &WorkDir,
+    round: u32,
+    partition: usize,
+    part: &Part,
+    status: &[Status],
+    prior: &[Option<Event>],
+    want: &[bool],
+    block_bytes: u64,
+    progress: &ProgressFactory,
+) -> Result<(Vec<Event>, BucketCounts, u64), Error> {
+    let m = &part.members;
+    let step = progress.step(&format!("greedy round {round}, partition {partition}"));
+    // The members the walks need are the units here, numbered in rank order as members are.
+    let held: Vec<u32> = (0..m.len() as u32).filter(|&i| want[i as usize]).collect();
+    let mut sub_of = vec![NONE; m.len()];
+    for (x, &i) in held.iter().enumerate() {
+        sub_of[i as usize] = x as u32;
+    }
+    let mut needed: Vec<Vec<u64>> = vec![Vec::new(); work.shards()];
+    for &i in &held {
+        needed[m[i as usize].shard as usize].push(m[i as usize].row);
+    }
+    for v in &mut needed {
+        v.sort_unstable();
+    }
+    let jaccard = work.config().confirm == Confirm::Jaccard;
+    let unit = format!("{round:05}-{partition:04}");
+    let mut spill = Spill::create(work, "greedy", &unit, jaccard, block_bytes)?;
+    step.set_message("gathering documents");
+    let docs = Docs::gather_into(work, needed, &[], Some(&mut spill), progress)?;
+    let blocks = spill.finish()?.to_vec();
+    // Each bucket's needed members (a walk's stretch holds every one not dropped).
+    let buckets: Vec<Vec<u32>> = (0..part.buckets())
+        .map(|b| {
+            part.bucket(b)
+                .iter()
+                .map(|&i| sub_of[i as usize])
+                .filter(|&x| x != NONE)
+                .collect::<Vec<u32>>()
+        })
+        .filter(|b| b.len() >= 2)
+        .collect();
+    let members: Vec<Member> = held.iter().map(|&i| m[i as usize]).collect();
+    let unit_local: Vec<u32> = members
+        .iter()
+        .map(|x| {
+            docs.local_at(x.shard as usize, x.row)
+                .expect("a gathered member")
+        })
+        .collect();
+    let who = Who {
+        status: held.iter().map(|&i| status[i as usize]).collect(),
+        from: held
+            .iter()
+            .map(|&i| match status[i as usize] {
+                Status::Undecided => match greedy::start(part, status, prior, i as usize) {
+                    Start::After(a) => Some(a),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect(),
+    };
+    let sub = Part::new(members, buckets);
+    let held_blocks = Held::new(work, &docs, &spill, &unit_local, &blocks, &who);
+    let state = held_blocks.walk_blocks(&sub, &step)?;
+    // In rank order: each walk's answer, and the answers that stand.
+    let mut events = Vec::new();
+    for d in 0..m.len() {
+        if status[d] != Status::Undecided {
+            continue;
+        }
+        match greedy::start(part, status, prior, d) {
+            Start::Nothing => {}
+            Start::Answer(e) => events.push(e),
+            Start::After(_) => events.extend(state.event(&sub.members, &who, sub_of[d])),
+        }
+    }
+    Ok((events, state.counts, docs.rank.len() as u64))
+}
+
+/// Who walks among the units, and from where.
+struct Who {
+    /// Each unit's status (empty: every unit undecided, as in round 0).
+    status: Vec<Status>,
+    /// Where each unit's walk starts: after the neighbour placed at `Some(place)`, from the
+    /// first at `Some(None)`; `None` for a unit that does not walk. Empty: every unit walks
+    /// from the first.
+    from: Vec<Option<Option<Place>>>,
+}
+
+impl Who {
+    /// Round 0's.
+    fn first() -> Self {
+        Who {
+            status: Vec::new(),
+            from: Vec::new(),
+        }
+    }
+
+    fn status(&self, u: u32) -> Status {
+        self.status
+            .get(u as usize)
+            .copied()
+            .unwrap_or(Status::Undecided)
+    }
+
+    fn walks(&self, u: u32) -> bool {
+        self.from.get(u as usize).is_none_or(Option::is_some)
+    }
+
+    fn after(&self, u: u32) -> Option<Place> {
+        self.from.get(u as usize).copied().flatten().flatten()
+    }
 }
 
 /// Which buckets each block, and each two blocks, walk.
@@ -217,7 +305,7 @@ impl Blocked {
     fn new(
         part: &Part,
         unit_local: &[u32],
-        blocks: &[super::spill::Block],
+        blocks: &[Block],
         block_of: impl Fn(u32) -> usize,
     ) -> Self {
         let m = &part.members;
@@ -281,15 +369,21 @@ impl Blocked {
             .map_or(&[], |&(_, from, to)| &self.by_block[from..to])
     }
 
-    /// Whether some unit of block `i` or `k` in buckets `list` has a neighbour in the other
-    /// block placed before its answer so far (and before itself).
-    fn worth(&self, part: &Part, list: &[u32], i: usize, k: usize, answers: &Answers) -> bool {
+    /// Whether some walking unit of block `i` or `k` in buckets `list` has a neighbour in
+    /// the other block placed after where its walk starts and before its answer so far (and
+    /// before itself).
+    fn worth(
+        &self,
+        part: &Part,
+        who: &Who,
+        (list, i, k): (&[u32], usize, usize),
+        answers: &Answers,
+    ) -> bool {
         let m = &part.members;
-        let bound = |u: u32| m[u as usize].place.min(answers.before(m, u));
         list.iter().any(|&b| {
             let (si, sk) = (self.stretch(b, i), self.stretch(b, k));
-            let (pi, pk) = (m[si[0] as usize].place, m[sk[0] as usize].place);
-            sk.iter().any(|&u| bound(u) > pi) || si.iter().any(|&u| bound(u) > pk)
+            sk.iter().any(|&u| answers.opens(m, who, u, si))
+                || si.iter().any(|&u| answers.opens(m, who, u, sk))
         })
     }
 }
@@ -314,6 +408,40 @@ impl Answers {
             t => m[t as usize].place,
         }
     }
+
+    /// Where unit `u`'s walk stops: at itself, or its answer so far if that is earlier.
+    fn bound(&self, m: &[Member], u: u32) -> Place {
+        m[u as usize].place.min(self.before(m, u))
+    }
+
+    /// Whether unit `u` walks, and some of the units `other` (in place order) is placed
+    /// where its walk goes: after where it starts and before where it stops.
+    fn opens(&self, m: &[Member], who: &Who, u: u32, other: &[u32]) -> bool {
+        who.walks(u) && {
+            let at = who
+                .after(u)
+                .map_or(0, |a| other.partition_point(|&x| m[x as usize].place <= a));
+            other
+                .get(at)
+                .is_some_and(|&x| m[x as usize].place < self.bound(m, u))
+        }
+    }
+
+    /// Unit `u`'s answer, if it found one.
+    fn event(&self, m: &[Member], who: &Who, u: u32) -> Option<Event> {
+        let t = self.best[u as usize];
+        (t != NONE).then(|| {
+            let j = self.jaccard[u as usize];
+            Event::answer(
+                m[u as usize].rank,
+                m[t as usize].place,
+                m[t as usize].rank,
+                who.status(t) == Status::Survives,
+                self.estimate[u as usize],
+                (!j.is_nan()).then_some(j),
+            )
+        })
+    }
 }
 
 /// What a walk over held blocks reads.
@@ -321,13 +449,68 @@ struct Held<'a> {
     work: &'a WorkDir,
     docs: &'a Docs,
     spill: &'a Spill,
+    /// Each unit's document, by local number.
     unit_local: &'a [u32],
-    blocks: &'a [super::spill::Block],
+    blocks: &'a [Block],
     /// The most documents a block holds.
     most: usize,
+    who: &'a Who,
 }
 
-impl Held<'_> {
+impl<'a> Held<'a> {
+    fn new(
+        work: &'a WorkDir,
+        docs: &'a Docs,
+        spill: &'a Spill,
+        unit_local: &'a [u32],
+        blocks: &'a [Block],
+        who: &'a Who,
+    ) -> Self {
+        Held {
+            work,
+            docs,
+            spill,
+            unit_local,
+            blocks,
+            most: blocks.iter().map(|b| b.docs.len()).max().unwrap_or(0),
+            who,
+        }
+    }
+
+    /// Every walking unit's first confirmed neighbour over the blocks (see the module's
+    /// docs), and the tests run.
+    fn walk_blocks(&self, part: &Part, step: &Progress) -> Result<Answers, Error> {
+        let blocks = self.blocks;
+        let walk = Blocked::new(part, self.unit_local, blocks, |l| {
+            blocks.partition_point(|b| b.docs.end <= l)
+        });
+        let n = part.members.len();
+        let mut state = Answers {
+            best: vec![NONE; n],
+            estimate: vec![0.0; n],
+            jaccard: vec![f64::NAN; n],
+            counts: BucketCounts::default(),
+        };
+        for (x, &k) in walk.order.iter().enumerate() {
+            step.set_message(format!("block {} of {}", x + 1, walk.order.len()));
+            // The earlier blocks first: they hold the earlier neighbours, so that a unit's own
+            // block is walked with its answer from them, and often not at all.
+            let mut held = None;
+            for &i in &walk.order[..x] {
+                let Some(list) = walk.across.get(&(i, k)) else {
+                    continue;
+                };
+                if walk.worth(part, self.who, (list, i, k), &state) {
+                    self.walk(part, &walk, &[k, i], list, &mut held, &mut state)?;
+                }
+            }
+            if !walk.alone[k].is_empty() {
+                self.walk(part, &walk, &[k], &walk.alone[k], &mut held, &mut state)?;
+            }
+        }
+        Ok(state)
+    }
+
     /// Walk the buckets `list` restricted to the blocks `held` (one, or two: the first is
     /// kept in `first` between calls, read on the first), and keep each unit's earliest answer.
     fn walk(
@@ -351,17 +534,20 @@ impl Held<'_> {
         }
         let (kept_sigs, sets) = first.as_mut().expect("read");
         let n0 = self.blocks[held[0]].docs.len() as u32;
-        let mut sigs = std::mem::take(kept_sigs);
+        let mut o = BlockDocs {
+            sigs: std::mem::take(kept_sigs),
+            sets: Vec::new(),
+        };
         let mut n1 = 0;
         if let Some(&other) = held.get(1) {
-            let mut o = self.spill.read(other)?;
-            sigs.extend_from_slice(&o.sigs);
+            self.spill.read_into(other, &mut o)?;
             n1 = self.blocks[other].docs.len() as u32;
             o.sets_into(sets, n0);
         }
+        let mut sigs = o.sigs;
         let sets = &*sets;
-        // The held units, by rank (unit numbers are), and each bucket's among them.
         let m = &part.members;
+        let who = self.who;
         let two = held.len() == 2;
         // The held units of the buckets, by rank (unit numbers are), each with its side (the
         // second block's or not) and where its walk stops: its answer so far, or itself.
@@ -374,26 +560,34 @@ impl Held<'_> {
         units.dedup();
         let side_of = |u: u32| two && walk.block[u as usize] == held[1];
         let before_of = |u: u32| state.before(m, u);
-        let bound = |u: u32| m[u as usize].place.min(before_of(u));
+        let bound = |u: u32| state.bound(m, u);
         // A unit walks the other side (its own block, when one is held): it walks when that
-        // side's first unit is placed before where it stops.
+        // side holds a unit placed between where its walk starts and where it stops.
         let walked = |u: u32| (side_of(u) ^ two) as usize;
-        let mut firsts = [(u64::MAX, u64::MAX); 2];
+        let mut by_side: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
         for &u in &units {
-            let f = &mut firsts[side_of(u) as usize];
-            *f = (*f).min(m[u as usize].place);
+            by_side[side_of(u) as usize].push(u);
         }
-        let walks_at = |u: u32| bound(u) > firsts[walked(u)];
-        // How far the walks into each side go: a unit placed after that is tested by none,
-        // and is left out with the units that do not walk.
-        let mut reach = [(0u64, 0u64); 2];
+        for v in &mut by_side {
+            v.sort_unstable_by_key(|&u| m[u as usize].place);
+        }
+        let walks_at = |u: u32| state.opens(m, who, u, &by_side[walked(u)]);
+        // How far the walks into each side go, from the earliest start to the latest stop: a
+        // unit placed outside is tested by none, and is left out with the units that do not
+        // walk.
+        let mut reach: [Option<(Option<Place>, Place)>; 2] = [None, None];
         for &u in &units {
             if walks_at(u) {
+                let (from, to) = (who.after(u), bound(u));
                 let r = &mut reach[walked(u)];
-                *r = (*r).max(bound(u));
+                *r = Some(r.map_or((from, to), |(a, b)| (a.min(from), b.max(to))));
             }
         }
-        units.retain(|&u| walks_at(u) || m[u as usize].place < reach[side_of(u) as usize]);
+        let tested = |u: u32| {
+            let p = m[u as usize].place;
+            reach[side_of(u) as usize].is_some_and(|(a, b)| p < b && a.is_none_or(|a| p > a))
+        };
+        units.retain(|&u| walks_at(u) || tested(u));
         let sub = units;
         let sub_of = |u: u32| sub.binary_search(&u).ok().map(|x| x as u32);
         let buckets: Vec<Vec<u32>> = list
@@ -429,6 +623,11 @@ impl Held<'_> {
         };
         let walks: Vec<bool> = sub.iter().map(|&u| walks_at(u)).collect();
         let before: Vec<Place> = sub.iter().map(|&u| before_of(u)).collect();
+        let after: Vec<Option<Place>> = if who.from.is_empty() {
+            Vec::new()
+        } else {
+            sub.iter().map(|&u| who.after(u)).collect()
+        };
         let side: Vec<bool> = if two {
             sub.iter().map(|&u| side_of(u)).collect()
         } else {
@@ -453,9 +652,10 @@ impl Held<'_> {
                 walks,
                 side,
                 before,
+                after,
             }),
         };
-        let status = vec![Status::Undecided; part_held.members.len()];
+        let status: Vec<Status> = sub.iter().map(|&u| who.status(u)).collect();
         let (events, counts) = decide(&part_held, &status, &[], &tests);
         state.counts += counts;
         // A walk stops before the answer it had: what it finds is earlier.

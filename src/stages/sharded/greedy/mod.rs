@@ -18,11 +18,15 @@
 //! confirmed neighbour that survives.
 //!
 //! Round 0's partition jobs are `confirm`'s (it has the documents gathered; a partition past
-//! a group answers it over its documents in blocks, `greedy_blocks.rs`); the files:
+//! a group answers it over its documents in blocks, `blocks.rs`; the later rounds' jobs are
+//! `jobs.rs`); the files:
 //! `greedy/P.members` and `P.buckets` (written by `confirm`), each round's `R-P.events` and
 //! `R-P.json`, and its settling's `R.state` (the units dropped or undecided so far, by rank:
 //! the others survive) and `R.json`. Every file is sorted by rank, so settling streams them;
 //! settling round R removes the answers and state of round R - 1, which no job reads again.
+
+pub mod blocks;
+pub mod jobs;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -119,18 +123,20 @@ pub(super) struct Event {
 }
 
 impl Event {
-    /// A round 0 answer for the unit of rank `rank`: its first confirmed neighbour, placed
-    /// at `at`, of rank `target`, undecided as every unit is then.
-    pub(super) fn first(
+    /// An answer for the unit of rank `rank`: its first confirmed neighbour not dropped,
+    /// placed at `at`, of rank `target`, which survives or is undecided (as every unit is in
+    /// round 0).
+    pub(super) fn answer(
         rank: u64,
         at: Place,
         target: u64,
+        survives: bool,
         estimate: f64,
         jaccard: Option<f64>,
     ) -> Self {
         Event {
             rank,
-            kind: Kind::Blocked,
+            kind: if survives { Kind::Found } else { Kind::Blocked },
             at,
             target,
             estimate,
@@ -436,11 +442,12 @@ pub(super) struct Tests<'a> {
     /// Members a walk's buckets hold from which it looks its neighbours up in the prefix
     /// index (the in-memory rule's `INDEX_FROM`).
     pub index_from: usize,
-    /// Round 0 over two held blocks (`greedy_blocks.rs`), else `None`.
+    /// Round 0 over two held blocks (`blocks.rs`), else `None`.
     pub cross: Option<Cross>,
 }
 
-/// Round 0 over the members of two held blocks: who walks, and which neighbours a walk tests.
+/// A round over the members of one or two held blocks (`blocks.rs`): who walks, and
+/// which neighbours a walk tests.
 pub(super) struct Cross {
     /// Whether member `d` walks.
     pub walks: Vec<bool>,
@@ -450,6 +457,9 @@ pub(super) struct Cross {
     /// Where each member's answer so far is placed (`(u64::MAX, u64::MAX)` for none): a walk
     /// stops at a neighbour placed there or after.
     pub before: Vec<Place>,
+    /// Where each member's walk starts: after the neighbour placed here (from the first when
+    /// `None`, or when empty).
+    pub after: Vec<Option<Place>>,
 }
 
 /// A walk's scratch: its neighbours to test (last first), or the heads of the prefix index's
@@ -467,7 +477,7 @@ struct Walk {
 /// Where an undecided member's walk starts this round, from its answer of the round before in
 /// this partition: every neighbour before that answer's was dropped or not confirmed, and stays
 /// so, so no pair is tested twice.
-enum Start {
+pub(super) enum Start {
     /// No neighbour before it in this partition is confirmed, and none will be.
     Nothing,
     /// The answer stands as it was, or becomes `found` now that its neighbour survives.
@@ -478,7 +488,7 @@ enum Start {
 
 /// `prior` is empty in round 0 (nothing was answered before); after it, a member without an
 /// answer had none to give.
-fn start(part: &Part, status: &[Status], prior: &[Option<Event>], d: usize) -> Start {
+pub(super) fn start(part: &Part, status: &[Status], prior: &[Option<Event>], d: usize) -> Start {
     if prior.is_empty() {
         return Start::After(None);
     }
@@ -560,13 +570,16 @@ pub(super) fn decide(
         .fold(
             || (Vec::new(), BucketCounts::default(), Walk::default()),
             |(mut events, mut counts, mut walk): (Vec<Event>, BucketCounts, Walk), &d| {
-                let after = match start(part, status, prior, d as usize) {
-                    Start::Nothing => return (events, counts, walk),
-                    Start::Answer(e) => {
-                        events.push(e);
-                        return (events, counts, walk);
-                    }
-                    Start::After(a) => a,
+                let after = match cross {
+                    Some(x) => x.after.get(d as usize).copied().flatten(),
+                    None => match start(part, status, prior, d as usize) {
+                        Start::Nothing => return (events, counts, walk),
+                        Start::Answer(e) => {
+                            events.push(e);
+                            return (events, counts, walk);
+                        }
+                        Start::After(a) => a,
+                    },
                 };
                 // The neighbours placed between `after` and `d`, in place order: under exact
                 // Jaccard those the filters leave, merged from the groups as the walk needs
@@ -1018,7 +1031,6 @@ pub fn past_the_last(round: u32, last: u32) -> String {
          {round}, nothing to run; run `neardup stage cluster` next"
     )
 }
-
 /// Check that round `round - 1` is settled and left units undecided, so round `round` is due.
 fn need_round_before(work: &WorkDir, round: u32) -> Result<(), Error> {
     if let Some(last) = converged(work)?.filter(|&last| round > last) {
@@ -1035,213 +1047,6 @@ fn need_round_before(work: &WorkDir, round: u32) -> Result<(), Error> {
         return Err(Error::Param(past_the_last(round, r)));
     }
     Ok(())
-}
-
-/// The job of partition `partition` in round `round` (1 on; round 0's is `confirm`'s), once
-/// round `round - 1` is settled. Returns its summary, or `None` when it ran already.
-pub fn round(
-    work: &WorkDir,
-    round: u32,
-    partition: usize,
-    progress: &ProgressFactory,
-) -> Result<Option<PartRound>, Error> {
-    work.check_partition(partition)?;
-    if round == 0 {
-        return Err(Error::Param(
-            "round 0's partition jobs are `neardup stage confirm`".into(),
-        ));
-    }
-    let _lock = work.lock(&format!("greedy-{round:05}-{partition:04}"))?;
-    work.remove_partials("greedy", &format!("{round:05}-{partition:04}."))?;
-    if work
-        .read_json::<PartRound>(&work.part_summary(round, partition))?
-        .is_some()
-    {
-        return Ok(None);
-    }
-    need_round_before(work, round)?;
-    let t0 = Instant::now();
-    let stage = if round == 1 { "confirm" } else { "greedy" };
-    let last: PartRound = work.need_json(&work.part_summary(round - 1, partition), stage)?;
-    if last.answers == 0 {
-        let summary = PartRound {
-            seconds: t0.elapsed().as_secs_f64(),
-            ..Default::default()
-        };
-        write_events(work, round, partition, &[], &summary)?;
-        return Ok(Some(summary));
-    }
-    let step = progress.step(&format!("greedy round {round}, partition {partition}"));
-    // The answers of the round before in this partition, and the verdicts of their units and
-    // neighbours (a unit the state does not hold survives).
-    let path = work.events_file(round - 1, partition);
-    let mut answers = Vec::with_capacity(last.answers as usize);
-    let mut c = Cursor::new(work.open_keyed(&path, stage, EVENT_BYTES)?, EVENT_BYTES);
-    while let Some(v) = c.peek()? {
-        answers.push(event_of(v).ok_or_else(|| {
-            Error::Work {
-                path: path.display().to_string(),
-                msg: "an unreadable answer: run the greedy rounds again in an empty work directory"
-                    .into(),
-            }
-        })?);
-        c.advance();
-    }
-    let mut named: Vec<u64> = answers.iter().flat_map(|e| [e.rank, e.target]).collect();
-    named.sort_unstable();
-    named.dedup();
-    let mut verdict = vec![Status::Survives; named.len()];
-    let mut i = 0;
-    read_state(work, round - 1, |v| {
-        while i < named.len() && named[i] < v.rank {
-            i += 1;
-        }
-        if i < named.len() && named[i] == v.rank {
-            verdict[i] = v.status;
-        }
-        Ok(())
-    })?;
-    let status_of = |r: u64| verdict[named.binary_search(&r).expect("a named unit")];
-    // Without an undecided unit whose neighbour was dropped, no walk goes on: the answers
-    // stand, and those whose neighbour survives are found, without the partition's buckets.
-    let waiting = |e: &Event| status_of(e.rank) == Status::Undecided;
-    if !answers
-        .iter()
-        .any(|e| waiting(e) && e.kind == Kind::Blocked && status_of(e.target) == Status::Dropped)
-    {
-        let events: Vec<Event> = answers
-            .iter()
-            .filter(|e| waiting(e))
-            .map(|&e| match status_of(e.target) {
-                Status::Survives => Event {
-                    kind: Kind::Found,
-                    ..e
-                },
-                _ => e,
-            })
-            .collect();
-        let summary = PartRound {
-            undecided: events.len() as u64,
-            answers: events.len() as u64,
-            seconds: t0.elapsed().as_secs_f64(),
-            ..Default::default()
-        };
-        write_events(work, round, partition, &events, &summary)?;
-        return Ok(Some(summary));
-    }
-    let part = Part::read(work, partition)?;
-    let m = &part.members;
-    let mut status = vec![Status::Survives; m.len()];
-    let mut prior: Vec<Option<Event>> = vec![None; m.len()];
-    let mut i = 0;
-    read_state(work, round - 1, |v| {
-        while i < m.len() && m[i].rank < v.rank {
-            i += 1;
-        }
-        if i < m.len() && m[i].rank == v.rank {
-            status[i] = v.status;
-        }
-        Ok(())
-    })?;
-    let mut i = 0;
-    for e in answers {
-        while i < m.len() && m[i].rank < e.rank {
-            i += 1;
-        }
-        if i < m.len() && m[i].rank == e.rank {
-            prior[i] = Some(e);
-        }
-    }
-    // What the walks test: each walking member, and the members of its buckets placed between
-    // where it starts and itself that are not dropped. Each walk's stretch of a bucket is
-    // marked at its two ends and the marks summed along the bucket once, so that the cost
-    // is the buckets', not the walks' (every walk of a bucket of templated pages spans
-    // most of it).
-    let (at, of) = part.buckets_of();
-    let mut want = vec![false; m.len()];
-    let mut marks: Vec<i32> = vec![0; part.starts[part.buckets()] + part.buckets()];
-    for d in 0..m.len() {
-        if status[d] != Status::Undecided {
-            continue;
-        }
-        let Start::After(after) = start(&part, &status, &prior, d) else {
-            continue;
-        };
-        want[d] = true;
-        for &b in &of[at[d]..at[d + 1]] {
-            let list = part.bucket(b as usize);
-            let end = list.partition_point(|&x| m[x as usize].place < m[d].place);
-            let next = after.map_or(0, |a| list.partition_point(|&x| m[x as usize].place <= a));
-            if next < end {
-                // A bucket's marks lie at its start in the list, plus its number.
-                let base = part.starts[b as usize] + b as usize;
-                marks[base + next] += 1;
-                marks[base + end] -= 1;
-            }
-        }
-    }
-    for b in 0..part.buckets() {
-        let base = part.starts[b] + b;
-        let mut open = 0;
-        for (k, &x) in part.bucket(b).iter().enumerate() {
-            open += marks[base + k];
-            if open > 0 && status[x as usize] != Status::Dropped {
-                want[x as usize] = true;
-            }
-        }
-    }
-    step.set_message("gathering documents");
-    let mut needed: Vec<Vec<u64>> = vec![Vec::new(); work.shards()];
-    for (k, mem) in m.iter().enumerate() {
-        if want[k] {
-            needed[mem.shard as usize].push(mem.row);
-        }
-    }
-    for v in &mut needed {
-        v.sort_unstable();
-        v.dedup();
-    }
-    let docs = Docs::gather(work, needed, &[], progress)?;
-    let local: Vec<u32> = m
-        .iter()
-        .zip(&want)
-        .map(|(mem, &w)| {
-            if w {
-                docs.local_at(mem.shard as usize, mem.row)
-                    .expect("a gathered member")
-            } else {
-                u32::MAX
-            }
-        })
-        .collect();
-    step.set_message("testing");
-    let cfg = work.config();
-    let cache = JaccardCache::default();
-    let tests = Tests {
-        tables: BucketTables {
-            num_perm: cfg.params.num_perm,
-            sigs: &docs.sigs,
-            sets: &docs.sets,
-            cache: &cache,
-            groups: &docs.groups,
-        },
-        grouped: work.fields().group.is_some(),
-        local,
-        confirm: cfg.confirm,
-        threshold: cfg.threshold,
-        index_from: INDEX_FROM,
-        cross: None,
-    };
-    let (events, counts) = decide(&part, &status, &prior, &tests);
-    let summary = PartRound {
-        undecided: status.iter().filter(|&&s| s == Status::Undecided).count() as u64,
-        answers: events.len() as u64,
-        counts,
-        gathered: docs.rank.len() as u64,
-        seconds: t0.elapsed().as_secs_f64(),
-    };
-    write_events(work, round, partition, &events, &summary)?;
-    Ok(Some(summary))
 }
 
 /// Settle round `round` once every partition's job of it has run: each undecided unit's
@@ -1421,31 +1226,6 @@ pub fn settle(
     }
     Ok(Some(summary))
 }
-
-/// Every round still to run, in this process: each partition's job, then the settling, until
-/// every unit is decided. Returns the rounds run now.
-pub fn rounds(work: &WorkDir, progress: &ProgressFactory) -> Result<u32, Error> {
-    let mut ran = 0;
-    let mut r = 0;
-    loop {
-        if let Some(s) = round_summary(work, r)? {
-            if s.undecided == 0 {
-                return Ok(ran);
-            }
-            r += 1;
-            continue;
-        }
-        if r > 0 {
-            // The partitions' jobs are independent; most of each is reading its files.
-            (0..work.partitions())
-                .into_par_iter()
-                .try_for_each(|p| round(work, r, p, progress).map(|_| ()))?;
-        }
-        settle(work, r, progress)?;
-        ran += 1;
-    }
-}
-
 /// The rounds' final verdicts, in rank order, streamed to `f`; an error naming the next step
 /// when the rounds have not ended. Returns the last round's number and the tests of all.
 pub(super) fn verdicts(
