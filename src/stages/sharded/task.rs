@@ -365,12 +365,12 @@ impl FromStr for Task {
             args.push((k, v));
         }
         let mut used = 0;
+        // Counts the arguments found, so that one left over is refused (an optional one
+        // absent counts for nothing).
         let mut get = |key: &str| -> Result<&str, Error> {
-            used += 1;
-            args.iter()
-                .find(|a| a.0 == key)
-                .map(|a| a.1)
-                .ok_or_else(|| bad(format!("{kind} needs {key}=")))
+            let found = args.iter().find(|a| a.0 == key).map(|a| a.1);
+            used += found.is_some() as usize;
+            found.ok_or_else(|| bad(format!("{kind} needs {key}=")))
         };
         let num = |key: &str, v: &str| -> Result<usize, Error> {
             v.parse()
@@ -1546,6 +1546,32 @@ mod tests {
         assert_eq!((t.index(), t.round()), (Some(3), Some(1)));
     }
 
+    /// Lines of the tasks that took their memory later, written before they did.
+    #[test]
+    fn lines_without_memory_take_the_default() {
+        let memory = Mib(crate::options::defaults::TASK_MEMORY_MIB);
+        for (line, task) in [
+            (
+                "confirm partitions=1,2",
+                Task::Confirm {
+                    partitions: vec![1, 2],
+                    memory,
+                },
+            ),
+            ("greedy", Task::Greedy { memory }),
+            (
+                "greedy-round round=2 partition=1",
+                Task::GreedyRound {
+                    round: 2,
+                    partition: 1,
+                    memory,
+                },
+            ),
+        ] {
+            assert_eq!(line.parse::<Task>().unwrap(), task, "{line}");
+        }
+    }
+
     #[test]
     fn bad_task_lines_are_refused_by_what_is_wrong() {
         for (line, why) in [
@@ -1558,6 +1584,11 @@ mod tests {
             ("sign shard=1 range=2", "sign takes no range="),
             ("sign 1", "`1` is not KEY=VALUE"),
             ("rank-plan memory=0", "memory=0 is not a number of MiB"),
+            ("greedy memory=x", "memory=x is not a number of MiB"),
+            (
+                "greedy-round round=1 partition=0 extra=1",
+                "greedy-round takes no extra=",
+            ),
             ("report extra=1", "report takes no extra="),
             (
                 "confirm partitions=1,,2",
