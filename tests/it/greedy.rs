@@ -930,8 +930,9 @@ fn greedy_round_zero_in_blocks_equals_round_zero_whole() {
 /// A later round whose walks need more documents than a group holds, walked over them in
 /// blocks (gathered once, one or two blocks at a time), writes the answers of walking the
 /// partition whole: each round's answers and counts of units, and the pairs and clusters, are
-/// the same bytes. Blocks of one document, of a few, and one block; the corpora need several
-/// rounds, and their walks resume after dropped neighbours.
+/// the same bytes. Blocks of one document, of a few, and one block, job by job and every round
+/// in one process; the corpora need several rounds, and their walks resume after dropped
+/// neighbours.
 #[test]
 fn greedy_later_rounds_in_blocks_equal_rounds_whole() {
     use neardup::progress::ProgressFactory;
@@ -977,6 +978,13 @@ fn greedy_later_rounds_in_blocks_equal_rounds_whole() {
             }
             got.push((rounds, greedy_outputs(&w)));
         }
+        // Every round in one process: the jobs in blocks run after the others.
+        let w = sub.join("work-rounds");
+        staged_to_bands(&w, &inputs, &f);
+        stage(&["confirm", w.to_str().unwrap(), "--partition", "0", "1"]);
+        let work = WorkDir::open(&w).unwrap();
+        greedy::jobs::rounds_within(&work, 1, 3_000, &hidden).unwrap();
+        assert_eq!(greedy_outputs(&w), got[0].1, "seed {seed}, in one process");
         assert!(
             got[0].0.len() >= 4,
             "seed {seed}: {} rounds",
