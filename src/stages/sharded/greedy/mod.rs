@@ -17,9 +17,9 @@
 //! sequential rule's whatever the partitions, since a unit's outcome depends only on its first
 //! confirmed neighbour that survives.
 //!
-//! Round 0's partition jobs are `confirm`'s (it has the documents gathered; a partition past
-//! a group answers it over its documents in blocks, `blocks.rs`; the later rounds' jobs are
-//! `jobs.rs`); the files:
+//! Round 0's partition jobs are `confirm`'s (it has the documents gathered), the later rounds'
+//! are `jobs.rs`'s; a job whose walks need more documents than a group holds walks them in
+//! blocks (`blocks.rs`). The files:
 //! `greedy/P.members` and `P.buckets` (written by `confirm`), each round's `R-P.events` and
 //! `R-P.json`, and its settling's `R.state` (the units dropped or undecided so far, by rank:
 //! the others survive) and `R.json`. Every file is sorted by rank, so settling streams them;
@@ -442,7 +442,7 @@ pub(super) struct Tests<'a> {
     /// Members a walk's buckets hold from which it looks its neighbours up in the prefix
     /// index (the in-memory rule's `INDEX_FROM`).
     pub index_from: usize,
-    /// Round 0 over two held blocks (`blocks.rs`), else `None`.
+    /// A round over one or two held blocks (`blocks.rs`), else `None`.
     pub cross: Option<Cross>,
 }
 
