@@ -4,6 +4,7 @@
 //! ties in the keep value and groups; the in-memory API and the command line.
 
 use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 
 use neardup::engine::CpuEngine;
 use neardup::stages::dedup::{cluster_docs, ClusterRule, Confirm, DedupConfig, Keep, MemoryDocs};
@@ -779,10 +780,15 @@ fn greedy_against_an_index_keeps_what_only_a_dropped_document_matched() {
     }
 }
 
-/// The corpora of the tests in blocks, each with its flags: six generated ones covering every
-/// keep order, confirmation, exact copies and groups, and a bucket of 700 templated pages
-/// (past the prefix index's size).
-fn block_corpora() -> Vec<(Vec<String>, Vec<&'static str>)> {
+/// The block sizes of the tests in blocks (`None`: whole), and their names.
+const BLOCK_BYTES: [Option<u64>; 5] = [None, Some(1), Some(3_000), Some(150_000), Some(u64::MAX)];
+const BLOCK_NAMES: [&str; 4] = ["1", "3,000", "150,000", "all"];
+
+/// The corpora of the tests in blocks, each in 3 shards under its own folder of `dir`, with
+/// its flags: six generated ones covering every keep order, confirmation, exact copies and
+/// groups, and a bucket of 700 templated pages (past the prefix index's size). Returns each
+/// one's folder, shards and flags.
+fn block_corpora(dir: &Path) -> Vec<(PathBuf, Vec<PathBuf>, Vec<&'static str>)> {
     let templated: Vec<String> = {
         let mut rng = Pcg32::new(17);
         let template: Vec<String> = (0..24).map(|i| format!("t{i}")).collect();
@@ -812,7 +818,15 @@ fn block_corpora() -> Vec<(Vec<String>, Vec<&'static str>)> {
         templated,
         flags(Keep::Longest, Confirm::Jaccard, false, false),
     ));
-    all
+    all.into_iter()
+        .enumerate()
+        .map(|(seed, (lines, f))| {
+            let sub = dir.join(format!("seed-{seed}"));
+            std::fs::create_dir(&sub).unwrap();
+            let inputs = crate::sharded::shards(&sub, &lines, 3, None);
+            (sub, inputs, f)
+        })
+        .collect()
 }
 
 /// `neardup stage ARGS...`, which must succeed.
@@ -824,7 +838,7 @@ fn stage(args: &[&str]) {
 
 /// A new work directory `w` over `inputs` (3 shards) in 2 partitions, signed, ranked and
 /// banded.
-fn staged_to_bands(w: &std::path::Path, inputs: &[std::path::PathBuf], flags: &[&str]) {
+fn staged_to_bands(w: &Path, inputs: &[PathBuf], flags: &[&str]) {
     let ws = w.to_str().unwrap();
     let mut init = vec!["init", ws];
     init.extend(inputs.iter().map(|p| p.to_str().unwrap()));
@@ -841,7 +855,7 @@ fn staged_to_bands(w: &std::path::Path, inputs: &[std::path::PathBuf], flags: &[
 }
 
 /// The pairs and clusters files of work directory `w` (every round run), by their hashes.
-fn greedy_outputs(w: &std::path::Path) -> (String, String) {
+fn greedy_outputs(w: &Path) -> (String, String) {
     let pairs = w.with_extension("pairs.jsonl");
     let cl = w.with_extension("clusters.jsonl");
     let (p, c) = (pairs.to_str().unwrap(), cl.to_str().unwrap());
@@ -865,12 +879,9 @@ fn greedy_round_zero_in_blocks_equals_round_zero_whole() {
     use neardup::progress::ProgressFactory;
     use neardup::stages::sharded::{confirm, WorkDir};
     let dir = tempfile::tempdir().unwrap();
-    for (seed, (lines, f)) in block_corpora().into_iter().enumerate() {
-        let sub = dir.path().join(format!("seed-{seed}"));
-        std::fs::create_dir(&sub).unwrap();
-        let inputs = crate::sharded::shards(&sub, &lines, 3, None);
+    for (seed, (sub, inputs, f)) in block_corpora(dir.path()).into_iter().enumerate() {
         let mut got = Vec::new();
-        for block_bytes in [None, Some(1), Some(3_000), Some(150_000), Some(u64::MAX)] {
+        for block_bytes in BLOCK_BYTES {
             let w = sub.join(format!("work-{block_bytes:?}"));
             let ws = w.to_str().unwrap();
             staged_to_bands(&w, &inputs, &f);
@@ -912,7 +923,7 @@ fn greedy_round_zero_in_blocks_equals_round_zero_whole() {
             let (pairs, clusters) = greedy_outputs(&w);
             got.push((files, round0, pairs, clusters));
         }
-        for (g, bytes) in got[1..].iter().zip(["1", "3,000", "150,000", "all"]) {
+        for (g, bytes) in got[1..].iter().zip(BLOCK_NAMES) {
             assert!(
                 g.0 == got[0].0,
                 "seed {seed}, blocks of {bytes} bytes: round 0's files"
@@ -941,12 +952,9 @@ fn greedy_later_rounds_in_blocks_equal_rounds_whole() {
     let hidden = ProgressFactory::hidden();
     // Blocked jobs that gathered documents to walk.
     let mut walked = 0;
-    for (seed, (lines, f)) in block_corpora().into_iter().enumerate() {
-        let sub = dir.path().join(format!("seed-{seed}"));
-        std::fs::create_dir(&sub).unwrap();
-        let inputs = crate::sharded::shards(&sub, &lines, 3, None);
+    for (seed, (sub, inputs, f)) in block_corpora(dir.path()).into_iter().enumerate() {
         let mut got = Vec::new();
-        for block_bytes in [None, Some(1), Some(3_000), Some(150_000), Some(u64::MAX)] {
+        for block_bytes in BLOCK_BYTES {
             let w = sub.join(format!("work-{block_bytes:?}"));
             staged_to_bands(&w, &inputs, &f);
             stage(&["confirm", w.to_str().unwrap(), "--partition", "0", "1"]);
@@ -990,7 +998,7 @@ fn greedy_later_rounds_in_blocks_equal_rounds_whole() {
             "seed {seed}: {} rounds",
             got[0].0.len() / 2
         );
-        for (g, bytes) in got[1..].iter().zip(["1", "3,000", "150,000", "all"]) {
+        for (g, bytes) in got[1..].iter().zip(BLOCK_NAMES) {
             assert_eq!(
                 g.0.len(),
                 got[0].0.len(),
