@@ -1,6 +1,6 @@
 //! The greedy rounds' jobs after round 0 (round 0's are `confirm`'s): each partition's job of
 //! a round, over its documents gathered whole or, when its walks need more than a group holds,
-//! in blocks ([`blocks`](super::blocks)); and every round in one process.
+//! in blocks (`blocks.rs`); and every round in one process.
 
 use std::time::Instant;
 
@@ -38,7 +38,7 @@ pub fn round(
 }
 
 /// [`round`], where walks that need more than `max_docs` documents are walked over them in
-/// blocks of about `block_bytes` of signatures and sets ([`blocks`](super::blocks)): the answers are
+/// blocks of about `block_bytes` of signatures and sets (`blocks.rs`): the answers are
 /// the same, the work counted is the blocks'.
 pub fn round_within(
     work: &WorkDir,

@@ -25,7 +25,7 @@
 //! the others survive) and `R.json`. Every file is sorted by rank, so settling streams them;
 //! settling round R removes the answers and state of round R - 1, which no job reads again.
 
-pub mod blocks;
+pub(super) mod blocks;
 pub mod jobs;
 
 use std::cmp::Reverse;
