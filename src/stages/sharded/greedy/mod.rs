@@ -548,22 +548,42 @@ pub(super) fn decide(
             .sum::<usize>()
             >= tests.index_from
     };
-    let index = (tests.confirm == Confirm::Jaccard
+    // Over two held blocks a walk tests only the other block's members: an index apiece, so
+    // that a walk never steps through its own block's (a bucket of near copies, all in each
+    // probe's groups, would make each walk as long as the block).
+    let two = cross.is_some_and(|x| !x.side.is_empty());
+    let side = |i: usize| two && cross.is_some_and(|x| x.side[i]);
+    let indexes: Option<Vec<PrefixIndex>> = (tests.confirm == Confirm::Jaccard
         && undecided.iter().any(|&d| walks_many(d as usize)))
     .then(|| {
-        let mut index = PrefixIndex::new(tests.threshold, (0..m.len()).filter_map(&set_of));
-        // In place order, so that each group's members are.
         let mut by_place: Vec<u32> = (0..m.len() as u32).collect();
         by_place.sort_unstable_by_key(|&i| m[i as usize].place);
-        let mut prefix = Vec::new();
-        for i in by_place {
-            if let Some(set) = set_of(i as usize) {
-                index.prefix(set, &mut prefix);
-                index.insert(&prefix, set.len(), i);
-            }
-        }
-        index
+        [false, true][..1 + two as usize]
+            .iter()
+            .map(|&s| {
+                let mine = |i: usize| side(i) == s;
+                let mut index = PrefixIndex::new(
+                    tests.threshold,
+                    (0..m.len()).filter(|&i| mine(i)).filter_map(&set_of),
+                );
+                // In place order, so that each group's members are.
+                let mut prefix = Vec::new();
+                for &i in by_place.iter().filter(|&&i| mine(i as usize)) {
+                    if let Some(set) = set_of(i as usize) {
+                        index.prefix(set, &mut prefix);
+                        index.insert(&prefix, set.len(), i);
+                    }
+                }
+                index
+            })
+            .collect()
     });
+    // The index of the members walk `d` tests.
+    let index_of = |d: u32| {
+        indexes
+            .as_ref()
+            .map(|x| &x[(two && !side(d as usize)) as usize])
+    };
     let placed_before = |x: u32, d: u32| m[x as usize].place < m[d as usize].place;
     let found = undecided
         .par_iter()
@@ -587,7 +607,8 @@ pub(super) fn decide(
                 walk.cands.clear();
                 walk.heads.clear();
                 walk.merging = false;
-                match (&index, set_of(d as usize)) {
+                let index = index_of(d);
+                match (index, set_of(d as usize)) {
                     (Some(index), Some(set)) if walks_many(d as usize) => {
                         walk.merging = true;
                         index.prefix(set, &mut walk.prefix);
@@ -620,7 +641,7 @@ pub(super) fn decide(
                     }
                 }
                 let next_candidate = |walk: &mut Walk| -> Option<u32> {
-                    let (Some(index), true) = (&index, walk.merging) else {
+                    let (Some(index), true) = (index, walk.merging) else {
                         return walk.cands.pop();
                     };
                     let Reverse((_, g, k, end)) = walk.heads.pop()?;
