@@ -148,7 +148,7 @@ pub(super) fn confirm(
         bands,
     } = input.spill(work, block_bytes, progress)?;
     let step = progress.step(&format!("confirm, partition {partition}"));
-    let block_of = |l: u32| blocks.partition_point(|b| b.docs.end <= l) as u32;
+    let block_of = |l: u32| Block::of(&blocks, l) as u32;
     // The runs to confirm with each block alone, and with each two blocks.
     let mut alone: Vec<Vec<u32>> = vec![Vec::new(); blocks.len()];
     let mut across: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();

@@ -23,6 +23,13 @@ pub(super) struct Block {
     bytes: Range<u64>,
 }
 
+impl Block {
+    /// Which of `blocks` (in order, as [`Spill::finish`] gives them) holds local number `l`.
+    pub fn of(blocks: &[Block], l: u32) -> usize {
+        blocks.partition_point(|b| b.docs.end <= l)
+    }
+}
+
 /// A block read back: row `i` of `sigs` and entry `i` of `sets` are its `i`-th document's.
 #[derive(Debug, Default)]
 pub(super) struct BlockDocs {

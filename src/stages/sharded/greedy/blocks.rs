@@ -70,7 +70,7 @@ pub(in crate::stages::sharded) fn first_round(
         bands,
     } = input.spill(work, block_bytes, progress)?;
     let step = progress.step(&format!("confirm, partition {partition}"));
-    let block_of = |l: u32| blocks.partition_point(|b| b.docs.end <= l);
+    let block_of = |l: u32| Block::of(&blocks, l);
     let places = greedy::places(work, &docs.needed, &docs.rank)?;
 
     // One pass over the blocks' signatures: each band row's value numbered within its run
@@ -187,13 +187,7 @@ pub(super) fn later_round(
     for (x, &i) in held.iter().enumerate() {
         sub_of[i as usize] = x as u32;
     }
-    let mut needed: Vec<Vec<u64>> = vec![Vec::new(); work.shards()];
-    for &i in &held {
-        needed[m[i as usize].shard as usize].push(m[i as usize].row);
-    }
-    for v in &mut needed {
-        v.sort_unstable();
-    }
+    let needed = greedy::rows_of(work.shards(), m, |k| want[k]);
     let jaccard = work.config().confirm == Confirm::Jaccard;
     let unit = format!("{round:05}-{partition:04}");
     let mut spill = Spill::create(work, "greedy", &unit, jaccard, block_bytes)?;
@@ -481,9 +475,7 @@ impl<'a> Held<'a> {
     /// docs), and the tests run.
     fn walk_blocks(&self, part: &Part, step: &Progress) -> Result<Answers, Error> {
         let blocks = self.blocks;
-        let walk = Blocked::new(part, self.unit_local, blocks, |l| {
-            blocks.partition_point(|b| b.docs.end <= l)
-        });
+        let walk = Blocked::new(part, self.unit_local, blocks, |l| Block::of(blocks, l));
         let n = part.members.len();
         let mut state = Answers {
             best: vec![NONE; n],

@@ -8,8 +8,8 @@ use rayon::prelude::*;
 
 use super::blocks;
 use super::{
-    decide, event_of, need_round_before, read_state, round_summary, settle, start, write_events,
-    Cursor, Event, Kind, Part, PartRound, Start, Status, Tests, EVENT_BYTES,
+    decide, event_of, need_round_before, read_state, round_summary, rows_of, settle, start,
+    write_events, Cursor, Event, Kind, Part, PartRound, Start, Status, Tests, EVENT_BYTES,
 };
 use crate::error::Error;
 use crate::progress::ProgressFactory;
@@ -254,16 +254,7 @@ fn job(
         return Ok(Job::Ran(Some(summary)));
     }
     step.set_message("gathering documents");
-    let mut needed: Vec<Vec<u64>> = vec![Vec::new(); work.shards()];
-    for (k, mem) in m.iter().enumerate() {
-        if want[k] {
-            needed[mem.shard as usize].push(mem.row);
-        }
-    }
-    for v in &mut needed {
-        v.sort_unstable();
-        v.dedup();
-    }
+    let needed = rows_of(work.shards(), m, |k| want[k]);
     let docs = Docs::gather(work, needed, &[], progress)?;
     let local: Vec<u32> = m
         .iter()

@@ -78,6 +78,22 @@ pub(super) struct Member {
     pub group: u32,
 }
 
+/// Each of `shards` shards' rows of the members `m[k]` that `want(k)` picks, ascending: the
+/// documents a round's job gathers.
+fn rows_of(shards: usize, m: &[Member], want: impl Fn(usize) -> bool) -> Vec<Vec<u64>> {
+    let mut needed: Vec<Vec<u64>> = vec![Vec::new(); shards];
+    for (k, mem) in m.iter().enumerate() {
+        if want(k) {
+            needed[mem.shard as usize].push(mem.row);
+        }
+    }
+    for v in &mut needed {
+        v.sort_unstable();
+        v.dedup();
+    }
+    needed
+}
+
 const MEMBER_BYTES: usize = 48;
 const EVENT_BYTES: usize = 56;
 const STATE_BYTES: usize = 48;
