@@ -21,8 +21,9 @@ for s in $(seq 0 $((S - 1))); do $T -o t.confirm.texts.$s "$N" stage run wd "con
 for p in $(seq 0 $((P - 1))); do $T -o t.confirm.$p "$N" stage confirm wd --partition "$p" -q; done
 $T -o t.cluster "$N" stage cluster wd --clusters cl.jsonl -q
 for s in $(seq 0 $((S - 1))); do
-  $T -o t.apply.$s "$N" stage apply wd --shard "$s" -o out.jsonl -q
-  rm out.jsonl
+  # One path per shard: a work directory never lets one unit's output replace another's.
+  $T -o t.apply.$s "$N" stage apply wd --shard "$s" -o "out-$s.jsonl" -q
+  rm "out-$s.jsonl"
 done
 $T -o t.report "$N" stage report wd --report report.json -q
 du -sb wd > du
