@@ -115,6 +115,7 @@ pub type Key = (u8, u64);
 /// order needs no exact count, only one order for every set, and a count of 1 is exact: a
 /// token only one set holds pairs nothing, so it is neither indexed nor looked up, yet keeps
 /// its place in each prefix.
+#[derive(Clone)]
 struct Rarity {
     counts: Vec<u8>,
     shift: u32,
@@ -194,6 +195,16 @@ impl PrefixIndex {
         PrefixIndex {
             t: shaded(threshold),
             rarity: Rarity::new(&sets),
+            head: HashMap::default(),
+            groups: Vec::new(),
+        }
+    }
+
+    /// An empty index over the same tokens, in the same order.
+    fn empty_like(&self) -> Self {
+        PrefixIndex {
+            t: self.t,
+            rarity: self.rarity.clone(),
             head: HashMap::default(),
             groups: Vec::new(),
         }
@@ -296,86 +307,177 @@ impl PrefixIndex {
 pub fn spanning_forest(
     sets: &[&[u64]],
     threshold: f64,
+    test: impl FnMut(u32, u32) -> bool,
+) -> ForestCounts {
+    forest(sets, None, threshold, test)
+}
+
+/// Sets on two sides whose own forests are known: what [`spanning_forest_across`] joins.
+#[derive(Clone, Copy)]
+pub struct Sides<'a> {
+    /// Whether each set is on the second side.
+    pub second: &'a [bool],
+    /// Each side's own spanning forest ([`spanning_forest`] of its sets alone, in the same
+    /// order), as pairs `(a, b)`, `a < b`, places in the sets: sorted by `b`, then `a`.
+    pub known: &'a [(u32, u32)],
+}
+
+/// [`spanning_forest`] of sets on two sides, given each side's own forest: only pairs across
+/// the sides are looked up and tested, and the pairs `test` confirms are the forest's pairs
+/// across the sides (the known pairs keep their places in the order, so the forest of the
+/// known pairs and those is the forest of every pair). A pair within a side that the known
+/// forest lacks is never needed: its members are joined by known pairs that come before it.
+/// The counts are of the pairs across the sides.
+pub fn spanning_forest_across(
+    sets: &[&[u64]],
+    sides: Sides,
+    threshold: f64,
+    test: impl FnMut(u32, u32) -> bool,
+) -> ForestCounts {
+    assert_eq!(sides.second.len(), sets.len());
+    debug_assert!(sides
+        .known
+        .windows(2)
+        .all(|w| (w[0].1, w[0].0) < (w[1].1, w[1].0)));
+    debug_assert!(sides
+        .known
+        .iter()
+        .all(|&(a, b)| a < b && sides.second[a as usize] == sides.second[b as usize]));
+    forest(sets, Some(sides), threshold, test)
+}
+
+/// [`spanning_forest`], or with `sides`, [`spanning_forest_across`]: a member looks up the
+/// earlier members of the other side (or of its own, without sides), and a known pair joins
+/// its members when no pair tested before it has.
+fn forest(
+    sets: &[&[u64]],
+    sides: Option<Sides>,
+    threshold: f64,
     mut test: impl FnMut(u32, u32) -> bool,
 ) -> ForestCounts {
     let m = sets.len();
     assert!(m < NONE as usize, "a bucket is limited to 2^32 - 1 members");
-    let mut index = PrefixIndex::new(threshold, sets.iter().copied());
+    let side = |x: u32| sides.map_or(0, |s| s.second[x as usize] as usize);
+    let known = sides.map_or(&[][..], |s| s.known);
+    // One index a side, in one token order.
+    let mut index = vec![PrefixIndex::new(threshold, sets.iter().copied())];
+    if sides.is_some() {
+        index.push(index[0].empty_like());
+    }
     let mut counts = ForestCounts::default();
     let mut uf = UnionFind::new(m);
-    // Members of each root's set.
-    let mut size = vec![1u32; m];
+    // Members of each root's set, on each side.
+    let mut size: Vec<[u32; 2]> = (0..m as u32)
+        .map(|x| if side(x) == 0 { [1, 0] } else { [0, 1] })
+        .collect();
+    // Members so far on each side.
+    let mut seen = [0u64; 2];
     let (mut prefix, mut viable) = (Vec::new(), Vec::new());
     // The candidates' blocks: (root, next entry's member, group, next entry, end).
     let mut blocks: Vec<(u32, u32, u32, u32, u32)> = Vec::new();
     let mut heap: BinaryHeap<Reverse<(u32, u32)>> = BinaryHeap::new();
     let mut rejected: Vec<u32> = Vec::new();
+    // Each set joined to `b` by a known pair: its root and that pair's earlier member.
+    let mut stops: Vec<(u32, u32)> = Vec::new();
+    let mut next_known = 0;
     for b in 0..m as u32 {
+        let own = side(b);
+        let from = if sides.is_some() { 1 - own } else { own };
+        stops.clear();
+        while next_known < known.len() && known[next_known].1 == b {
+            let a = known[next_known].0;
+            stops.push((uf.find(a), a));
+            next_known += 1;
+        }
+        // The earliest known pair of each set.
+        stops.sort_unstable();
+        stops.dedup_by_key(|s| s.0);
         let lb = sets[b as usize].len();
-        if lb == 0 {
-            counts.filtered += b as u64;
-            continue;
-        }
-        index.prefix(sets[b as usize], &mut prefix);
-        // The blocks of the groups that may hold a partner.
-        blocks.clear();
-        index.viable_groups(&prefix, lb, &mut viable);
-        for &gid in &viable {
-            let group = &mut index.groups[gid as usize];
-            let mut k = 0;
-            while k < group.members.len() {
-                let e = group.block_end(k, &mut uf);
-                let first = group.members[k];
-                blocks.push((uf.find(first), first, gid, k as u32, e as u32));
-                k = e;
-            }
-        }
-        // Set by set, its candidates in member order until one is confirmed.
-        blocks.sort_unstable();
-        rejected.clear();
         let (mut tested, mut confirmed) = (0u64, 0u64);
-        let mut s = 0;
-        while s < blocks.len() {
-            let root = blocks[s].0;
-            let mut e = s + 1;
-            while e < blocks.len() && blocks[e].0 == root {
-                e += 1;
+        rejected.clear();
+        if lb > 0 {
+            index[from].prefix(sets[b as usize], &mut prefix);
+            // The blocks of the groups that may hold a partner.
+            blocks.clear();
+            index[from].viable_groups(&prefix, lb, &mut viable);
+            for &gid in &viable {
+                let group = &mut index[from].groups[gid as usize];
+                let mut k = 0;
+                while k < group.members.len() {
+                    let e = group.block_end(k, &mut uf);
+                    let first = group.members[k];
+                    blocks.push((uf.find(first), first, gid, k as u32, e as u32));
+                    k = e;
+                }
             }
-            heap.clear();
-            heap.extend((s..e).map(|x| Reverse((blocks[x].1, x as u32))));
-            let mut last = NONE;
-            while let Some(Reverse((a, x))) = heap.pop() {
-                let block = &mut blocks[x as usize];
-                block.3 += 1;
-                if block.3 < block.4 {
-                    block.1 = index.groups[block.2 as usize].members[block.3 as usize];
-                    heap.push(Reverse((block.1, x)));
+            // Set by set, its candidates in member order until one is confirmed, or until
+            // the set's known pair, which comes before any later candidate.
+            blocks.sort_unstable();
+            let mut s = 0;
+            while s < blocks.len() {
+                let root = blocks[s].0;
+                let mut e = s + 1;
+                while e < blocks.len() && blocks[e].0 == root {
+                    e += 1;
                 }
-                if a == last {
-                    continue;
+                let stop = stops
+                    .binary_search_by_key(&root, |s| s.0)
+                    .map_or(NONE, |i| stops[i].1);
+                heap.clear();
+                heap.extend((s..e).map(|x| Reverse((blocks[x].1, x as u32))));
+                let mut last = NONE;
+                while let Some(Reverse((a, x))) = heap.pop() {
+                    if a > stop {
+                        break;
+                    }
+                    let group = &index[from].groups[blocks[x as usize].2 as usize];
+                    let block = &mut blocks[x as usize];
+                    block.3 += 1;
+                    if block.3 < block.4 {
+                        block.1 = group.members[block.3 as usize];
+                        heap.push(Reverse((block.1, x)));
+                    }
+                    if a == last {
+                        continue;
+                    }
+                    last = a;
+                    tested += 1;
+                    if test(a, b) {
+                        join(&mut uf, &mut size, a, b);
+                        confirmed += 1;
+                        break;
+                    }
+                    rejected.push(a);
                 }
-                last = a;
-                tested += 1;
-                if test(a, b) {
-                    let (ra, rb) = (uf.find(a), uf.find(b));
-                    uf.union(ra, rb);
-                    size[ra.min(rb) as usize] = size[ra as usize] + size[rb as usize];
-                    confirmed += 1;
-                    break;
-                }
-                rejected.push(a);
+                s = e;
             }
-            s = e;
+        }
+        for &(_, a) in &stops {
+            if uf.find(a) != uf.find(b) {
+                join(&mut uf, &mut size, a, b);
+            }
         }
         let rb = uf.find(b);
         let rejected_joined = rejected.iter().filter(|&&a| uf.find(a) == rb).count() as u64;
-        let joined = (size[rb as usize] as u64 - 1) - confirmed - rejected_joined;
+        let others = size[rb as usize][from] as u64 - u64::from(from == own);
+        let joined = others - confirmed - rejected_joined;
         counts.tested += tested;
         counts.joined += joined;
-        counts.filtered += b as u64 - tested - joined;
-        index.insert(&prefix, lb, b);
+        counts.filtered += seen[from] - tested - joined;
+        seen[own] += 1;
+        if lb > 0 {
+            index[own].insert(&prefix, lb, b);
+        }
     }
     counts
+}
+
+/// Join the sets of `a` and `b`, their sizes summed at the root that stays (the smaller).
+fn join(uf: &mut UnionFind, size: &mut [[u32; 2]], a: u32, b: u32) {
+    let (ra, rb) = (uf.find(a), uf.find(b));
+    uf.union(ra, rb);
+    let (x, y) = (size[ra as usize], size[rb as usize]);
+    size[ra.min(rb) as usize] = [x[0] + y[0], x[1] + y[1]];
 }
 
 /// Templated sets for tests: `n` sets of the tokens `0..template` and 2 to 13 tokens of their
@@ -591,6 +693,104 @@ mod tests {
                 check(&sets, t);
             }
         }
+    }
+
+    /// Kruskal's rule over `pairs` (by later member, then earlier): the forest they span.
+    fn kruskal(m: usize, mut pairs: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+        pairs.sort_unstable_by_key(|&(a, b)| (b, a));
+        let mut uf = UnionFind::new(m);
+        pairs.retain(|&(a, b)| uf.union(a, b));
+        pairs
+    }
+
+    /// Sets split between two sides at random: each side's own forest, then the pairs across
+    /// found from them, span the oracle's forest of every pair; the counts add up to the pairs
+    /// across, and no pair within a side is tested.
+    #[test]
+    fn the_forest_across_two_sides_joins_their_own_forests() {
+        let mut rng = crate::hash::Pcg32::new(11);
+        let mut across_seen = 0;
+        for round in 0..120 {
+            let universe = 8 + rng.below(60) as u64;
+            let m = 2 + rng.below(70) as usize;
+            let sets: Vec<Vec<u64>> = if round % 3 == 2 {
+                templated_sets(&mut rng, m, 40)
+            } else {
+                (0..m)
+                    .map(|_| {
+                        if round % 3 == 0 {
+                            let len = rng.below(universe as u32 + 1) as usize;
+                            set((0..len).map(|_| rng.below(universe as u32) as u64))
+                        } else {
+                            let family = rng.below(3) as u64;
+                            let mut v: Vec<u64> = (0..30).map(|w| family * 100 + w).collect();
+                            for _ in 0..rng.below(8) {
+                                let at = rng.below(30) as usize;
+                                v[at] = 10_000 + rng.below(universe as u32) as u64;
+                            }
+                            set(v)
+                        }
+                    })
+                    .collect()
+            };
+            let second: Vec<bool> = (0..m).map(|_| rng.below(2) == 1).collect();
+            let refs: Vec<&[u64]> = sets.iter().map(|s| s.as_slice()).collect();
+            for t in [0.3, 0.5, 0.7, 0.8, 0.9, 1.0] {
+                // Each side's forest, by its own sets alone, in places of all of them.
+                let mut known = Vec::new();
+                for side in [false, true] {
+                    let at: Vec<u32> = (0..m as u32)
+                        .filter(|&x| second[x as usize] == side)
+                        .collect();
+                    let own: Vec<&[u64]> = at.iter().map(|&x| refs[x as usize]).collect();
+                    spanning_forest(&own, t, |a, b| {
+                        let (a, b) = (at[a as usize], at[b as usize]);
+                        let ok = jaccard_sorted(&sets[a as usize], &sets[b as usize]) >= t;
+                        if ok {
+                            known.push((a, b));
+                        }
+                        ok
+                    });
+                }
+                known.sort_unstable_by_key(|&(a, b)| (b, a));
+                let mut found = Vec::new();
+                let sides = Sides {
+                    second: &second,
+                    known: &known,
+                };
+                let counts = spanning_forest_across(&refs, sides, t, |a, b| {
+                    assert!(a < b);
+                    assert_ne!(
+                        second[a as usize], second[b as usize],
+                        "a pair within a side"
+                    );
+                    let ok = jaccard_sorted(&sets[a as usize], &sets[b as usize]) >= t;
+                    if ok {
+                        found.push((a, b));
+                    }
+                    ok
+                });
+                across_seen += found.len();
+                let cross: u64 = {
+                    let ones = second.iter().filter(|&&x| x).count() as u64;
+                    let pairs = m as u64 * (m as u64 - 1) / 2;
+                    pairs
+                        - ones * ones.saturating_sub(1) / 2
+                        - (m as u64 - ones) * (m as u64 - ones).saturating_sub(1) / 2
+                };
+                assert_eq!(
+                    counts.tested + counts.joined + counts.filtered,
+                    cross,
+                    "t = {t}"
+                );
+                let want = every_pair(&sets, t).0;
+                // Every pair confirmed across joins two sets: the forest has it.
+                assert!(found.iter().all(|p| want.contains(p)), "t = {t}");
+                let spanned = kruskal(m, known.iter().chain(&found).copied().collect());
+                assert_eq!(spanned, want, "round {round}, t = {t}");
+            }
+        }
+        assert!(across_seen > 100, "{across_seen}");
     }
 
     /// Each count bounds the sets that hold the token from above (255 standing for more), and a

@@ -20,7 +20,7 @@ use std::hash::BuildHasherDefault;
 use super::{Confirm, ConfirmedPair, ShingleSets};
 use crate::ids::HashIsKey;
 use crate::index::lsh::Buckets;
-use crate::index::simjoin::spanning_forest;
+use crate::index::simjoin::{spanning_forest, spanning_forest_across, Sides};
 use crate::index::unionfind::UnionFind;
 use crate::sign::minhash::agreement;
 use crate::text::jaccard_sorted;
@@ -209,6 +209,41 @@ pub fn confirm_bucket(
         small_max: SMALL_BUCKET,
     };
     run.bucket(members, out, counts);
+}
+
+/// [`confirm_bucket`] under `jaccard` for members on two sides whose own forests are known
+/// (`sides`, by positions in `members`): only pairs across the sides are tested, and the pairs
+/// appended are the forest's pairs across them ([`spanning_forest_across`]). A pair of two
+/// groups is never confirmed.
+pub fn confirm_bucket_across(
+    members: &[u32],
+    sides: Sides,
+    tables: &BucketTables,
+    threshold: f64,
+    out: &mut Vec<ConfirmedPair>,
+    counts: &mut BucketCounts,
+) {
+    let run = Run {
+        tables,
+        confirm: Confirm::Jaccard,
+        threshold,
+        filter_min: FILTER_MIN_MEMBERS,
+        small_max: SMALL_BUCKET,
+    };
+    let sets: Vec<&[u64]> = members.iter().map(|d| tables.sets[d].as_slice()).collect();
+    let mut other_group = 0;
+    let forest = spanning_forest_across(&sets, sides, threshold, |a, b| {
+        let (a, b) = (members[a as usize], members[b as usize]);
+        if !tables.groups.is_empty() && tables.groups[a as usize] != tables.groups[b as usize] {
+            other_group += 1;
+            return false;
+        }
+        run.test(a, b, out, counts)
+    });
+    counts.checked += forest.tested - other_group;
+    counts.other_group += other_group;
+    counts.already_joined += forest.joined;
+    counts.filtered += forest.filtered;
 }
 
 /// Confirm each distinct bucket of `buckets` once, in parallel: a bucket's pairs depend on

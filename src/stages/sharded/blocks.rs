@@ -11,8 +11,11 @@
 //! what every pair of blocks kept is the whole bucket's forest: the pairs written are those of
 //! confirming each bucket whole. A bucket within one block is confirmed with that block alone;
 //! one across several blocks, once for each two of them (which covers every pair of its
-//! members). The work counted (`checked`, `filtered`, ...) is that of the blocks: a pair
-//! within a block is tested again with each other block its bucket reaches.
+//! members). Under `jaccard` a bucket across several blocks is also confirmed with each of its
+//! blocks alone, and with two blocks only its pairs across them are tested, from the two
+//! blocks' own forests ([`confirm_bucket_across`]): each pair within a block is settled once.
+//! (Under the other rules a pair within a block is tested again with each other block its
+//! bucket reaches.) The work counted (`checked`, `filtered`, ...) is that of the blocks.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,11 +26,13 @@ use super::spill::{Block, BlockDocs, Spill};
 use super::WorkDir;
 use crate::error::Error;
 use crate::index::lsh::{split_by_band, Buckets};
+use crate::index::simjoin::Sides;
 use crate::index::unionfind::UnionFind;
 use crate::progress::ProgressFactory;
 use crate::sign::minhash::agreement;
 use crate::stages::dedup::{
-    confirm_bucket, BucketCounts, BucketTables, Confirm, JaccardCache, ShingleSets,
+    confirm_bucket, confirm_bucket_across, BucketCounts, BucketTables, Confirm, JaccardCache,
+    ShingleSets,
 };
 
 /// A confirmed pair of a bucket: its members by local number, the signatures' agreement (the
@@ -149,9 +154,11 @@ pub(super) fn confirm(
     } = input.spill(work, block_bytes, progress)?;
     let step = progress.step(&format!("confirm, partition {partition}"));
     let block_of = |l: u32| Block::of(&blocks, l) as u32;
-    // The runs to confirm with each block alone, and with each two blocks.
+    // The runs to confirm with each block alone, and with each two blocks; under `jaccard`,
+    // which runs span blocks (confirmed with each of their blocks alone too).
     let mut alone: Vec<Vec<u32>> = vec![Vec::new(); blocks.len()];
     let mut across: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();
+    let mut spans = vec![false; if jaccard { runs.len() } else { 0 }];
     for (r, run) in runs.iter().enumerate() {
         let mut touched: Vec<u32> = locals[run.clone()].iter().map(|&l| block_of(l)).collect();
         touched.sort_unstable();
@@ -159,6 +166,12 @@ pub(super) fn confirm(
         if let [c] = touched[..] {
             alone[c as usize].push(r as u32);
             continue;
+        }
+        if jaccard {
+            spans[r] = true;
+            for &c in &touched {
+                alone[c as usize].push(r as u32);
+            }
         }
         for (x, &i) in touched.iter().enumerate() {
             for &k in &touched[x + 1..] {
@@ -173,9 +186,11 @@ pub(super) fn confirm(
         locals: &locals,
         docs: &docs,
         blocks: &blocks,
+        spans: &spans,
     };
     let mut state = State {
         keys: HashMap::new(),
+        own: HashMap::new(),
         edges: Vec::new(),
         merged: 0,
         uf: UnionFind::new(docs.rank.len()),
@@ -247,12 +262,17 @@ struct Whole<'a> {
     locals: &'a [u32],
     docs: &'a Docs,
     blocks: &'a [Block],
+    /// Under `jaccard`, whether each run spans blocks; empty otherwise.
+    spans: &'a [bool],
 }
 
 /// What the blocks' confirmations have found so far.
 struct State {
     /// Each bucket (its run and band value) by number.
     keys: HashMap<(u32, Vec<u32>), u32>,
+    /// Under `jaccard`, each bucket's own forest in each block it spans (by bucket and
+    /// block: its pairs by local number, the earlier first), found with the block alone.
+    own: HashMap<(u32, u32), Vec<(u32, u32)>>,
     /// Each bucket's confirmed pairs: its forest, as far as [`State::merged`] goes, then
     /// pairs found since.
     edges: Vec<Edge>,
@@ -380,6 +400,7 @@ impl Whole<'_> {
                     (ka, sa)
                 },
             );
+        let of_run: Vec<u32> = keys.iter().map(|k| k.0).collect();
         let ids: Vec<u32> = keys
             .into_iter()
             .map(|k| {
@@ -401,19 +422,53 @@ impl Whole<'_> {
             cache: &cache,
             groups: &groups,
         };
+        // With two blocks under `jaccard`: each member's side, and the two blocks' own forests.
+        let two = held.len() == 2 && !self.spans.is_empty();
+        let first_block = starts[0].1 - starts[0].0;
+        let own = &state.own;
         let found: Vec<(usize, Vec<Found>, BucketCounts)> = (0..buckets.len())
             .into_par_iter()
             .filter(|&x| firsts[x] == x)
             .map(|x| {
                 let (mut pairs, mut once) = (Vec::new(), BucketCounts::default());
-                confirm_bucket(
-                    buckets.get(x),
-                    &tables,
-                    cfg.confirm,
-                    cfg.threshold,
-                    &mut pairs,
-                    &mut once,
-                );
+                let members = buckets.get(x);
+                if two {
+                    let second: Vec<bool> = members.iter().map(|&p| p >= first_block).collect();
+                    let at = |l: u32| {
+                        let p = place(l).expect("a held member");
+                        members
+                            .binary_search_by_key(&rank[p as usize], |&q| rank[q as usize])
+                            .expect("a member of the bucket") as u32
+                    };
+                    let mut known: Vec<(u32, u32)> = held
+                        .iter()
+                        .filter_map(|&c| own.get(&(ids[x], c as u32)))
+                        .flatten()
+                        .map(|&(a, b)| (at(a), at(b)))
+                        .collect();
+                    known.sort_unstable_by_key(|&(a, b)| (b, a));
+                    let sides = Sides {
+                        second: &second,
+                        known: &known,
+                    };
+                    confirm_bucket_across(
+                        members,
+                        sides,
+                        &tables,
+                        cfg.threshold,
+                        &mut pairs,
+                        &mut once,
+                    );
+                } else {
+                    confirm_bucket(
+                        members,
+                        &tables,
+                        cfg.confirm,
+                        cfg.threshold,
+                        &mut pairs,
+                        &mut once,
+                    );
+                }
                 let sig = |d: u32| &sigs[d as usize * np..(d as usize + 1) * np];
                 let pairs: Vec<Found> = pairs
                     .iter()
@@ -433,7 +488,16 @@ impl Whole<'_> {
             state.counts += *counts;
         }
         for (x, &id) in ids.iter().enumerate() {
-            for p in &found[of_first[&firsts[x]]].1 {
+            let pairs = &found[of_first[&firsts[x]]].1;
+            if held.len() == 1 && self.spans.get(of_run[x] as usize) == Some(&true) {
+                let forest = state.own.entry((id, held[0] as u32)).or_default();
+                forest.extend(
+                    pairs
+                        .iter()
+                        .map(|p| (global[p.a as usize], global[p.b as usize])),
+                );
+            }
+            for p in pairs {
                 state.edges.push(Edge {
                     bucket: id,
                     a: global[p.a as usize],
