@@ -252,6 +252,9 @@ pub struct ScannedChunk {
     pub exact_keys: Vec<u128>,
     /// `docs x num_perm` signature rows.
     pub sigs: Vec<u32>,
+    /// Each document's shingle set (sorted 64-bit FNV-1a values), from the words just signed;
+    /// empty unless asked for.
+    pub sets: Vec<Vec<u64>>,
     pub shingles: u64,
     pub text_bytes: u64,
     pub raw_bytes: u64,
@@ -271,12 +274,21 @@ impl ScannedChunk {
         p: ParsedChunk,
         k: usize,
         want_exact_keys: bool,
+        want_sets: bool,
     ) -> (Self, Vec<PackedBatch>) {
         let docs = |b: &PackedBatch| 0..b.num_docs();
         let exact_keys = if want_exact_keys {
             p.parts
                 .par_iter()
                 .flat_map_iter(|b| docs(b).map(|d| xxhash_rust::xxh3::xxh3_128(b.doc_bytes(d))))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let sets = if want_sets {
+            p.parts
+                .par_iter()
+                .flat_map_iter(|b| crate::sign::fnv::batch_fnv_sets(b, docs(b), k))
                 .collect()
         } else {
             Vec::new()
@@ -291,6 +303,7 @@ impl ScannedChunk {
             shingles: p.parts.iter().map(|b| b.total_shingles(k) as u64).sum(),
             exact_keys,
             sigs: Vec::new(),
+            sets,
             text_bytes: p.text_bytes,
             raw_bytes: p.raw_bytes,
             ids: p.ids,
@@ -308,6 +321,7 @@ impl ScannedChunk {
         self.extras.extend(o.extras);
         self.exact_keys.extend_from_slice(&o.exact_keys);
         self.sigs.extend_from_slice(&o.sigs);
+        self.sets.extend(o.sets);
         self.shingles += o.shingles;
         self.text_bytes += o.text_bytes;
         self.raw_bytes += o.raw_bytes;

@@ -156,6 +156,18 @@ impl PieceSigner for CpuEngine {
     ) {
         sign_docs(batch, docs, self.params.k, &self.perms, xs, out);
     }
+
+    fn sign_piece_and_sets(
+        &self,
+        batch: &PackedBatch,
+        docs: Range<usize>,
+        xs: &mut Vec<u32>,
+        out: &mut [u32],
+        sets: &mut Vec<Vec<u64>>,
+    ) {
+        let k = self.params.k;
+        crate::sign::docs::sign_docs_and_sets(batch, docs, k, &self.perms, xs, out, sets);
+    }
 }
 
 /// Documents per rayon task of [`CpuEngine::sign`]: enough that the hasher's lockstep blocks

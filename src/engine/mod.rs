@@ -166,6 +166,17 @@ pub trait PieceSigner: Sync {
         xs: &mut Vec<u32>,
         out: &mut [u32],
     );
+
+    /// [`sign_piece`](PieceSigner::sign_piece), and each document's shingle set (sorted 64-bit
+    /// FNV-1a values) appended to `sets`, from the same hashing.
+    fn sign_piece_and_sets(
+        &self,
+        batch: &PackedBatch,
+        docs: std::ops::Range<usize>,
+        xs: &mut Vec<u32>,
+        out: &mut [u32],
+        sets: &mut Vec<Vec<u64>>,
+    );
 }
 
 /// Check `out` has room for exactly the batch's signatures.

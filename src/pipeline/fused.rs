@@ -14,7 +14,8 @@ use crate::io::Chunk;
 use crate::jsonl::Fields;
 use crate::sign::minhash::MinHashParams;
 
-/// One chunk's documents (read from `name`), signed by `signer` under `params`, in line order.
+/// One chunk's documents (read from `name`), signed by `signer` under `params`, in line order;
+/// with `want_sets`, their shingle sets too, hashed from the words just signed.
 pub fn sign_records(
     signer: &dyn PieceSigner,
     params: &MinHashParams,
@@ -22,6 +23,7 @@ pub fn sign_records(
     fields: &Fields,
     name: &str,
     want_exact_keys: bool,
+    want_sets: bool,
 ) -> Result<ScannedChunk, Error> {
     let (k, np, rule) = (params.k, params.num_perm, params.rule());
     let n = chunk.len();
@@ -63,7 +65,11 @@ pub fn sign_records(
                         part.text_bytes += rec.text.len() as u64;
                     }
                     let docs = batch.num_docs();
-                    signer.sign_piece(batch, 0..docs, xs, sigs);
+                    if want_sets {
+                        signer.sign_piece_and_sets(batch, 0..docs, xs, sigs, &mut part.sets);
+                    } else {
+                        signer.sign_piece(batch, 0..docs, xs, sigs);
+                    }
                     part.words = (0..docs).map(|d| batch.doc_words(d).len() as u32).collect();
                     part.shingles = batch.total_shingles(k) as u64;
                     if want_exact_keys {
@@ -168,7 +174,7 @@ mod tests {
         for threads in [1, 2, 3, 4].into_iter().chain([2, 3].repeat(4)) {
             let engine = CpuEngine::new(params, threads).unwrap();
             let signer = engine.piece_signer().expect("the CPU engine signs pieces");
-            let got = sign_records(signer, &params, &chunk, &fields, "t", false).unwrap();
+            let got = sign_records(signer, &params, &chunk, &fields, "t", false, false).unwrap();
             assert_eq!(got.len(), texts.len());
             for (d, want) in want.iter().enumerate() {
                 assert_eq!(

@@ -4,6 +4,7 @@
 
 pub mod fused;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::{Duration, Instant};
 
@@ -233,7 +234,9 @@ pub struct ScanStats {
 }
 
 /// Pass 1: read every input, tokenize, sign with `engine`, and hand each chunk to `on_chunk`
-/// in input order.
+/// in input order. While `want_sets` holds (its holder may clear it at any chunk), chunks
+/// carry their documents' shingle sets, hashed from the words as they are signed; a chunk
+/// prepared after it is cleared carries none.
 ///
 /// An engine that signs records itself (the CPU engine) gets several chunks at once on the
 /// rayon pool; any other gets chunks parsed ahead on a second thread while it signs the
@@ -243,9 +246,11 @@ pub fn scan(
     fields: &Fields,
     engine: &mut dyn crate::engine::Engine,
     want_exact_keys: bool,
+    want_sets: Option<&AtomicBool>,
     progress: &Progress,
-    mut on_chunk: impl FnMut(&ScannedChunk) -> Result<(), Error>,
+    mut on_chunk: impl FnMut(&mut ScannedChunk) -> Result<(), Error>,
 ) -> Result<ScanStats, Error> {
+    let sets_now = || want_sets.is_some_and(|w| w.load(Ordering::Relaxed));
     let t0 = Instant::now();
     let cpu0 = this_thread_cpu_seconds();
     let num_perm = engine.params().num_perm;
@@ -254,14 +259,14 @@ pub fn scan(
     let chunk_bytes = engine.preferred_chunk_bytes();
     let mut stats = ScanStats::default();
     let parse_total = std::sync::Mutex::new(0f64);
-    let mut account = |sc: ScannedChunk, stats: &mut ScanStats| -> Result<(), Error> {
+    let mut account = |mut sc: ScannedChunk, stats: &mut ScanStats| -> Result<(), Error> {
         stats.documents += sc.len() as u64;
         stats.words += sc.words.iter().map(|&w| w as u64).sum::<u64>();
         stats.shingles += sc.shingles;
         stats.text_bytes += sc.text_bytes;
         stats.jsonl_bytes += sc.raw_bytes;
         progress.add_docs(sc.len() as u64);
-        let r = on_chunk(&sc);
+        let r = on_chunk(&mut sc);
         // `on_chunk` has copied out what it keeps.
         SPARE_SIGS.give(sc.sigs);
         r
@@ -278,8 +283,15 @@ pub fn scan(
             in_flight,
             |chunk, name| {
                 let t = Instant::now();
-                let sc =
-                    fused::sign_records(signer, &params, &chunk, fields, name, want_exact_keys)?;
+                let sc = fused::sign_records(
+                    signer,
+                    &params,
+                    &chunk,
+                    fields,
+                    name,
+                    want_exact_keys,
+                    sets_now(),
+                )?;
                 *sign_total.lock().expect("not poisoned") += t.elapsed().as_secs_f64();
                 Ok(sc)
             },
@@ -323,7 +335,7 @@ pub fn scan(
                 let t = Instant::now();
                 let c = this_thread_cpu_seconds();
                 let parsed = parse_chunk_into(&chunk, fields, name, &new_part)?;
-                let (sc, parts) = ScannedChunk::from_parsed(parsed, k, want_exact_keys);
+                let (sc, parts) = ScannedChunk::from_parsed(parsed, k, want_exact_keys, sets_now());
                 // The matrix is made here, off the thread that drives the engine.
                 let sigs = signature_rows(sc.len() * num_perm);
                 let out = (sc, parts, sigs);

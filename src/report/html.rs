@@ -320,7 +320,11 @@ pub fn dedup_page(s: &DedupSummary, cfg: &DedupConfig, inputs: &[String], engine
         ("LSH", s.cluster.lsh_seconds),
         ("confirm (all)", s.cluster.confirm_seconds),
         (
-            "of which loading shingle sets (re-reading the input)",
+            if s.cluster.sets_from_signing {
+                "of which taking the shingle sets kept from signing"
+            } else {
+                "of which loading shingle sets (re-reading the input)"
+            },
             s.cluster.sets_seconds,
         ),
         ("cluster", s.cluster.cluster_seconds),

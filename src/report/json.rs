@@ -125,11 +125,13 @@ pub struct SignatureStage {
     pub shingles_per_second: f64,
 }
 
-/// Confirmation, of which loading the shingle sets (a pass over the inputs).
+/// Confirmation, of which loading the shingle sets (a pass over the inputs, unless they were
+/// kept from the signing pass).
 #[derive(Debug, Serialize)]
 pub struct ConfirmStage {
     pub seconds: f64,
     pub load_sets_seconds: f64,
+    pub sets_from_signing: bool,
 }
 
 /// A stage's seconds.
@@ -218,6 +220,7 @@ impl<'a> DedupReport<'a> {
                 confirm: ConfirmStage {
                     seconds: c.confirm_seconds,
                     load_sets_seconds: c.sets_seconds,
+                    sets_from_signing: c.sets_from_signing,
                 },
                 cluster: Seconds {
                     seconds: c.cluster_seconds,

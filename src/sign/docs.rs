@@ -5,8 +5,8 @@
 use rayon::prelude::*;
 
 use crate::batch::PackedBatch;
-use crate::hash::{PermParams, P};
-use crate::sign::fnv::{hash_docs, hash_word_list};
+use crate::hash::{mod_p, PermParams, P};
+use crate::sign::fnv::{batch_fnv_set, fnv64_docs, hash_docs, hash_word_list, sets_of_docs};
 use crate::sign::permute::permute_min;
 use crate::sign::repeats::{RepeatFilter, REPEAT_FILTER_MIN_SHINGLES};
 use crate::text::shingle_layout;
@@ -32,6 +32,32 @@ pub fn sign_docs(
     xs: &mut Vec<u32>,
     rows: &mut [u32],
 ) {
+    sign_docs_into(batch, docs, k, perms, xs, rows, None)
+}
+
+/// [`sign_docs`], and each document's shingle set (sorted 64-bit FNV-1a values) appended to
+/// `sets`: the values `x(s)` is taken from are hashed once for both.
+pub fn sign_docs_and_sets(
+    batch: &PackedBatch,
+    docs: std::ops::Range<usize>,
+    k: usize,
+    perms: &PermParams,
+    xs: &mut Vec<u32>,
+    rows: &mut [u32],
+    sets: &mut Vec<Vec<u64>>,
+) {
+    sign_docs_into(batch, docs, k, perms, xs, rows, Some(sets))
+}
+
+fn sign_docs_into(
+    batch: &PackedBatch,
+    docs: std::ops::Range<usize>,
+    k: usize,
+    perms: &PermParams,
+    xs: &mut Vec<u32>,
+    rows: &mut [u32],
+    mut sets: Option<&mut Vec<Vec<u64>>>,
+) {
     let np = perms.len();
     debug_assert_eq!(rows.len(), docs.len() * np);
     let mut rows = rows;
@@ -41,12 +67,23 @@ pub fn sign_docs(
             .find(|&e| batch.shingle_count(e, k) >= SPLIT_DOC_SHINGLES)
             .unwrap_or(docs.end);
         let (run_rows, rest) = rows.split_at_mut((run_end - d) * np);
-        sign_run(batch, d..run_end, k, perms, xs, run_rows);
+        sign_run(
+            batch,
+            d..run_end,
+            k,
+            perms,
+            xs,
+            run_rows,
+            sets.as_deref_mut(),
+        );
         rows = rest;
         d = run_end;
         if d < docs.end {
             let (row, rest) = rows.split_at_mut(np);
             sign_split_doc(batch, d, k, perms, row);
+            if let Some(sets) = sets.as_deref_mut() {
+                sets.push(batch_fnv_set(batch, d, k));
+            }
             rows = rest;
             d += 1;
         }
@@ -104,11 +141,20 @@ fn sign_run(
     perms: &PermParams,
     xs: &mut Vec<u32>,
     rows: &mut [u32],
+    sets: Option<&mut Vec<Vec<u64>>>,
 ) {
     let np = perms.len();
     debug_assert_eq!(rows.len(), docs.len() * np);
     xs.clear();
-    hash_docs(batch, docs.clone(), k, xs);
+    match sets {
+        None => hash_docs(batch, docs.clone(), k, xs),
+        Some(sets) => RUN_VALUES.with_borrow_mut(|values| {
+            values.clear();
+            fnv64_docs(batch, docs.clone(), k, values);
+            xs.extend(values.iter().map(|&v| mod_p(v)));
+            sets_of_docs(batch, docs.clone(), k, values, sets);
+        }),
+    }
     let mut at = 0;
     REPEATS.with_borrow_mut(|filter| {
         for (d, row) in docs.zip(rows.chunks_exact_mut(np)) {
@@ -131,6 +177,8 @@ fn sign_run(
 thread_local! {
     /// Per-thread table of [`sign_docs`]'s repeat filter.
     static REPEATS: std::cell::RefCell<RepeatFilter> = Default::default();
+    /// Per-thread full FNV-1a values of a run signed with its sets.
+    static RUN_VALUES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Per-thread shingle hashes of one part of a split document.
     static PART_XS: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
 }

@@ -32,6 +32,39 @@ pub fn hash_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, xs
     hash_into(&batch.bytes, lists, k, xs);
 }
 
+/// The full 64-bit FNV-1a of every shingle of documents `docs`, as [`hash_docs`] lays out
+/// their `x(s)`: the values of which `x(s)` is taken, for a caller that needs both.
+pub fn fnv64_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, out: &mut Vec<u64>) {
+    let lists = || {
+        docs.clone().map(|d| {
+            let r = batch.doc_words(d);
+            &batch.word_start[r.start..r.end + 1]
+        })
+    };
+    hash_into(&batch.bytes, lists, k, out);
+}
+
+/// Append each of documents `docs`' shingle set to `sets`, cut from `values`, their shingles'
+/// FNV-1a values as [`fnv64_docs`] lays them out.
+pub fn sets_of_docs(
+    batch: &PackedBatch,
+    docs: std::ops::Range<usize>,
+    k: usize,
+    values: &[u64],
+    sets: &mut Vec<Vec<u64>>,
+) {
+    let mut at = 0;
+    for d in docs {
+        let n = batch.shingle_count(d, k);
+        let mut v = values[at..at + n].to_vec();
+        at += n;
+        v.sort_unstable();
+        v.dedup();
+        sets.push(v);
+    }
+    debug_assert_eq!(at, values.len());
+}
+
 /// `x(s)` of every shingle of one word list (bytes and word starts laid out as [`PackedBatch`]
 /// holds them: words one byte apart, `starts` ending with the end), repeats included, in text
 /// order, appended to `xs`: a part of a document, for a document signed in parts.
@@ -344,6 +377,26 @@ const _: () = assert!(LANES == 4);
 /// FNV-1a value, sorted and without repeats.
 pub fn shingle_fnv_set(words: &Words, k: usize) -> Vec<u64> {
     fnv_set(&words.bytes, &words.starts, k)
+}
+
+/// [`shingle_fnv_set`] of document `d` of a batch: the same set as its text's.
+pub fn batch_fnv_set(batch: &PackedBatch, d: usize, k: usize) -> Vec<u64> {
+    let r = batch.doc_words(d);
+    fnv_set(&batch.bytes, &batch.word_start[r.start..r.end + 1], k)
+}
+
+/// [`batch_fnv_set`] of each of documents `docs`, in order, their shingles hashed in one call
+/// (the lockstep blocks fill across documents).
+pub fn batch_fnv_sets(
+    batch: &PackedBatch,
+    docs: std::ops::Range<usize>,
+    k: usize,
+) -> Vec<Vec<u64>> {
+    let mut values = Vec::new();
+    fnv64_docs(batch, docs.clone(), k, &mut values);
+    let mut sets = Vec::with_capacity(docs.len());
+    sets_of_docs(batch, docs, k, &values, &mut sets);
+    sets
 }
 
 /// [`shingle_fnv_set`] of one word list laid out as [`Words`] and

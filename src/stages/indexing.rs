@@ -80,7 +80,7 @@ pub fn index_inputs(
     let mut sigs: Vec<u32> = Vec::new();
     let place_of = |l: DocLoc| inputs.place(l.file as usize, l.line);
     let bar = progress.pass("signatures", inputs.total_bytes());
-    let stats = scan(inputs, fields, engine, false, &bar, |sc| {
+    let stats = scan(inputs, fields, engine, false, None, &bar, |sc| {
         let file = sc.file_index as u32;
         let locs = sc.lines.iter().map(|&line| DocLoc { file, line });
         ids.extend(&sc.ids, locs, &place_of)?;

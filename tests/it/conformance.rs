@@ -18,7 +18,7 @@ use neardup::engine::{CpuEngine, Engine};
 use neardup::hash::Pcg32;
 use neardup::sign::docs::{split_parts, SPLIT_DOC_SHINGLES, SPLIT_PART_SHINGLES};
 use neardup::text::{shingles_with, Normalize, ShingleUnit, TextRule};
-use neardup::{minhash, perm_params, shingles, MinHashParams};
+use neardup::{fnv1a64, minhash, perm_params, shingles, MinHashParams};
 
 struct Case {
     name: String,
@@ -401,6 +401,82 @@ fn fused_gpu_ports_conform_with_tiny_and_default_sub_batches() {
                     .with_kernels(Kernels::Fused),
             )
         });
+    }
+}
+
+/// Pass 1 over a file, asked for sets, hands over each document's shingle set hashed from the
+/// words it signed (so that `jaccard` confirmation need not read the text again): on every
+/// engine, the sorted FNV-1a values of the SPEC's shingle strings, beside conforming
+/// signatures.
+#[test]
+fn pass_one_hands_over_each_documents_shingle_set_on_every_engine() {
+    use neardup::io::{Fields, InputSpec, Inputs};
+    use neardup::progress::Progress;
+    use std::sync::atomic::AtomicBool;
+    type Make = Box<dyn Fn(MinHashParams) -> Box<dyn Engine>>;
+    let mut engines: Vec<(&str, Make)> = vec![
+        (
+            "cpu/1",
+            Box::new(|p| Box::new(CpuEngine::new(p, 1).unwrap())),
+        ),
+        (
+            "cpu/3",
+            Box::new(|p| Box::new(CpuEngine::new(p, 3).unwrap())),
+        ),
+        (
+            "ports/4KiB",
+            Box::new(|p| Box::new(PortsEngine::new(p, 4096).unwrap())),
+        ),
+    ];
+    if gpu(p(5, 4, 0), &GpuOptions::default()).is_some() {
+        engines.push((
+            "gpu",
+            Box::new(|p| Box::new(gpu(p, &GpuOptions::default()).expect("an adapter"))),
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (i, c) in cases().into_iter().enumerate() {
+        let path = dir.path().join(format!("{i}.jsonl"));
+        let lines: String = (c.texts.iter().enumerate())
+            .map(|(d, t)| format!("{}\n", serde_json::json!({"id": d.to_string(), "text": t})))
+            .collect();
+        std::fs::write(&path, lines).unwrap();
+        let inputs = Inputs::new(&[InputSpec::Path(path)], false).unwrap();
+        let want_sets: Vec<Vec<u64>> = (c.texts.iter())
+            .map(|t| {
+                let mut v: Vec<u64> = shingles_with(t, c.params.k, c.params.rule())
+                    .iter()
+                    .map(|s| fnv1a64(s.as_bytes()))
+                    .collect();
+                v.sort_unstable();
+                v
+            })
+            .collect();
+        let want_sigs = oracle(&c);
+        for (label, make) in &engines {
+            let mut e = make(c.params);
+            let asked = AtomicBool::new(true);
+            let (mut sets, mut sigs) = (Vec::new(), Vec::new());
+            neardup::pipeline::scan(
+                &inputs,
+                &Fields::default(),
+                e.as_mut(),
+                false,
+                Some(&asked),
+                &Progress::hidden(),
+                |sc| {
+                    assert_eq!(sc.sets.len(), sc.len(), "{label}: {}", c.name);
+                    sets.append(&mut sc.sets);
+                    sigs.extend_from_slice(&sc.sigs);
+                    Ok(())
+                },
+            )
+            .unwrap();
+            assert_eq!(sigs, want_sigs, "{label}: case {:?}", c.name);
+            for (d, want) in want_sets.iter().enumerate() {
+                assert_eq!(&sets[d], want, "{label}: case {:?}, document {d}", c.name);
+            }
+        }
     }
 }
 

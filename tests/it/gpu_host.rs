@@ -296,6 +296,7 @@ fn parts_are_kept_for_the_next_run_and_stay_bounded() {
             &Fields::default(),
             e,
             false,
+            None,
             &neardup::progress::Progress::hidden(),
             |sc| {
                 rows.extend_from_slice(&sc.sigs);

@@ -711,6 +711,7 @@ fn end_to_end<E: Engine>(
             fields,
             engine,
             false,
+            None,
             &neardup::progress::Progress::hidden(),
             |sc| {
                 std::hint::black_box(sc.sigs.len());

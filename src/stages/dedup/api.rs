@@ -57,13 +57,8 @@ fn sets_from_batch(batch: &PackedBatch, k: usize, needed: &[bool]) -> ShingleSet
     (0..batch.num_docs())
         .into_par_iter()
         .filter(|&d| needed[d])
-        .map(|d| (d as u32, batch_shingle_set(batch, d, k)))
+        .map(|d| (d as u32, crate::sign::fnv::batch_fnv_set(batch, d, k)))
         .collect()
-}
-
-fn batch_shingle_set(batch: &PackedBatch, d: usize, k: usize) -> Vec<u64> {
-    let r = batch.doc_words(d);
-    crate::sign::fnv::fnv_set(&batch.bytes, &batch.word_start[r.start..r.end + 1], k)
 }
 
 /// Cluster in-memory documents `(id, text)`: the library form of `neardup dedup`.
@@ -235,7 +230,7 @@ pub fn cluster_docs_with_progress(
                 .filter(|&d| needed[d])
                 .map(|d| {
                     let b = PackedBatch::from_texts_with(&texts[d..d + 1], rule);
-                    (d as u32, batch_shingle_set(&b, 0, k))
+                    (d as u32, crate::sign::fnv::batch_fnv_set(&b, 0, k))
                 })
                 .collect())
         },

@@ -92,6 +92,9 @@ pub struct ClusterStats {
     pub pairs_filtered: u64,
     /// Documents whose shingle sets were loaded for `jaccard` confirmation.
     pub sets_loaded: u64,
+    /// Whether those sets were kept from the signing pass (else read from the inputs again).
+    #[serde(default)]
+    pub sets_from_signing: bool,
     pub wordless: u64,
     pub exact_duplicates: u64,
     pub near_duplicates: u64,

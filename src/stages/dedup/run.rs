@@ -2,6 +2,7 @@
 //! complete run leaves outputs.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -130,55 +131,77 @@ pub fn run_dedup(
     };
     let per_doc_bytes = crate::sys::bytes_per_document(num_perm, cfg.exact);
     let mut group_index: HashMap<Option<String>, u32> = HashMap::new();
+    // Under `jaccard`, the shingle sets are hashed as the documents are signed and kept while
+    // they fit, so confirmation need not read the inputs again; past that they are dropped,
+    // and the documents in buckets are read again instead (`load_shingle_sets`).
+    let want_sets = AtomicBool::new(cfg.confirm == Confirm::Jaccard);
+    let mut scan_sets = ScanSets {
+        kept: want_sets.load(Ordering::Relaxed),
+        ..Default::default()
+    };
     let scan_stats = {
         let bar = progress.pass("signatures", inputs.total_bytes());
-        scan(inputs, fields, engine, cfg.exact, &bar, |sc| {
-            for (i, x) in sc.extras.iter().enumerate() {
-                if let Some(v) = x.keep {
-                    corpus.keep_values.push(v);
-                }
-                if let Some(g) = &fields.group {
-                    if x.group.is_none() && cfg.group_missing == GroupMissing::Error {
-                        return Err(Error::Record(format!(
-                            "{}: field `{g}` is missing or null (--group-missing own puts \
-                             documents without it in a group of their own)",
-                            inputs.place(sc.file_index, sc.lines[i])
-                        )));
+        scan(
+            inputs,
+            fields,
+            engine,
+            cfg.exact,
+            Some(&want_sets),
+            &bar,
+            |sc| {
+                for (i, x) in sc.extras.iter().enumerate() {
+                    if let Some(v) = x.keep {
+                        corpus.keep_values.push(v);
                     }
-                    let next = group_index.len() as u32;
-                    let gi = *group_index.entry(x.group.clone()).or_insert_with(|| {
-                        corpus.group_names.push(x.group.clone());
-                        next
-                    });
-                    corpus.groups.push(gi);
+                    if let Some(g) = &fields.group {
+                        if x.group.is_none() && cfg.group_missing == GroupMissing::Error {
+                            return Err(Error::Record(format!(
+                                "{}: field `{g}` is missing or null (--group-missing own puts \
+                             documents without it in a group of their own)",
+                                inputs.place(sc.file_index, sc.lines[i])
+                            )));
+                        }
+                        let next = group_index.len() as u32;
+                        let gi = *group_index.entry(x.group.clone()).or_insert_with(|| {
+                            corpus.group_names.push(x.group.clone());
+                            next
+                        });
+                        corpus.groups.push(gi);
+                    }
                 }
-            }
-            corpus.ids.extend_from(&sc.ids);
-            corpus.locs.extend(sc.lines.iter().map(|&line| DocLoc {
-                file: sc.file_index as u32,
-                line,
-            }));
-            corpus.sigs.extend_from_slice(&sc.sigs);
-            corpus.words.extend_from_slice(&sc.words);
-            corpus.exact_keys.extend_from_slice(&sc.exact_keys);
-            if let Some(limit) = memory_limit {
-                let projected = corpus.heap_bytes() as u64;
-                if projected > limit {
-                    return Err(Error::Memory(format!(
-                        "after {} documents the signature tables hold {} MiB, over the memory \
+                corpus.ids.extend_from(&sc.ids);
+                corpus.locs.extend(sc.lines.iter().map(|&line| DocLoc {
+                    file: sc.file_index as u32,
+                    line,
+                }));
+                corpus.sigs.extend_from_slice(&sc.sigs);
+                corpus.words.extend_from_slice(&sc.words);
+                corpus.exact_keys.extend_from_slice(&sc.exact_keys);
+                let table_bytes = corpus.heap_bytes() as u64;
+                let room = memory_limit.map_or(u64::MAX, |l| l.saturating_sub(table_bytes));
+                let docs = sc.len();
+                if !scan_sets.add(&mut sc.sets, docs, room) {
+                    want_sets.store(false, Ordering::Relaxed);
+                }
+                if let Some(limit) = memory_limit {
+                    let projected = corpus.heap_bytes() as u64;
+                    if projected > limit {
+                        return Err(Error::Memory(format!(
+                            "after {} documents the signature tables hold {} MiB, over the memory \
                          limit of {} MiB (--max-memory; by default 3/4 of the memory available); \
                          each document costs about {} bytes at num_perm {}: raise --max-memory, \
                          lower --num-perm, or split the corpus; no output was written",
-                        corpus.len(),
-                        projected >> 20,
-                        limit >> 20,
-                        per_doc_bytes,
-                        num_perm
-                    )));
+                            corpus.len(),
+                            projected >> 20,
+                            limit >> 20,
+                            per_doc_bytes,
+                            num_perm
+                        )));
+                    }
                 }
-            }
-            Ok(())
-        })
+                Ok(())
+            },
+        )
     };
     let place_of = |l: DocLoc| inputs.place(l.file as usize, l.line);
     let scan_stats = scan_stats.map_err(|e| {
@@ -202,14 +225,24 @@ pub fn run_dedup(
     if cfg.cluster == ClusterRule::Greedy {
         corpus.index_matched = matches.iter().map(Option::is_some).collect();
     }
-    let clustering = cluster_corpus(
+    let sets_kept = scan_sets.kept;
+    let mut clustering = cluster_corpus(
         &corpus,
         cfg,
         &place_of,
-        |needed| load_shingle_sets(inputs, fields, &cfg.params, needed, progress, sets_budget),
+        |needed| match scan_sets.complete(corpus.len()) {
+            Some(sets) => Ok(sets
+                .into_iter()
+                .enumerate()
+                .filter(|&(d, _)| needed[d])
+                .map(|(d, v)| (d as u32, v))
+                .collect()),
+            None => load_shingle_sets(inputs, fields, &cfg.params, needed, progress, sets_budget),
+        },
         progress,
         outs.measure,
     )?;
+    clustering.stats.sets_from_signing = sets_kept && clustering.stats.sets_loaded > 0;
     // The index's time: its matching, then what follows clustering (pass 2, the update).
     let t_against = Instant::now() - match_time;
 
@@ -335,6 +368,49 @@ pub fn run_dedup(
         write_seconds: t_write.elapsed().as_secs_f64(),
         seconds: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// Bytes of shingle sets pass 1 keeps at most (besides the memory limit): enough that a
+/// corpus of a few hundred MB is read once (docs/BENCHMARKS.md, "Sets from the signing
+/// pass"), little beside the signature tables of one too large for it, whose sets are
+/// dropped early in the pass.
+pub(crate) const SCAN_SETS_BYTES: u64 = 256 << 20;
+
+/// The shingle sets pass 1 hands over, every document's in input order, while they are kept.
+#[derive(Default)]
+struct ScanSets {
+    sets: Vec<Vec<u64>>,
+    bytes: u64,
+    /// False once a chunk came without its sets or they outgrew their room: then none are
+    /// kept.
+    kept: bool,
+}
+
+impl ScanSets {
+    /// Keep the `docs` sets of the next chunk (taken from `sets`) while all of them fit in
+    /// [`SCAN_SETS_BYTES`] and `room`; false once none are kept.
+    fn add(&mut self, sets: &mut Vec<Vec<u64>>, docs: usize, room: u64) -> bool {
+        if self.kept && sets.len() == docs {
+            // A set costs its allocation and its vector.
+            self.bytes += sets
+                .iter()
+                .map(|v| v.capacity() as u64 * 8 + 24)
+                .sum::<u64>();
+            self.sets.append(sets);
+            self.kept = self.bytes <= SCAN_SETS_BYTES.min(room);
+        } else {
+            self.kept = false;
+        }
+        if !self.kept {
+            *self = ScanSets::default();
+        }
+        self.kept
+    }
+
+    /// Every document's set, if all `docs` were kept.
+    fn complete(self, docs: usize) -> Option<Vec<Vec<u64>>> {
+        (self.kept && self.sets.len() == docs).then_some(self.sets)
+    }
 }
 
 /// One line of the `--clusters` file, appended to `out`: the root, the members in id order,
@@ -731,6 +807,63 @@ pub(crate) fn write_pass(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sets of `n` documents of `len` values each.
+    fn sets(n: usize, len: usize) -> Vec<Vec<u64>> {
+        (0..n).map(|d| vec![d as u64; len]).collect()
+    }
+
+    /// Pass 1's sets are kept chunk after chunk while they fit; one chunk too many, too little
+    /// room beside the tables or a chunk without its sets drops them all for good.
+    #[test]
+    fn scan_sets_are_kept_while_every_chunk_brings_them_and_they_fit() {
+        let bytes = |n: usize, len: usize| (n * (len * 8 + 24)) as u64;
+        let mut kept = ScanSets {
+            kept: true,
+            ..Default::default()
+        };
+        assert!(kept.add(&mut sets(3, 4), 3, u64::MAX));
+        assert!(kept.add(&mut Vec::new(), 0, u64::MAX), "an empty chunk");
+        assert!(kept.add(&mut sets(2, 1), 2, bytes(3, 4) + bytes(2, 1)));
+        assert_eq!(kept.bytes, bytes(3, 4) + bytes(2, 1));
+        let all = kept.complete(5).expect("all five kept");
+        assert_eq!(
+            all.iter().map(Vec::len).collect::<Vec<_>>(),
+            [4, 4, 4, 1, 1]
+        );
+
+        let fresh = || ScanSets {
+            kept: true,
+            ..Default::default()
+        };
+        // The room beside the tables, by one byte.
+        let mut s = fresh();
+        assert!(s.add(&mut sets(3, 4), 3, u64::MAX));
+        assert!(!s.add(&mut sets(2, 1), 2, bytes(3, 4) + bytes(2, 1) - 1));
+        assert!((s.bytes, s.sets.len()) == (0, 0), "dropped sets are freed");
+        assert!(
+            !s.add(&mut sets(1, 1), 1, u64::MAX),
+            "once dropped, never again"
+        );
+        assert!(s.complete(6).is_none());
+        // The cap, whatever the room.
+        let over = (SCAN_SETS_BYTES as usize - 24) / 8 + 1;
+        let mut s = fresh();
+        assert!(!s.add(&mut vec![Vec::with_capacity(over)], 1, u64::MAX));
+        let mut s = fresh();
+        assert!(s.add(&mut vec![Vec::with_capacity(over - 1)], 1, u64::MAX));
+        // A chunk prepared without its sets.
+        let mut s = fresh();
+        assert!(s.add(&mut sets(2, 1), 2, u64::MAX));
+        assert!(!s.add(&mut Vec::new(), 1, u64::MAX));
+        assert!(s.complete(3).is_none());
+        // Not asked for, none are kept.
+        assert!(!ScanSets::default().add(&mut sets(1, 1), 1, u64::MAX));
+        // A run that did not see every document has no complete sets.
+        let mut s = fresh();
+        assert!(s.add(&mut sets(2, 1), 2, u64::MAX));
+        assert!(s.complete(3).is_none());
+    }
 
     #[test]
     fn a_cluster_line_is_the_json_object_serde_json_writes() {

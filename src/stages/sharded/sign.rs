@@ -79,7 +79,7 @@ pub fn sign(
     };
     let mut at: Vec<u64> = Vec::new();
     let bar = progress.pass(&format!("signatures, shard {shard}"), inputs.total_bytes());
-    let stats = scan(&inputs, fields, engine, cfg.exact, &bar, |sc| {
+    let stats = scan(&inputs, fields, engine, cfg.exact, None, &bar, |sc| {
         let n = sc.len();
         let sigs = &sc.sigs[..n * num_perm];
         dig.resize(n * lsh.bands, 0);

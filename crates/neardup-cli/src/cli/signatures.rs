@@ -35,7 +35,7 @@ pub(super) fn run(a: SignaturesArgs) -> Result<ExitCode> {
     // Ids are kept (not the text) to refuse a repeated id before the file appears.
     let mut ids = neardup::ids::UniqueIds::default();
     let place_of = |l: neardup::ids::DocLoc| inputs.place(l.file as usize, l.line);
-    let stats = pipeline::scan(&inputs, &fields, engine.as_mut(), false, &bar, |sc| {
+    let stats = pipeline::scan(&inputs, &fields, engine.as_mut(), false, None, &bar, |sc| {
         if let (true, Some(total)) = (ids.is_empty(), total_bytes) {
             // Sized once, from the first chunk, for the whole corpus: grown by doubling, the
             // ids were copied each time onto fresh pages, each a page fault. Only from a chunk
