@@ -133,8 +133,12 @@ pub fn run_dedup(
     let mut group_index: HashMap<Option<String>, u32> = HashMap::new();
     // Under `jaccard`, the shingle sets are hashed as the documents are signed and kept while
     // they fit, so confirmation need not read the inputs again; past that they are dropped,
-    // and the documents in buckets are read again instead (`load_shingle_sets`).
-    let want_sets = AtomicBool::new(cfg.confirm == Confirm::Jaccard);
+    // and the documents in buckets are read again instead (`load_shingle_sets`). Inputs too
+    // large for their sets to fit do not try.
+    let may_fit = inputs
+        .total_bytes()
+        .is_none_or(|b| b <= SCAN_SETS_TRY_BYTES);
+    let want_sets = AtomicBool::new(cfg.confirm == Confirm::Jaccard && may_fit);
     let mut scan_sets = ScanSets {
         kept: want_sets.load(Ordering::Relaxed),
         ..Default::default()
@@ -375,6 +379,12 @@ pub fn run_dedup(
 /// pass"), little beside the signature tables of one too large for it, whose sets are
 /// dropped early in the pass.
 pub(crate) const SCAN_SETS_BYTES: u64 = 256 << 20;
+
+/// Input bytes (as stored, compressed or not) past which pass 1 does not hash sets to keep:
+/// a set costs about a byte for each byte of text, so such inputs' sets pass
+/// [`SCAN_SETS_BYTES`] unless text is under a quarter of their bytes, and would be hashed up
+/// to it only to be dropped.
+const SCAN_SETS_TRY_BYTES: u64 = 4 * SCAN_SETS_BYTES;
 
 /// The shingle sets pass 1 hands over, every document's in input order, while they are kept.
 #[derive(Default)]
