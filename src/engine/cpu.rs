@@ -99,7 +99,7 @@ impl Engine for CpuEngine {
                 .enumerate()
                 .for_each_init(Vec::new, |xs, (i, rows)| {
                     let d0 = i * DOCS_PER_TASK;
-                    sign_docs(batch, d0..d0 + rows.len() / n, k, perms, xs, rows);
+                    sign_docs(batch, d0..d0 + rows.len() / n, k, perms, xs, rows, None);
                 });
         });
         Ok(())
@@ -135,7 +135,7 @@ impl CpuEngine {
                     for t in &texts[start..end] {
                         batch.push_text(t);
                     }
-                    sign_docs(batch, 0..end - start, k, perms, xs, rows);
+                    sign_docs(batch, 0..end - start, k, perms, xs, rows, None);
                 })
             });
         });
@@ -153,20 +153,9 @@ impl PieceSigner for CpuEngine {
         docs: Range<usize>,
         xs: &mut Vec<u32>,
         out: &mut [u32],
+        sets: Option<&mut Vec<Vec<u64>>>,
     ) {
-        sign_docs(batch, docs, self.params.k, &self.perms, xs, out);
-    }
-
-    fn sign_piece_and_sets(
-        &self,
-        batch: &PackedBatch,
-        docs: Range<usize>,
-        xs: &mut Vec<u32>,
-        out: &mut [u32],
-        sets: &mut Vec<Vec<u64>>,
-    ) {
-        let k = self.params.k;
-        crate::sign::docs::sign_docs_and_sets(batch, docs, k, &self.perms, xs, out, sets);
+        sign_docs(batch, docs, self.params.k, &self.perms, xs, out, sets);
     }
 }
 

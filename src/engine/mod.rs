@@ -157,25 +157,16 @@ pub trait PieceSigner: Sync {
     fn run(&self, f: &mut (dyn FnMut() + Send));
 
     /// Signatures of documents `docs` of `batch` into `out` (`num_perm` u32 a document), with
-    /// `xs` as the caller's reusable shingle-hash scratch. A long document may be signed in
-    /// parts on the engine's other threads meanwhile.
+    /// `xs` as the caller's reusable shingle-hash scratch; with `sets`, each document's
+    /// shingle set (sorted 64-bit FNV-1a values) appended to it, from the same hashing. A long
+    /// document may be signed in parts on the engine's other threads meanwhile.
     fn sign_piece(
         &self,
         batch: &PackedBatch,
         docs: std::ops::Range<usize>,
         xs: &mut Vec<u32>,
         out: &mut [u32],
-    );
-
-    /// [`sign_piece`](PieceSigner::sign_piece), and each document's shingle set (sorted 64-bit
-    /// FNV-1a values) appended to `sets`, from the same hashing.
-    fn sign_piece_and_sets(
-        &self,
-        batch: &PackedBatch,
-        docs: std::ops::Range<usize>,
-        xs: &mut Vec<u32>,
-        out: &mut [u32],
-        sets: &mut Vec<Vec<u64>>,
+        sets: Option<&mut Vec<Vec<u64>>>,
     );
 }
 

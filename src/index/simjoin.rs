@@ -667,28 +667,41 @@ mod tests {
 
     /// Random sets over a small universe, so that many pairs sit near any threshold, and
     /// families of near copies, so that sets join in many orders.
+    /// `m` random sets: of values below `universe` (`uniform`), or each one of `families`
+    /// 30-value families with fewer than `edits` values replaced.
+    fn random_sets(
+        rng: &mut crate::hash::Pcg32,
+        m: usize,
+        universe: u64,
+        uniform: bool,
+        families: u32,
+        edits: u32,
+    ) -> Vec<Vec<u64>> {
+        (0..m)
+            .map(|_| {
+                if uniform {
+                    let len = rng.below(universe as u32 + 1) as usize;
+                    set((0..len).map(|_| rng.below(universe as u32) as u64))
+                } else {
+                    let family = rng.below(families) as u64;
+                    let mut v: Vec<u64> = (0..30).map(|w| family * 100 + w).collect();
+                    for _ in 0..rng.below(edits) {
+                        let at = rng.below(30) as usize;
+                        v[at] = 10_000 + rng.below(universe as u32) as u64;
+                    }
+                    set(v)
+                }
+            })
+            .collect()
+    }
+
     #[test]
     fn random_sets_give_the_oracles_forest() {
         let mut rng = crate::hash::Pcg32::new(7);
         for round in 0..80 {
             let universe = 8 + rng.below(60) as u64;
             let m = 2 + rng.below(60) as usize;
-            let sets: Vec<Vec<u64>> = (0..m)
-                .map(|_| {
-                    if round % 2 == 0 {
-                        let len = rng.below(universe as u32 + 1) as usize;
-                        set((0..len).map(|_| rng.below(universe as u32) as u64))
-                    } else {
-                        let family = rng.below(4) as u64;
-                        let mut v: Vec<u64> = (0..30).map(|w| family * 100 + w).collect();
-                        for _ in 0..rng.below(10) {
-                            let at = rng.below(30) as usize;
-                            v[at] = 10_000 + rng.below(universe as u32) as u64;
-                        }
-                        set(v)
-                    }
-                })
-                .collect();
+            let sets = random_sets(&mut rng, m, universe, round % 2 == 0, 4, 10);
             for t in [0.05, 0.3, 0.5, 2.0 / 3.0, 0.7, 0.8, 0.9, 0.95, 1.0] {
                 check(&sets, t);
             }
@@ -713,25 +726,10 @@ mod tests {
         for round in 0..120 {
             let universe = 8 + rng.below(60) as u64;
             let m = 2 + rng.below(70) as usize;
-            let sets: Vec<Vec<u64>> = if round % 3 == 2 {
+            let sets = if round % 3 == 2 {
                 templated_sets(&mut rng, m, 40)
             } else {
-                (0..m)
-                    .map(|_| {
-                        if round % 3 == 0 {
-                            let len = rng.below(universe as u32 + 1) as usize;
-                            set((0..len).map(|_| rng.below(universe as u32) as u64))
-                        } else {
-                            let family = rng.below(3) as u64;
-                            let mut v: Vec<u64> = (0..30).map(|w| family * 100 + w).collect();
-                            for _ in 0..rng.below(8) {
-                                let at = rng.below(30) as usize;
-                                v[at] = 10_000 + rng.below(universe as u32) as u64;
-                            }
-                            set(v)
-                        }
-                    })
-                    .collect()
+                random_sets(&mut rng, m, universe, round % 3 == 0, 3, 8)
             };
             let second: Vec<bool> = (0..m).map(|_| rng.below(2) == 1).collect();
             let refs: Vec<&[u64]> = sets.iter().map(|s| s.as_slice()).collect();

@@ -65,11 +65,8 @@ pub fn sign_records(
                         part.text_bytes += rec.text.len() as u64;
                     }
                     let docs = batch.num_docs();
-                    if want_sets {
-                        signer.sign_piece_and_sets(batch, 0..docs, xs, sigs, &mut part.sets);
-                    } else {
-                        signer.sign_piece(batch, 0..docs, xs, sigs);
-                    }
+                    let sets = want_sets.then_some(&mut part.sets);
+                    signer.sign_piece(batch, 0..docs, xs, sigs, sets);
                     part.words = (0..docs).map(|d| batch.doc_words(d).len() as u32).collect();
                     part.shingles = batch.total_shingles(k) as u64;
                     if want_exact_keys {

@@ -21,35 +21,11 @@ pub const SPLIT_DOC_SHINGLES: usize = 1 << 16;
 pub const SPLIT_PART_SHINGLES: usize = 1 << 15;
 
 /// The signatures of documents `docs` into `rows` (one row each, in order), with `xs` as
-/// scratch for their shingle hashes. Runs of documents are hashed in one go (the hasher's
+/// scratch for their shingle hashes; with `sets`, each document's shingle set (sorted 64-bit
+/// FNV-1a values) appended to it, from the values `x(s)` is taken from, hashed once for both. Runs of documents are hashed in one go (the hasher's
 /// lockstep blocks run across documents), then each document's slice is permuted; a document
 /// of [`SPLIT_DOC_SHINGLES`] or more is signed in parts on the pool.
 pub fn sign_docs(
-    batch: &PackedBatch,
-    docs: std::ops::Range<usize>,
-    k: usize,
-    perms: &PermParams,
-    xs: &mut Vec<u32>,
-    rows: &mut [u32],
-) {
-    sign_docs_into(batch, docs, k, perms, xs, rows, None)
-}
-
-/// [`sign_docs`], and each document's shingle set (sorted 64-bit FNV-1a values) appended to
-/// `sets`: the values `x(s)` is taken from are hashed once for both.
-pub fn sign_docs_and_sets(
-    batch: &PackedBatch,
-    docs: std::ops::Range<usize>,
-    k: usize,
-    perms: &PermParams,
-    xs: &mut Vec<u32>,
-    rows: &mut [u32],
-    sets: &mut Vec<Vec<u64>>,
-) {
-    sign_docs_into(batch, docs, k, perms, xs, rows, Some(sets))
-}
-
-fn sign_docs_into(
     batch: &PackedBatch,
     docs: std::ops::Range<usize>,
     k: usize,

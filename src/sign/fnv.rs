@@ -23,18 +23,17 @@ pub fn hash_shingles(batch: &PackedBatch, d: usize, k: usize, xs: &mut Vec<u32>)
 /// shingles are sorted into blocks by length first (the private `hash_blocks` says how and
 /// why).
 pub fn hash_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, xs: &mut Vec<u32>) {
-    let lists = || {
-        docs.clone().map(|d| {
-            let r = batch.doc_words(d);
-            &batch.word_start[r.start..r.end + 1]
-        })
-    };
-    hash_into(&batch.bytes, lists, k, xs);
+    hash_docs_into(batch, docs, k, xs)
 }
 
-/// The full 64-bit FNV-1a of every shingle of documents `docs`, as [`hash_docs`] lays out
-/// their `x(s)`: the values of which `x(s)` is taken, for a caller that needs both.
-pub fn fnv64_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, out: &mut Vec<u64>) {
+/// The values of every shingle of documents `docs`, document after document, appended to
+/// `out`.
+fn hash_docs_into<T: ShingleValue>(
+    batch: &PackedBatch,
+    docs: std::ops::Range<usize>,
+    k: usize,
+    out: &mut Vec<T>,
+) {
     let lists = || {
         docs.clone().map(|d| {
             let r = batch.doc_words(d);
@@ -42,6 +41,12 @@ pub fn fnv64_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, o
         })
     };
     hash_into(&batch.bytes, lists, k, out);
+}
+
+/// The full 64-bit FNV-1a of every shingle of documents `docs`, as [`hash_docs`] lays out
+/// their `x(s)`: the values of which `x(s)` is taken, for a caller that needs both.
+pub fn fnv64_docs(batch: &PackedBatch, docs: std::ops::Range<usize>, k: usize, out: &mut Vec<u64>) {
+    hash_docs_into(batch, docs, k, out)
 }
 
 /// Append each of documents `docs`' shingle set to `sets`, cut from `values`, their shingles'

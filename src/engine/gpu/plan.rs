@@ -620,7 +620,15 @@ pub fn sign_on_host(
     for h in docs {
         let (d, t) = (h.doc as usize, h.target as usize);
         let row = &mut out[t * np..(t + 1) * np];
-        crate::sign::docs::sign_docs(&parts[h.part as usize], d..d + 1, k, perms, &mut xs, row);
+        crate::sign::docs::sign_docs(
+            &parts[h.part as usize],
+            d..d + 1,
+            k,
+            perms,
+            &mut xs,
+            row,
+            None,
+        );
     }
 }
 
