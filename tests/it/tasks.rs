@@ -288,7 +288,7 @@ fn confirm_reads_no_shard_once_their_texts_are_shipped() {
         "{kinds:?}"
     );
     // A shipped file damaged: refused by name.
-    let texts = work.join("ship/texts-00001-0002.rows");
+    let texts = work.join("ship/shipped-00001-0002.rows");
     let good = std::fs::read(&texts).unwrap();
     let mut bad = good.clone();
     bad[40] ^= 1;
@@ -301,18 +301,26 @@ fn confirm_reads_no_shard_once_their_texts_are_shipped() {
     ]);
     assert!(!o.status.success());
     assert!(
-        stderr(&o).contains("texts-00001-0002.rows"),
+        stderr(&o).contains("shipped-00001-0002.rows"),
         "{}",
         stderr(&o)
     );
     std::fs::write(&texts, &good).unwrap();
-    // The shards and the band rows away while the partitions are confirmed: the shipped
-    // texts and the buckets' rows that `confirm-needs` kept are all it reads.
+    // The shards, the band rows and each shard's ranks and recorded band digests away while
+    // the partitions are confirmed: the shipped documents and the buckets' rows that
+    // `confirm-needs` kept are all it reads.
     let mut away: Vec<(PathBuf, PathBuf)> = inputs
         .iter()
         .map(|p| (p.clone(), p.with_extension("away")))
         .collect();
     away.push((work.join("bands"), dir.path().join("bands.away")));
+    for s in 0..inputs.len() {
+        for file in [format!("rank/{s:05}.parquet"), format!("sign/{s:05}.dig")] {
+            let at = work.join(&file);
+            assert!(at.exists(), "{file}");
+            away.push((at, dir.path().join(file.replace('/', "-"))));
+        }
+    }
     for (p, a) in &away {
         std::fs::rename(p, a).unwrap();
     }

@@ -97,16 +97,12 @@ impl Docs {
                 continue;
             }
             step.set_message(format!("shard {s}"));
-            let mut cols = vec!["rank"];
-            if grouped {
-                cols.push("group");
-            }
-            for batch in work.open_rows(&work.rank_file(s), "rank", &cols, Some(rows))? {
-                let batch = batch?;
-                docs.rank.extend_from_slice(u64s(&batch, "rank"));
-                if grouped {
-                    docs.groups.extend_from_slice(u32s(&batch, "group"));
-                }
+            // Shipped documents bring their ranks; others' are read from the shard's file.
+            let shipped = !parts.is_empty() && ship::texts_done(work, s)?;
+            if !shipped {
+                let (rank, groups) = ranks_of(work, s, rows)?;
+                docs.rank.extend(rank);
+                docs.groups.extend(groups);
             }
             // Signatures straight into the reserved table, not copied from a shard's.
             let mut got = Gathered {
@@ -117,8 +113,9 @@ impl Docs {
                 Some(spill) => spill.write(&mut got.sigs, &mut got.sets),
                 None => Ok(()),
             };
-            let r = if !parts.is_empty() && ship::texts_done(work, s)? {
-                gather.shipped_into(work, s, rows, parts, &mut got, &mut taken)
+            let r = if shipped {
+                let ranks = (&mut docs.rank, grouped.then_some(&mut docs.groups));
+                gather.shipped_into(work, s, rows, parts, &mut got, &mut taken, ranks)
             } else {
                 gather.shard_into(work, s, rows, progress, &mut got, &mut taken)
             };
@@ -208,6 +205,7 @@ impl Gatherer {
 
     /// [`Gatherer::shard_into`] from the texts `confirm-texts` shipped to the partitions
     /// `parts` (`ship.rs`), which must hold exactly the rows `rows` between them.
+    #[allow(clippy::too_many_arguments)]
     pub fn shipped_into(
         &mut self,
         work: &WorkDir,
@@ -216,8 +214,11 @@ impl Gatherer {
         parts: &[usize],
         out: &mut Gathered,
         taken: Taken,
+        (ranks, mut groups): (&mut Vec<u64>, Option<&mut Vec<u32>>),
     ) -> Result<(), Error> {
         let mut checked = Checked::new(work, shard, out);
+        // The digests `sign` recorded of the documents not checked yet, as shipped.
+        let mut digests: Vec<u64> = Vec::new();
         let mut readers = parts
             .iter()
             .map(|&p| TextsReader::open(work, shard, p))
@@ -236,11 +237,11 @@ impl Gatherer {
             ),
         };
         // The partitions' records merged by row: a document two of them need is taken once.
-        while let Some(row) = heads.iter().flatten().map(|h| h.0).min() {
-            let mut text = None;
+        while let Some(row) = heads.iter().flatten().map(|h| h.row).min() {
+            let mut doc = None;
             for (h, r) in heads.iter_mut().zip(&mut readers) {
-                if h.as_ref().is_some_and(|h| h.0 == row) {
-                    text = h.take().map(|h| h.1);
+                if h.as_ref().is_some_and(|h| h.row == row) {
+                    doc = h.take();
                     *h = r.next_text()?;
                 }
             }
@@ -250,20 +251,26 @@ impl Gatherer {
                 )));
             }
             at += 1;
-            let text = text.expect("a record of this row");
-            bytes += text.len() as u64;
-            texts.push(text);
+            let doc = doc.expect("a record of this row");
+            ranks.push(doc.rank);
+            if let Some(g) = groups.as_deref_mut() {
+                g.push(doc.group);
+            }
+            digests.extend_from_slice(&doc.digests);
+            bytes += doc.text.len() as u64;
+            texts.push(doc.text);
             if bytes >= SLICE_BYTES {
                 let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
                 self.add_texts(work, &refs, out)?;
-                checked.slice(work, rows, out, taken)?;
+                checked.slice_against(work, rows, &digests, out, taken)?;
                 texts.clear();
+                digests.clear();
                 bytes = 0;
             }
         }
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         self.add_texts(work, &refs, out)?;
-        checked.slice(work, rows, out, taken)?;
+        checked.slice_against(work, rows, &digests, out, taken)?;
         if at != rows.len() {
             return Err(wrong(format!(
                 "{at} of shard {shard}'s {} needed documents were shipped",
@@ -345,12 +352,35 @@ impl Checked {
         }
     }
 
-    /// Check the documents added to `out` since the last slice (the next of `rows`), then
-    /// hand `out` to `taken`.
+    /// Check the documents added to `out` since the last slice (the next of `rows`) against
+    /// the digests `sign` recorded, then hand `out` to `taken`.
     fn slice(
         &mut self,
         work: &WorkDir,
         rows: &[u64],
+        out: &mut Gathered,
+        taken: Taken,
+    ) -> Result<(), Error> {
+        self.check(work, rows, None, out, taken)
+    }
+
+    /// [`Checked::slice`] against `digests`, those of the slice's documents as shipped.
+    fn slice_against(
+        &mut self,
+        work: &WorkDir,
+        rows: &[u64],
+        digests: &[u64],
+        out: &mut Gathered,
+        taken: Taken,
+    ) -> Result<(), Error> {
+        self.check(work, rows, Some(digests), out, taken)
+    }
+
+    fn check(
+        &mut self,
+        work: &WorkDir,
+        rows: &[u64],
+        digests: Option<&[u64]>,
         out: &mut Gathered,
         taken: Taken,
     ) -> Result<(), Error> {
@@ -360,13 +390,17 @@ impl Checked {
             return Ok(());
         }
         let at = &rows[self.rows..self.rows + n];
-        check_digests(
-            work,
-            self.shard,
-            at,
-            &out.sigs[self.from * np..],
-            &self.name,
-        )?;
+        let sigs = &out.sigs[self.from * np..];
+        let read;
+        let recorded = match digests {
+            Some(d) => d,
+            None => {
+                let mut file = RawRows::digests(work, self.shard, None)?;
+                read = fields::<u64>(file.read_at(at)?).collect::<Vec<u64>>();
+                &read
+            }
+        };
+        compare_digests(work, self.shard, at, sigs, recorded, &self.name)?;
         self.rows += n;
         taken(out)?;
         self.from = out.sigs.len() / np;
@@ -438,8 +472,27 @@ fn visit(
     Ok(())
 }
 
-/// Ship shard `shard`'s texts to the partitions that need them (`ship.rs`), reading the shard
-/// once. Returns `None` when they were shipped already.
+/// The ranks of shard `shard`'s rows `rows` (ascending), and their groups when the run has
+/// groups (else none).
+fn ranks_of(work: &WorkDir, shard: usize, rows: &[u64]) -> Result<(Vec<u64>, Vec<u32>), Error> {
+    let grouped = work.fields().group.is_some();
+    let mut cols = vec!["rank"];
+    if grouped {
+        cols.push("group");
+    }
+    let (mut ranks, mut groups) = (Vec::with_capacity(rows.len()), Vec::new());
+    for batch in work.open_rows(&work.rank_file(shard), "rank", &cols, Some(rows))? {
+        let batch = batch?;
+        ranks.extend_from_slice(u64s(&batch, "rank"));
+        if grouped {
+            groups.extend_from_slice(u32s(&batch, "group"));
+        }
+    }
+    Ok((ranks, groups))
+}
+
+/// Ship shard `shard`'s documents to the partitions that need them (`ship.rs`), reading the
+/// shard once. Returns `None` when they were shipped already.
 pub fn ship_texts(
     work: &WorkDir,
     shard: usize,
@@ -466,17 +519,30 @@ pub fn ship_texts(
     wants.sort_unstable();
     let mut rows: Vec<u64> = wants.iter().map(|w| w.0).collect();
     rows.dedup();
+    // What each partition would otherwise read from this shard's rank and digest files,
+    // which are then read (and their seals checked) once, here.
+    let (ranks, groups) = ranks_of(work, shard, &rows)?;
+    let bands = work.config().lsh.bands;
+    let digests: Vec<u64> = if rows.is_empty() {
+        Vec::new()
+    } else {
+        fields::<u64>(RawRows::digests(work, shard, None)?.read_at(&rows)?).collect()
+    };
     let mut outs: Vec<TextsWriter> = (0..parts)
         .map(|p| TextsWriter::create(work, shard, p))
         .collect::<Result<_, _>>()?;
     let fields = work.fields();
     let (mut at, mut written, mut bytes) = (0usize, 0u64, 0u64);
+    let mut doc = 0usize;
     visit(work, shard, &rows, progress, |chunk, places, name| {
         for &i in places {
             let text = crate::corpus::record(chunk, i, fields, name)?.text;
             let row = wants[at].0;
+            let (rank, group) = (ranks[doc], groups.get(doc).copied().unwrap_or(0));
+            let digest = &digests[doc * bands..(doc + 1) * bands];
+            doc += 1;
             while at < wants.len() && wants[at].0 == row {
-                outs[wants[at].1 as usize].push(row, &text)?;
+                outs[wants[at].1 as usize].push(row, rank, group, digest, &text)?;
                 written += 1;
                 bytes += text.len() as u64;
                 at += 1;
@@ -501,17 +567,17 @@ pub fn ship_texts(
 /// not the ones `sign` recorded: the shard's text changed since `sign` read it (an edit its
 /// fingerprint does not cover), and a result from it would be neither the old run's nor the
 /// new text's.
-fn check_digests(
+fn compare_digests(
     work: &WorkDir,
     shard: usize,
     rows: &[u64],
     sigs: &[u32],
+    recorded: &[u64],
     name: &str,
 ) -> Result<(), Error> {
     let lsh = work.config().lsh;
     let np = work.config().params.num_perm;
-    let mut recorded = RawRows::digests(work, shard, None)?;
-    let recorded: Vec<u64> = fields::<u64>(recorded.read_at(rows)?).collect();
+    debug_assert_eq!(recorded.len(), rows.len() * lsh.bands);
     for ((row, sig), dig) in rows
         .iter()
         .zip(sigs.chunks_exact(np))

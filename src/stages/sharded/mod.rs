@@ -730,15 +730,15 @@ impl WorkDir {
         self.file("ship", format!("needs-{partition:04}.json"))
     }
 
-    /// The texts of shard `shard` that partition `partition` needs, a keyed byte file
-    /// (`ship.rs`).
+    /// The documents of shard `shard` that partition `partition` needs (their texts, ranks,
+    /// groups and band digests), a keyed byte file (`ship.rs`).
     pub fn texts_file(&self, shard: usize, partition: usize) -> PathBuf {
-        self.file("ship", format!("texts-{shard:05}-{partition:04}.rows"))
+        self.file("ship", format!("shipped-{shard:05}-{partition:04}.rows"))
     }
 
     /// Written once every partition's [`WorkDir::texts_file`] of shard `shard` is.
     pub fn texts_summary(&self, shard: usize) -> PathBuf {
-        self.file("ship", format!("texts-{shard:05}.json"))
+        self.file("ship", format!("shipped-{shard:05}.json"))
     }
 
     pub fn cluster_file(&self, shard: usize) -> PathBuf {

@@ -7,13 +7,15 @@
 //! shard's band rows again) and, for each shard, the rows its buckets hold
 //! (`ship/needs-P-S.rows`, u64 each, ascending); `confirm-texts
 //! shard=S` reads those lists for its shard, reads the shard once and writes each partition
-//! the texts of its rows (`ship/texts-S-P.rows`). A confirm group then signs its documents
-//! from those files instead of the shards. Both are keyed row files (`raw.rs`), so a file of
-//! another run or a damaged one is refused; each step ends with a summary
-//! (`ship/needs-P.json`, `ship/texts-S.json`) that says it is done.
+//! its rows' texts, with their ranks, groups and the band digests `sign` recorded
+//! (`ship/shipped-S-P.rows`). A confirm group then signs its documents from those files and
+//! checks them against those digests, reading no shard's own files. Both are keyed row files
+//! (`raw.rs`), so a file of another run or a damaged one is refused; each step ends with a
+//! summary (`ship/needs-P.json`, `ship/shipped-S.json`) that says it is done.
 //!
-//! A texts file is a run of records, each the row (u64), the text's length in bytes (u64),
-//! then the text (UTF-8), rows ascending.
+//! A shipped file is a run of records, rows ascending, each: the row, the rank, the group (0
+//! without groups) and the text's length in bytes (u64 each), the band digests (u64 each, one
+//! a band), then the text (UTF-8).
 
 use std::io::Read;
 
@@ -134,7 +136,19 @@ pub(super) fn read_bucketed(
     ))
 }
 
-/// A texts file being written.
+/// One document as a partition receives it.
+#[derive(Debug)]
+pub(super) struct Shipped {
+    pub row: u64,
+    pub rank: u64,
+    /// 0 without groups.
+    pub group: u32,
+    /// The band digests `sign` recorded, one a band.
+    pub digests: Vec<u64>,
+    pub text: String,
+}
+
+/// A shipped file being written.
 pub(super) struct TextsWriter(RawWriter);
 
 impl TextsWriter {
@@ -143,8 +157,19 @@ impl TextsWriter {
             .map(TextsWriter)
     }
 
-    pub fn push(&mut self, row: u64, text: &str) -> Result<(), Error> {
-        self.0.values::<u64>(&[row, text.len() as u64])?;
+    /// One record: the document at `row`, of rank `rank` and group `group`, whose band
+    /// digests are `digests`.
+    pub fn push(
+        &mut self,
+        row: u64,
+        rank: u64,
+        group: u32,
+        digests: &[u64],
+        text: &str,
+    ) -> Result<(), Error> {
+        self.0
+            .values::<u64>(&[row, rank, group as u64, text.len() as u64])?;
+        self.0.values::<u64>(digests)?;
         self.0.values::<u8>(text.as_bytes())
     }
 
@@ -153,12 +178,13 @@ impl TextsWriter {
     }
 }
 
-/// A texts file being read, record by record.
+/// A shipped file being read, record by record.
 pub(super) struct TextsReader {
     file: std::io::BufReader<std::fs::File>,
     /// Bytes not read yet.
     left: u64,
     name: String,
+    bands: usize,
 }
 
 impl TextsReader {
@@ -169,6 +195,7 @@ impl TextsReader {
             left: rows.rows,
             file: std::io::BufReader::with_capacity(1 << 20, rows.into_file()),
             name: path.display().to_string(),
+            bands: work.config().lsh.bands,
         })
     }
 
@@ -180,29 +207,38 @@ impl TextsReader {
     }
 
     /// The next record, `None` at the end.
-    pub fn next_text(&mut self) -> Result<Option<(u64, String)>, Error> {
+    pub fn next_text(&mut self) -> Result<Option<Shipped>, Error> {
         if self.left == 0 {
             return Ok(None);
         }
-        if self.left < 16 {
+        let fixed = 32 + 8 * self.bands as u64;
+        if self.left < fixed {
             return Err(self.bad("ends inside a record"));
         }
-        let mut head = [0u8; 16];
+        let mut head = vec![0u8; fixed as usize];
         self.file
             .read_exact(&mut head)
             .map_err(|e| Error::io(&self.name, e))?;
         let mut t = Take::new(&head);
-        let (row, len) = (t.le::<u64>(), t.le::<u64>());
-        if len > self.left - 16 {
+        let (row, rank, group, len) = (t.le::<u64>(), t.le::<u64>(), t.le::<u64>(), t.le::<u64>());
+        let digests = (0..self.bands).map(|_| t.le::<u64>()).collect();
+        if len > self.left - fixed {
             return Err(self.bad("ends inside a record"));
         }
+        let group = u32::try_from(group).map_err(|_| self.bad("holds a group out of range"))?;
         let mut text = vec![0u8; len as usize];
         self.file
             .read_exact(&mut text)
             .map_err(|e| Error::io(&self.name, e))?;
-        self.left -= 16 + len;
+        self.left -= fixed + len;
         let text =
             String::from_utf8(text).map_err(|_| self.bad("holds a text that is not UTF-8"))?;
-        Ok(Some((row, text)))
+        Ok(Some(Shipped {
+            row,
+            rank,
+            group,
+            digests,
+            text,
+        }))
     }
 }
