@@ -135,10 +135,8 @@ pub fn run_dedup(
     // they fit, so confirmation need not read the inputs again; past that they are dropped,
     // and the documents in buckets are read again instead (`load_shingle_sets`). Inputs too
     // large for their sets to fit do not try.
-    let may_fit = inputs
-        .total_bytes()
-        .is_none_or(|b| b <= SCAN_SETS_TRY_BYTES);
-    let want_sets = AtomicBool::new(cfg.confirm == Confirm::Jaccard && may_fit);
+    let want_sets =
+        AtomicBool::new(cfg.confirm == Confirm::Jaccard && sets_may_fit(inputs.total_bytes()));
     let mut scan_sets = ScanSets {
         kept: want_sets.load(Ordering::Relaxed),
         ..Default::default()
@@ -385,6 +383,12 @@ pub(crate) const SCAN_SETS_BYTES: u64 = 256 << 20;
 /// [`SCAN_SETS_BYTES`] unless text is under a quarter of their bytes, and would be hashed up
 /// to it only to be dropped.
 const SCAN_SETS_TRY_BYTES: u64 = 4 * SCAN_SETS_BYTES;
+
+/// Whether pass 1 hashes sets to keep, for inputs of `total` bytes as stored (`None`: not
+/// known, as for stdin).
+fn sets_may_fit(total: Option<u64>) -> bool {
+    total.is_none_or(|b| b <= SCAN_SETS_TRY_BYTES)
+}
 
 /// The shingle sets pass 1 hands over, every document's in input order, while they are kept.
 #[derive(Default)]
@@ -821,6 +825,24 @@ mod tests {
     /// Sets of `n` documents of `len` values each.
     fn sets(n: usize, len: usize) -> Vec<Vec<u64>> {
         (0..n).map(|d| vec![d as u64; len]).collect()
+    }
+
+    /// Inputs up to 1 GiB as stored, and those of unknown size, try to keep their sets; larger
+    /// ones do not.
+    #[test]
+    fn only_inputs_whose_sets_may_fit_try_to_keep_them() {
+        assert_eq!(SCAN_SETS_TRY_BYTES, 1 << 30);
+        for (total, tries) in [
+            (Some(0), true),
+            (Some(1), true),
+            (Some((1 << 30) - 1), true),
+            (Some(1 << 30), true),
+            (Some((1 << 30) + 1), false),
+            (Some(u64::MAX), false),
+            (None, true),
+        ] {
+            assert_eq!(sets_may_fit(total), tries, "{total:?}");
+        }
     }
 
     /// Pass 1's sets are kept chunk after chunk while they fit; one chunk too many, too little
