@@ -107,19 +107,34 @@ impl Engine for CpuEngine {
 
     fn sign_texts(&mut self, texts: &[&str], out: &mut [u32]) -> Result<(), EngineError> {
         super::check_rows(texts.len(), self.params.num_perm, out)?;
-        self.sign_text_pieces(texts, out);
+        self.sign_text_pieces(texts, out, None);
         Ok(())
     }
 }
 
 impl CpuEngine {
+    /// [`Engine::sign_texts`], and each text's shingle set (sorted 64-bit FNV-1a values)
+    /// appended to `sets`, in order: the set comes from the values the signature is taken
+    /// from, so each shingle is hashed once for both.
+    pub fn sign_texts_and_sets(
+        &self,
+        texts: &[&str],
+        out: &mut [u32],
+        sets: &mut Vec<Vec<u64>>,
+    ) -> Result<(), EngineError> {
+        super::check_rows(texts.len(), self.params.num_perm, out)?;
+        self.sign_text_pieces(texts, out, Some(sets));
+        Ok(())
+    }
+
     /// [`Engine::sign_texts`] on all the engine's threads: pieces of about equal bytes, each
     /// tokenized into a per-thread batch and signed while its text is in cache, rows written
-    /// in place.
-    fn sign_text_pieces(&self, texts: &[&str], out: &mut [u32]) {
+    /// in place; with `sets`, each piece's shingle sets appended to it in the texts' order.
+    fn sign_text_pieces(&self, texts: &[&str], out: &mut [u32], sets: Option<&mut Vec<Vec<u64>>>) {
         let (k, np) = (self.params.k, self.params.num_perm);
         let (perms, rule) = (&self.perms, self.params.rule());
-        self.install(|| {
+        let want_sets = sets.is_some();
+        let pieces: Vec<Vec<Vec<u64>>> = self.install(|| {
             let ranges = split_lens(texts, rayon::current_num_threads() * 8);
             let mut slots: Vec<(usize, usize, &mut [u32])> = Vec::with_capacity(ranges.len());
             let mut rest: &mut [u32] = out;
@@ -128,17 +143,27 @@ impl CpuEngine {
                 slots.push((start, end, head));
                 rest = tail;
             }
-            slots.into_par_iter().for_each(|(start, end, rows)| {
-                with_scratch(|batch, xs| {
-                    batch.clear();
-                    batch.rule = rule;
-                    for t in &texts[start..end] {
-                        batch.push_text(t);
-                    }
-                    sign_docs(batch, 0..end - start, k, perms, xs, rows, None);
+            slots
+                .into_par_iter()
+                .map(|(start, end, rows)| {
+                    let mut piece = Vec::new();
+                    with_scratch(|batch, xs| {
+                        batch.clear();
+                        batch.rule = rule;
+                        for t in &texts[start..end] {
+                            batch.push_text(t);
+                        }
+                        let sets = want_sets.then_some(&mut piece);
+                        sign_docs(batch, 0..end - start, k, perms, xs, rows, sets);
+                    });
+                    piece
                 })
-            });
+                .collect()
         });
+        if let Some(sets) = sets {
+            sets.reserve(texts.len());
+            sets.extend(pieces.into_iter().flatten());
+        }
     }
 }
 

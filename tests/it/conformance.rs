@@ -480,6 +480,45 @@ fn pass_one_hands_over_each_documents_shingle_set_on_every_engine() {
     }
 }
 
+/// Signing texts with their sets appends each text's shingle set, in order, beside signatures
+/// that conform: the sorted FNV-1a values of the SPEC's shingle strings, on one thread and on
+/// three (whose pieces are signed apart and put back in order).
+#[test]
+fn signing_texts_with_sets_appends_each_texts_shingle_set_in_order() {
+    for (i, c) in cases().into_iter().enumerate() {
+        let texts: Vec<&str> = c.texts.iter().map(|t| t.as_str()).collect();
+        let want_sets: Vec<Vec<u64>> = (c.texts.iter())
+            .map(|t| {
+                let mut v: Vec<u64> = shingles_with(t, c.params.k, c.params.rule())
+                    .iter()
+                    .map(|s| fnv1a64(s.as_bytes()))
+                    .collect();
+                v.sort_unstable();
+                v
+            })
+            .collect();
+        let want_sigs = oracle(&c);
+        for threads in [1, 3] {
+            let e = CpuEngine::new(c.params, threads).unwrap();
+            let mut sigs = vec![0u32; texts.len() * c.params.num_perm];
+            // Sets already held stay where they are.
+            let mut sets = vec![vec![i as u64]];
+            e.sign_texts_and_sets(&texts, &mut sigs, &mut sets).unwrap();
+            assert_eq!(sigs, want_sigs, "{threads} threads: case {:?}", c.name);
+            assert_eq!(sets.len(), texts.len() + 1, "{threads} threads: {}", c.name);
+            assert_eq!(sets[0], vec![i as u64]);
+            for (d, want) in want_sets.iter().enumerate() {
+                assert_eq!(
+                    &sets[d + 1],
+                    want,
+                    "{threads} threads: case {:?}, document {d}",
+                    c.name
+                );
+            }
+        }
+    }
+}
+
 /// Both kinds of kernels, for the sweeps below.
 const KERNELS: [Kernels; 2] = [Kernels::Split, Kernels::Fused];
 

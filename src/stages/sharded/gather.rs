@@ -24,7 +24,7 @@ use crate::index::lsh::band_digest;
 use crate::io::Chunk;
 use crate::pipeline::pipelined;
 use crate::progress::ProgressFactory;
-use crate::stages::dedup::{text_shingle_set, Confirm, ShingleSets};
+use crate::stages::dedup::{Confirm, ShingleSets};
 
 /// The gathered documents of a group: each one's local number is its place among them, shard
 /// by shard, rows ascending.
@@ -309,20 +309,15 @@ impl Gatherer {
         if texts.is_empty() {
             return Ok(());
         }
-        let params = &work.config().params;
-        if self.sets {
-            let sets: Vec<Vec<u64>> = self.engine.install(|| {
-                texts
-                    .par_iter()
-                    .map(|t| text_shingle_set(t, params))
-                    .collect()
-            });
-            out.sets.extend(sets);
-        }
-        let np = params.num_perm;
+        let np = work.config().params.num_perm;
         let start = out.sigs.len();
         out.sigs.resize(start + texts.len() * np, 0);
-        self.engine.sign_texts(texts, &mut out.sigs[start..])?;
+        if self.sets {
+            self.engine
+                .sign_texts_and_sets(texts, &mut out.sigs[start..], &mut out.sets)?;
+        } else {
+            self.engine.sign_texts(texts, &mut out.sigs[start..])?;
+        }
         Ok(())
     }
 }
