@@ -66,47 +66,109 @@ impl BandRow {
     }
 }
 
-/// Marks which digests may be shared, over a partition's band rows read once: a row alone
-/// makes no bucket, and most rows are alone, so only the others are worth holding and sorting.
-/// Each digest's top bits are marked in two bitmaps, seen once and seen twice (digests are
-/// uniform hashes, but their low bits chose the partition; with 32 to 64 bits of each bitmap a
-/// row, a few percent of the lone rows pass by a clash).
-struct DigestFilter {
-    bits: u32,
-    /// Seen once and seen twice side by side: one cache miss a row, not two.
-    seen: Vec<[u64; 2]>,
+/// Marks which band rows may share their band and digest with another row, over a partition's
+/// band rows read once: a row alone makes no bucket, and most rows are alone, so only the
+/// others are worth holding and sorting.
+///
+/// Each row is a 32-bit [`fingerprint`] of its band and digest, held in [`FP_BUCKETS`] lists
+/// by its top bits (4 bytes a row). Each list is then checked for repeats in bitmaps the size
+/// of a cache, not of the partition (a table marked at random past the caches costs a memory
+/// round trip a row), and the repeated fingerprints are marked in a bitmap of at most
+/// 2^[`MAX_DUP_BITS`] bits that every row is tested against: rows whose band and digest repeat
+/// always pass, and a lone row passes when its fingerprint clashes, a few percent of them.
+struct Fingerprints {
+    lists: Vec<Vec<u32>>,
 }
 
-impl DigestFilter {
-    /// A filter for `n` rows.
+/// Lists of [`Fingerprints`], by their top bits: each one's bitmaps (2^(32 - 8) bits, twice)
+/// fit a cache.
+const FP_BUCKET_BITS: u32 = 8;
+const FP_BUCKETS: usize = 1 << FP_BUCKET_BITS;
+
+/// The most bits of a fingerprint that [`SharedFilter`] marks (8 MiB).
+const MAX_DUP_BITS: u32 = 26;
+
+/// A band row's fingerprint: the top half of its digest (digests are uniform hashes whose low
+/// bits chose the partition) mixed with its band, so equal bands with equal digests agree.
+fn fingerprint(band: u32, digest: u64) -> u32 {
+    ((digest >> 32) as u32) ^ band.wrapping_mul(0x9e37_79b9)
+}
+
+impl Fingerprints {
+    /// Room for about `n` rows.
     fn new(n: u64) -> Self {
-        let bits = (u64::BITS - n.leading_zeros() + 5).clamp(10, 34);
-        DigestFilter {
-            bits,
-            seen: vec![[0u64; 2]; 1 << (bits - 6)],
+        let each = (n as usize / FP_BUCKETS) + (n as usize / FP_BUCKETS / 16) + 16;
+        Fingerprints {
+            lists: (0..FP_BUCKETS).map(|_| Vec::with_capacity(each)).collect(),
         }
     }
 
-    fn key(&self, digest: u64) -> (usize, u64) {
-        let k = digest >> (64 - self.bits);
-        ((k >> 6) as usize, 1u64 << (k & 63))
+    fn add(&mut self, band: u32, digest: u64) {
+        let f = fingerprint(band, digest);
+        self.lists[(f >> (32 - FP_BUCKET_BITS)) as usize].push(f);
     }
 
-    fn add(&mut self, digest: u64) {
-        let (w, b) = self.key(digest);
-        let s = &mut self.seen[w];
-        s[1] |= s[0] & b;
-        s[0] |= b;
-    }
-
-    /// Whether another row may have `digest` (always, when one has).
-    fn maybe_shared(&self, digest: u64) -> bool {
-        let (w, b) = self.key(digest);
-        self.seen[w][1] & b != 0
+    /// The filter of the fingerprints that repeat.
+    fn into_filter(self) -> SharedFilter {
+        let n: usize = self.lists.iter().map(Vec::len).sum();
+        let bits = (usize::BITS - n.leading_zeros() + 1).clamp(6, MAX_DUP_BITS);
+        let low = 32 - FP_BUCKET_BITS;
+        // Each list's repeats, found in a seen-once/seen-twice bitmap of its low bits, which
+        // is left clear for the next list by unmarking what the list marked.
+        let repeats: Vec<Vec<u32>> = self
+            .lists
+            .into_par_iter()
+            .map_init(
+                || vec![[0u64; 2]; 1 << (low - 6)],
+                |seen, list| {
+                    let key = |f: u32| {
+                        let k = f & ((1 << low) - 1);
+                        ((k >> 6) as usize, 1u64 << (k & 63))
+                    };
+                    for &f in &list {
+                        let (w, b) = key(f);
+                        let s = &mut seen[w];
+                        s[1] |= s[0] & b;
+                        s[0] |= b;
+                    }
+                    let mut out = Vec::new();
+                    for &f in &list {
+                        let (w, b) = key(f);
+                        if seen[w][1] & b != 0 {
+                            out.push(f);
+                        }
+                    }
+                    for &f in &list {
+                        seen[key(f).0] = [0, 0];
+                    }
+                    out
+                },
+            )
+            .collect();
+        let mut dup = vec![0u64; (1usize << bits).div_ceil(64)];
+        for f in repeats.into_iter().flatten() {
+            let k = (f >> (32 - bits)) as usize;
+            dup[k >> 6] |= 1 << (k & 63);
+        }
+        SharedFilter { bits, dup }
     }
 }
 
-/// Of rows that passed the [`DigestFilter`], those whose band and digest another row has, in
+/// Which fingerprints repeat ([`Fingerprints`]).
+struct SharedFilter {
+    bits: u32,
+    dup: Vec<u64>,
+}
+
+impl SharedFilter {
+    /// Whether another row may have this band and digest (always, when one has).
+    fn maybe_shared(&self, band: u32, digest: u64) -> bool {
+        let k = (fingerprint(band, digest) >> (32 - self.bits)) as usize;
+        self.dup[k >> 6] & (1 << (k & 63)) != 0
+    }
+}
+
+/// Of rows that passed the [`SharedFilter`], those whose band and digest another row has, in
 /// [`BandRow::key`] order.
 fn shared_digests(mut maybe: Vec<BandRow>) -> Vec<BandRow> {
     maybe.par_sort_unstable_by_key(BandRow::key);
@@ -130,8 +192,8 @@ fn shared_digests(mut maybe: Vec<BandRow>) -> Vec<BandRow> {
 const READ_ROWS: usize = 64 * 1024;
 
 /// The band rows of partition `partition` whose digest another row shares, in [`BandRow::key`]
-/// order: every shard's file is read twice, once to fill a [`DigestFilter`] and once to keep
-/// the rows it passes, so that only those are ever held.
+/// order: every shard's file is read twice, once for the rows' [`Fingerprints`] and once to
+/// keep the rows their [`SharedFilter`] passes, so that only those are ever held whole.
 fn partition_rows(work: &WorkDir, partition: usize) -> Result<Vec<BandRow>, Error> {
     let mut files = (0..work.shards())
         .map(|s| work.open_keyed(&work.bands_file(s, partition), "bands", BAND_ROW_BYTES))
@@ -140,17 +202,19 @@ fn partition_rows(work: &WorkDir, partition: usize) -> Result<Vec<BandRow>, Erro
     if n < 2 {
         return Ok(Vec::new());
     }
-    let mut filter = DigestFilter::new(n);
+    let mut prints = Fingerprints::new(n);
     for f in &mut files {
         let mut left = f.rows as usize;
         while left > 0 {
             let take = left.min(READ_ROWS);
-            for digest in fields::<u64>(f.read_next(take)?).step_by(2) {
-                filter.add(digest);
+            let mut values = fields::<u64>(f.read_next(take)?);
+            while let (Some(digest), Some(x)) = (values.next(), values.next()) {
+                prints.add(band_and_row(x).0, digest);
             }
             left -= take;
         }
     }
+    let filter = prints.into_filter();
     let mut maybe = Vec::new();
     for (s, f) in files.iter_mut().enumerate() {
         f.rewind()?;
@@ -159,8 +223,8 @@ fn partition_rows(work: &WorkDir, partition: usize) -> Result<Vec<BandRow>, Erro
             let take = left.min(READ_ROWS);
             let mut values = fields::<u64>(f.read_next(take)?);
             while let (Some(digest), Some(x)) = (values.next(), values.next()) {
-                if filter.maybe_shared(digest) {
-                    let (band, row) = band_and_row(x);
+                let (band, row) = band_and_row(x);
+                if filter.maybe_shared(band, digest) {
                     maybe.push(BandRow {
                         digest,
                         row,
@@ -724,7 +788,8 @@ mod tests {
     }
 
     /// The rows kept are exactly those whose band and digest some other row has, for digests
-    /// that share their low bits (as a partition's do) and for sizes around the bitmaps' steps.
+    /// that share their low bits (as a partition's do), for digests whose fingerprints clash,
+    /// and for sizes around the bitmaps' steps.
     #[test]
     fn shared_digests_keeps_exactly_the_rows_whose_digest_repeats() {
         let mut rng = crate::hash::Pcg32::new(7);
@@ -734,7 +799,10 @@ mod tests {
                     // About one row in four repeats an earlier digest; every digest is a
                     // multiple of 8, as in partition 0 of 8.
                     let fresh = ((rng.next_u32() as u64) << 32 | rng.next_u32() as u64) << 3;
-                    let digest = if i > 0 && rng.below(4) == 0 {
+                    let digest = if rng.below(8) == 0 {
+                        // Distinct digests of one fingerprint: they pass, and must not stay.
+                        0x5eed_5eed_0000_0000 | (rng.next_u32() as u64) << 3
+                    } else if i > 0 && rng.below(4) == 0 {
                         (rng.below(i as u32) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) << 3
                     } else {
                         fresh
@@ -756,13 +824,14 @@ mod tests {
                 .filter(|r| count[&(r.band, r.digest)] >= 2)
                 .map(|r| r.row)
                 .collect();
-            let mut filter = DigestFilter::new(n as u64);
+            let mut prints = Fingerprints::new(n as u64);
             for r in &rows {
-                filter.add(r.digest);
+                prints.add(r.band, r.digest);
             }
+            let filter = prints.into_filter();
             let maybe: Vec<BandRow> = rows
                 .into_iter()
-                .filter(|r| filter.maybe_shared(r.digest))
+                .filter(|r| filter.maybe_shared(r.band, r.digest))
                 .collect();
             let kept = shared_digests(maybe);
             assert!(kept.windows(2).all(|w| w[0].key() <= w[1].key()));
