@@ -404,6 +404,21 @@ fn fused_gpu_ports_conform_with_tiny_and_default_sub_batches() {
     }
 }
 
+/// Each text's shingle set as the SPEC states it: the sorted FNV-1a values of its shingle
+/// strings.
+fn spec_sets(c: &Case) -> Vec<Vec<u64>> {
+    (c.texts.iter())
+        .map(|t| {
+            let mut v: Vec<u64> = shingles_with(t, c.params.k, c.params.rule())
+                .iter()
+                .map(|s| fnv1a64(s.as_bytes()))
+                .collect();
+            v.sort_unstable();
+            v
+        })
+        .collect()
+}
+
 /// Pass 1 over a file, asked for sets, hands over each document's shingle set hashed from the
 /// words it signed (so that `jaccard` confirmation need not read the text again): on every
 /// engine, the sorted FNV-1a values of the SPEC's shingle strings, beside conforming
@@ -442,16 +457,7 @@ fn pass_one_hands_over_each_documents_shingle_set_on_every_engine() {
             .collect();
         std::fs::write(&path, lines).unwrap();
         let inputs = Inputs::new(&[InputSpec::Path(path)], false).unwrap();
-        let want_sets: Vec<Vec<u64>> = (c.texts.iter())
-            .map(|t| {
-                let mut v: Vec<u64> = shingles_with(t, c.params.k, c.params.rule())
-                    .iter()
-                    .map(|s| fnv1a64(s.as_bytes()))
-                    .collect();
-                v.sort_unstable();
-                v
-            })
-            .collect();
+        let want_sets = spec_sets(&c);
         let want_sigs = oracle(&c);
         for (label, make) in &engines {
             let mut e = make(c.params);
@@ -487,16 +493,7 @@ fn pass_one_hands_over_each_documents_shingle_set_on_every_engine() {
 fn signing_texts_with_sets_appends_each_texts_shingle_set_in_order() {
     for (i, c) in cases().into_iter().enumerate() {
         let texts: Vec<&str> = c.texts.iter().map(|t| t.as_str()).collect();
-        let want_sets: Vec<Vec<u64>> = (c.texts.iter())
-            .map(|t| {
-                let mut v: Vec<u64> = shingles_with(t, c.params.k, c.params.rule())
-                    .iter()
-                    .map(|s| fnv1a64(s.as_bytes()))
-                    .collect();
-                v.sort_unstable();
-                v
-            })
-            .collect();
+        let want_sets = spec_sets(&c);
         let want_sigs = oracle(&c);
         for threads in [1, 3] {
             let e = CpuEngine::new(c.params, threads).unwrap();
